@@ -1,0 +1,83 @@
+// Package queue is the work-queue port: a FIFO queue with message groups,
+// visibility timeouts, deduplication and a dead-letter queue, with the
+// semantics of SQS FIFO. Adapters (sqlitequeue, sqsqueue) prove them with
+// the shared conformance suite in queuetest.
+//
+// FIFO rules every adapter keeps:
+//   - messages of one group are delivered in the order they were sent;
+//   - while a message of a group is in flight (received, not yet deleted,
+//     visibility not expired), no other message of that group is delivered;
+//   - a message sent with a deduplication id already seen in the last
+//     DedupWindow is accepted but dropped;
+//   - a message received more than MaxReceiveCount times moves to the
+//     dead-letter queue instead of being delivered again.
+package queue
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// DedupWindow is how long a deduplication id is remembered.
+const DedupWindow = 5 * time.Minute
+
+// Sentinel errors.
+var (
+	// ErrNotFound: the receipt handle is unknown or no longer valid (the
+	// message was deleted, or its visibility expired and it was received
+	// again).
+	ErrNotFound = errors.New("queue: not found")
+	// ErrInvalidArgument: malformed parameters (empty group or dedup id,
+	// too many messages, timeout out of range).
+	ErrInvalidArgument = errors.New("queue: invalid argument")
+)
+
+// MaxReceive is the largest batch Receive returns (as SQS).
+const MaxReceive = 10
+
+// Queue is the work-queue port. Safe for concurrent use.
+type Queue interface {
+	// Send appends a message to a group. A duplicate dedup id within
+	// DedupWindow is dropped without error (Duplicate reports it where the
+	// backend says so; SQS does not).
+	Send(ctx context.Context, p SendParams) (SendResult, error)
+	// Receive returns up to p.Max available messages, each made invisible
+	// for p.VisibilityTimeout. It waits up to p.Wait for one to arrive.
+	Receive(ctx context.Context, p ReceiveParams) ([]Message, error)
+	// Delete removes a received message.
+	Delete(ctx context.Context, receiptHandle string) error
+	// ChangeVisibility makes a received message visible again after d
+	// (0 = now), keeping its group locked until then.
+	ChangeVisibility(ctx context.Context, receiptHandle string, d time.Duration) error
+}
+
+// SendParams is one message to send.
+type SendParams struct {
+	Group   string
+	DedupID string
+	Body    []byte
+}
+
+// SendResult identifies the sent message.
+type SendResult struct {
+	MessageID string
+}
+
+// ReceiveParams asks for messages.
+type ReceiveParams struct {
+	Max               int
+	VisibilityTimeout time.Duration
+	Wait              time.Duration
+}
+
+// Message is a received message.
+type Message struct {
+	ID            string // stable across redeliveries
+	Group         string
+	DedupID       string
+	Body          []byte
+	ReceiptHandle string // valid for this receive only
+	ReceiveCount  int    // 1 on first delivery
+	SentAt        time.Time
+}

@@ -1,0 +1,623 @@
+// Package store is the persistence port of qunfa: jobs, their shards and
+// items, token buckets, accounts, idempotency records and API tenants.
+//
+// Every promise qunfa makes rests on a few atomic operations declared here:
+// claiming items (pending → submitted) before the provider is called,
+// recording outcomes only by the claimer, status changes only along allowed
+// transitions, and token buckets that never grant more than their rate.
+// Adapters (sqlitestore, dynamostore) implement Store and prove it with the
+// shared conformance suite in storetest.
+//
+// Counts. Item operations (ClaimItems, UpdateItems) change item records only
+// and return the count delta they caused; the caller folds that delta into
+// the shard with AdvanceShard (the sender, fenced by its turn) or
+// AddShardCounts (anyone else). Deltas always sum to zero, so a shard's counts
+// always add up to its size. A sender turn that dies between an item
+// operation and AdvanceShard leaves the shard Dirty; the next BeginTurn (or
+// RecountShard) recomputes its counts from the items.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sentinel errors. Adapters translate backend errors into these at the edge;
+// callers test them with errors.Is.
+var (
+	// ErrNotFound: the job, shard, item, account or token does not exist.
+	ErrNotFound = errors.New("store: not found")
+	// ErrConflict: a conditional write lost — an idempotency key reused with
+	// another body, a stale turn, a concurrent modification.
+	ErrConflict = errors.New("store: conflict")
+	// ErrInvalidTransition: the requested status change is not allowed from
+	// the record's current status.
+	ErrInvalidTransition = errors.New("store: transition not allowed")
+	// ErrInvalidArgument: the parameters are malformed (empty ids, negative
+	// counts, too many items in one call).
+	ErrInvalidArgument = errors.New("store: invalid argument")
+)
+
+// Store is the persistence port. All methods are safe for concurrent use by
+// many goroutines and many processes.
+type Store interface {
+	// CreateJob stores a new job in status JobCreating together with its
+	// shards and its idempotency record (Tenant + IdempotencyKey).
+	// If the key is already used by a job with the same RequestHash, that job
+	// is returned with Created = false; with another hash, ErrConflict.
+	CreateJob(ctx context.Context, p CreateJobParams) (CreateJobResult, error)
+	// PutItems writes a page of the item snapshot (all status pending,
+	// attempts 0). Rewriting the same seqs with the same content is
+	// harmless, so an interrupted submit can be redone. Allowed only while
+	// the job is JobCreating (ErrInvalidTransition otherwise).
+	PutItems(ctx context.Context, p PutItemsParams) error
+	// GetJob reads a job and all its shards (ordered by index).
+	GetJob(ctx context.Context, jobID string) (JobView, error)
+	// ListJobs lists a tenant's jobs, newest first, paged by an opaque cursor.
+	ListJobs(ctx context.Context, p ListJobsParams) (ListJobsResult, error)
+	// TransitionJob changes a job's status if its current status is one of
+	// p.From (any status when From is empty) and the change is allowed by
+	// JobTransitionAllowed; otherwise ErrInvalidTransition and nothing
+	// changes. Entering running the first time sets StartedAt; entering a
+	// final status sets FinishedAt.
+	TransitionJob(ctx context.Context, p TransitionJobParams) (Job, error)
+	// UpdateJobLimits changes a job's rate cap and/or budget (nil = keep).
+	UpdateJobLimits(ctx context.Context, p UpdateJobLimitsParams) (Job, error)
+	// ReserveBudget adds n (which may be negative, to give back) to the
+	// job's BudgetUsed, never beyond Budget: it grants min(n, Budget −
+	// BudgetUsed) for n > 0. A job without a budget grants all of n.
+	ReserveBudget(ctx context.Context, jobID string, n int64) (granted int64, err error)
+
+	// GetShard reads one shard.
+	GetShard(ctx context.Context, jobID string, index int) (Shard, error)
+	// BeginTurn starts a sender turn for a shard: accepted when p.Turn ==
+	// shard.Turn+1 (a new turn; sets Turn and TurnMessage) or when p.Turn ==
+	// shard.Turn and p.MessageID == shard.TurnMessage (a redelivery of the
+	// current turn's message). Anything else is a stale message:
+	// ErrConflict. If the shard was Dirty (the previous turn did not end
+	// with AdvanceShard{EndTurn: true}) its counts are recomputed from the
+	// items first. Marks the shard Dirty.
+	BeginTurn(ctx context.Context, p BeginTurnParams) (Shard, error)
+	// AdvanceShard folds a count delta into the shard and moves its cursor,
+	// last-advanced time and slow-down factor, only while p.Turn is the
+	// shard's current turn (ErrConflict otherwise). EndTurn clears Dirty.
+	AdvanceShard(ctx context.Context, p AdvanceShardParams) (Shard, error)
+	// AddShardCounts folds a count delta into a shard outside any turn (API
+	// actions, reconciler). It does not move the cursor.
+	AddShardCounts(ctx context.Context, p AddShardCountsParams) (Shard, error)
+	// RecountShard recomputes a shard's counts and failures from its items
+	// and stores them (clearing Dirty when no turn is in progress is the
+	// caller's business: Dirty is left as it was).
+	RecountShard(ctx context.Context, jobID string, index int) (Shard, error)
+	// TransitionShard changes a shard's status along ShardTransitionAllowed,
+	// like TransitionJob.
+	TransitionShard(ctx context.Context, p TransitionShardParams) (Shard, error)
+	// ListStaleShards lists shards in status running whose LastAdvancedAt
+	// is before p.Before, across all jobs.
+	ListStaleShards(ctx context.Context, p ListStaleShardsParams) ([]ShardRef, error)
+
+	// ClaimItems atomically moves up to p.Max due items of a shard (status
+	// pending, NextAttemptAt <= p.Now) to submitted, in seq order, setting
+	// ClaimID, SubmittedAt = p.Now and Attempts + 1. No item is ever
+	// returned to two claimers. Fewer than Max (even none) may be returned.
+	ClaimItems(ctx context.Context, p ClaimItemsParams) (ClaimItemsResult, error)
+	// UpdateItems applies conditional changes to items of one shard. Each
+	// update applies only if the item's status is update.From and, when
+	// update.ClaimID is set, the item's ClaimID matches (outcomes are
+	// recorded only by the claimer). Updates whose condition fails are
+	// reported in Rejected and change nothing; the others are applied.
+	UpdateItems(ctx context.Context, p UpdateItemsParams) (UpdateItemsResult, error)
+	// ListItems lists a job's items in seq order, optionally filtered by
+	// status and/or error category, paged by an opaque cursor.
+	ListItems(ctx context.Context, p ListItemsParams) (ListItemsResult, error)
+	// ListSubmittedItems lists items (across jobs) that have been submitted
+	// since before p.SubmittedBefore, oldest claim first is not required.
+	ListSubmittedItems(ctx context.Context, p ListSubmittedItemsParams) (ListItemsResult, error)
+
+	// TakeTokens takes up to p.Want tokens from a token bucket at time p.Now.
+	// A bucket starts full (Burst tokens) and refills at RatePerSec up to
+	// Burst. Over any interval, the tokens granted never exceed
+	// Burst + RatePerSec × elapsed, however many callers take concurrently.
+	TakeTokens(ctx context.Context, p TakeTokensParams) (TakeTokensResult, error)
+
+	// PutAccount creates or replaces a tenant's sending account config.
+	PutAccount(ctx context.Context, a Account) (Account, error)
+	// GetAccount reads a tenant's account (ErrNotFound if unknown).
+	GetAccount(ctx context.Context, tenant, account string) (Account, error)
+	// ListAccounts lists a tenant's accounts ordered by ID.
+	ListAccounts(ctx context.Context, tenant string) ([]Account, error)
+
+	// PutToken binds the hash of an API token to a tenant.
+	PutToken(ctx context.Context, tokenHash, tenant string) error
+	// TenantForToken returns the tenant owning a token hash (ErrNotFound).
+	TenantForToken(ctx context.Context, tokenHash string) (string, error)
+}
+
+// JobStatus is a job's lifecycle state.
+type JobStatus string
+
+// Job statuses. JobCreating is internal: the snapshot is still being written.
+const (
+	JobCreating  JobStatus = "creating"
+	JobRunning   JobStatus = "running"
+	JobPaused    JobStatus = "paused"
+	JobCompleted JobStatus = "completed"
+	JobPartial   JobStatus = "partial"
+	JobFailed    JobStatus = "failed"
+	JobCancelled JobStatus = "cancelled"
+)
+
+// PauseReason says why a job or shard is paused.
+type PauseReason string
+
+// Pause reasons.
+const (
+	PauseManual  PauseReason = "manual"
+	PauseBudget  PauseReason = "budget"
+	PauseBreaker PauseReason = "breaker"
+)
+
+// jobTransitions lists the allowed job status changes. Partial and failed
+// jobs may run again (redrive); cancelled and completed ones never change.
+var jobTransitions = map[JobStatus][]JobStatus{
+	JobCreating: {JobRunning, JobFailed},
+	JobRunning:  {JobPaused, JobCompleted, JobPartial, JobFailed, JobCancelled},
+	JobPaused:   {JobRunning, JobCancelled},
+	JobPartial:  {JobRunning},
+	JobFailed:   {JobRunning},
+}
+
+// JobTransitionAllowed reports whether a job may go from one status to
+// another.
+func JobTransitionAllowed(from, to JobStatus) bool {
+	for _, s := range jobTransitions[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+// JobFinal reports whether a status ends a job's run.
+func JobFinal(s JobStatus) bool {
+	return s == JobCompleted || s == JobPartial || s == JobFailed || s == JobCancelled
+}
+
+// ShardStatus is a shard's lifecycle state.
+type ShardStatus string
+
+// Shard statuses.
+const (
+	ShardPending   ShardStatus = "pending"
+	ShardRunning   ShardStatus = "running"
+	ShardPaused    ShardStatus = "paused"
+	ShardCompleted ShardStatus = "completed"
+	ShardFailed    ShardStatus = "failed"
+	ShardCancelled ShardStatus = "cancelled"
+)
+
+var shardTransitions = map[ShardStatus][]ShardStatus{
+	ShardPending:   {ShardRunning, ShardPaused, ShardCancelled},
+	ShardRunning:   {ShardPaused, ShardCompleted, ShardFailed, ShardCancelled},
+	ShardPaused:    {ShardRunning, ShardCancelled},
+	ShardCompleted: {ShardRunning},
+	ShardFailed:    {ShardRunning},
+}
+
+// ShardTransitionAllowed reports whether a shard may go from one status to
+// another.
+func ShardTransitionAllowed(from, to ShardStatus) bool {
+	for _, s := range shardTransitions[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+// ShardFinal reports whether a shard has nothing more to do.
+func ShardFinal(s ShardStatus) bool {
+	return s == ShardCompleted || s == ShardFailed || s == ShardCancelled
+}
+
+// ItemStatus is one recipient's state.
+type ItemStatus string
+
+// Item statuses. Submitted means "claimed, the request may have gone out":
+// never send a submitted item again without finding out what happened.
+const (
+	ItemPending   ItemStatus = "pending"
+	ItemSubmitted ItemStatus = "submitted"
+	ItemConfirmed ItemStatus = "confirmed"
+	ItemFailed    ItemStatus = "failed"
+	ItemAbandoned ItemStatus = "abandoned"
+)
+
+// Error categories stored on items (see DESIGN.md).
+const (
+	CategoryRetryable   = "retryable"
+	CategoryRateLimited = "rate_limited"
+	CategoryPermanent   = "permanent"
+	CategoryUncertain   = "uncertain"
+	CategoryExhausted   = "exhausted"
+	CategoryCancelled   = "cancelled"
+	CategorySuppressed  = "suppressed"
+)
+
+// Counts are item counts by status. They always add up to the total.
+type Counts struct {
+	Pending   int64 `json:"pending"`
+	Submitted int64 `json:"submitted"`
+	Confirmed int64 `json:"confirmed"`
+	Failed    int64 `json:"failed"`
+	Abandoned int64 `json:"abandoned"`
+}
+
+// Total is the sum of all counts.
+func (c Counts) Total() int64 {
+	return c.Pending + c.Submitted + c.Confirmed + c.Failed + c.Abandoned
+}
+
+// Add returns c + d.
+func (c Counts) Add(d Counts) Counts {
+	return Counts{
+		Pending:   c.Pending + d.Pending,
+		Submitted: c.Submitted + d.Submitted,
+		Confirmed: c.Confirmed + d.Confirmed,
+		Failed:    c.Failed + d.Failed,
+		Abandoned: c.Abandoned + d.Abandoned,
+	}
+}
+
+// Move records one item moving from one status to another.
+func (c *Counts) Move(from, to ItemStatus) {
+	if from == to {
+		return
+	}
+	*c.field(from)--
+	*c.field(to)++
+}
+
+// IsZero reports whether all counts are zero.
+func (c Counts) IsZero() bool { return c == Counts{} }
+
+func (c *Counts) field(s ItemStatus) *int64 {
+	switch s {
+	case ItemPending:
+		return &c.Pending
+	case ItemSubmitted:
+		return &c.Submitted
+	case ItemConfirmed:
+		return &c.Confirmed
+	case ItemFailed:
+		return &c.Failed
+	default:
+		return &c.Abandoned
+	}
+}
+
+// Job is one submission: a template and its recipients.
+type Job struct {
+	ID             string
+	Tenant         string
+	Name           string
+	Template       string
+	IdempotencyKey string
+	// RequestHash identifies the request body behind IdempotencyKey.
+	RequestHash string
+	Status      JobStatus
+	PauseReason PauseReason // set while paused
+	Total       int64
+	Suppressed  int64 // recipients dropped at submit by the suppression list
+	ShardCount  int
+	Budget      int64   // maximum items sent; 0 = none
+	BudgetUsed  int64   // items claimed against the budget
+	RatePerSec  float64 // per-job cap; 0 = none
+	CreatedBy   string
+	CreatedAt   time.Time
+	StartedAt   time.Time // zero until first running
+	FinishedAt  time.Time // zero until final
+	// Meta is free-form submit metadata (campaign id, query, cursor…).
+	Meta map[string]string
+}
+
+// Shard is the unit of parallelism, rate and rerun: one account's slice of
+// a job.
+type Shard struct {
+	JobID   string
+	Index   int
+	Account string
+	Status  ShardStatus
+	// PauseReason is set while the shard itself is paused (e.g. breaker).
+	PauseReason PauseReason
+	Size        int64 // items in the shard, fixed at creation
+	// Cursor is one past the highest item seq claimed so far.
+	Cursor         int64
+	LastAdvancedAt time.Time
+	Counts         Counts
+	// Failures counts items by error category (failed, abandoned and
+	// submitted-under-review items).
+	Failures map[string]int64
+	// SlowFactor scales the shard's rate after rate-limit answers (1 = full).
+	SlowFactor  float64
+	Turn        int64
+	TurnMessage string
+	Dirty       bool
+}
+
+// ShardRef names a shard.
+type ShardRef struct {
+	JobID string
+	Index int
+}
+
+// JobView is a job with all its shards.
+type JobView struct {
+	Job    Job
+	Shards []Shard
+}
+
+// Counts sums the shards' counts: the job aggregates, shards report.
+func (v JobView) Counts() Counts {
+	var c Counts
+	for _, s := range v.Shards {
+		c = c.Add(s.Counts)
+	}
+	return c
+}
+
+// Failures sums the shards' failures by category.
+func (v JobView) Failures() map[string]int64 {
+	f := map[string]int64{}
+	for _, s := range v.Shards {
+		for k, n := range s.Failures {
+			if n != 0 {
+				f[k] += n
+			}
+		}
+	}
+	return f
+}
+
+// ItemError is the last error of an item.
+type ItemError struct {
+	Category string `json:"category"`
+	Code     string `json:"code,omitempty"`
+	Message  string `json:"message,omitempty"`
+}
+
+// Item is one recipient's message.
+type Item struct {
+	JobID   string
+	Shard   int
+	Seq     int64 // position in the job, unique per job
+	Account string
+	To      string
+	Vars    map[string]string
+	Status  ItemStatus
+	// Attempts counts sends (claims that used an attempt).
+	Attempts      int
+	NextAttemptAt time.Time
+	SubmittedAt   time.Time // time of the current claim
+	ClaimID       string
+	Error         *ItemError // nil unless the item has failed at least once
+}
+
+// CreateJobParams creates a job with its shards.
+type CreateJobParams struct {
+	Job    Job // ID, Tenant, IdempotencyKey, RequestHash, … set by the caller
+	Shards []Shard
+}
+
+// CreateJobResult tells which job stands for the request.
+type CreateJobResult struct {
+	Job     Job
+	Created bool // false: an existing job with the same key and body
+}
+
+// MaxPutItems is the largest page PutItems accepts.
+const MaxPutItems = 500
+
+// PutItemsParams writes one page of the snapshot.
+type PutItemsParams struct {
+	JobID string
+	Items []Item // Seq, Shard, Account, To, Vars
+}
+
+// ListJobsParams pages a tenant's jobs.
+type ListJobsParams struct {
+	Tenant string
+	Cursor string
+	Limit  int // 0 = adapter default (50)
+}
+
+// ListJobsResult is one page of jobs.
+type ListJobsResult struct {
+	Jobs       []Job
+	NextCursor string // empty at the end
+}
+
+// TransitionJobParams changes a job's status.
+type TransitionJobParams struct {
+	JobID       string
+	From        []JobStatus // allowed current statuses; empty = any
+	To          JobStatus
+	PauseReason PauseReason // for To == JobPaused
+	At          time.Time
+}
+
+// UpdateJobLimitsParams changes a job's limits; nil fields stay.
+type UpdateJobLimitsParams struct {
+	JobID      string
+	RatePerSec *float64
+	Budget     *int64
+}
+
+// BeginTurnParams starts a sender turn.
+type BeginTurnParams struct {
+	JobID     string
+	Index     int
+	Turn      int64
+	MessageID string
+	At        time.Time
+}
+
+// AdvanceShardParams folds a sender's progress into its shard.
+type AdvanceShardParams struct {
+	JobID         string
+	Index         int
+	Turn          int64
+	Delta         Counts
+	FailuresDelta map[string]int64
+	Cursor        int64   // kept if lower than the current cursor
+	SlowFactor    float64 // 0 = keep
+	At            time.Time
+	EndTurn       bool
+}
+
+// AddShardCountsParams folds a delta into a shard outside a turn.
+type AddShardCountsParams struct {
+	JobID         string
+	Index         int
+	Delta         Counts
+	FailuresDelta map[string]int64
+}
+
+// TransitionShardParams changes a shard's status.
+type TransitionShardParams struct {
+	JobID       string
+	Index       int
+	From        []ShardStatus
+	To          ShardStatus
+	PauseReason PauseReason
+	At          time.Time
+}
+
+// ListStaleShardsParams selects running shards without progress.
+type ListStaleShardsParams struct {
+	Before time.Time
+	Limit  int
+}
+
+// ClaimItemsParams claims due items of a shard.
+type ClaimItemsParams struct {
+	JobID   string
+	Index   int
+	Max     int
+	Now     time.Time
+	ClaimID string
+}
+
+// ClaimItemsResult holds the claimed items (status submitted).
+type ClaimItemsResult struct {
+	Items []Item
+	Delta Counts
+	// NextDueAt is the earliest NextAttemptAt of the shard's remaining
+	// pending items (zero if none is pending), so the sender knows how
+	// long to wait when nothing was due.
+	NextDueAt time.Time
+}
+
+// ItemUpdate is one conditional item change.
+type ItemUpdate struct {
+	Seq     int64
+	From    ItemStatus
+	ClaimID string // when set, must match the item's ClaimID
+	To      ItemStatus
+	// Error replaces the item's error (nil clears it unless KeepError).
+	Error     *ItemError
+	KeepError bool
+	// NextAttemptAt applies when To is pending.
+	NextAttemptAt time.Time
+	// AttemptsDelta is added to Attempts (e.g. −1 to give back the attempt
+	// of a rate-limited send).
+	AttemptsDelta int
+	// ResetAttempts sets Attempts to 0 (redrive) before AttemptsDelta.
+	ResetAttempts bool
+}
+
+// UpdateItemsParams changes items of one shard.
+type UpdateItemsParams struct {
+	JobID   string
+	Index   int
+	Updates []ItemUpdate
+	At      time.Time
+}
+
+// UpdateItemsResult reports what changed.
+type UpdateItemsResult struct {
+	Delta         Counts
+	FailuresDelta map[string]int64
+	// Rejected lists the seqs whose condition failed (nothing changed).
+	Rejected []int64
+}
+
+// ListItemsParams pages a job's items.
+type ListItemsParams struct {
+	JobID    string
+	Status   ItemStatus // empty = any
+	Category string     // empty = any; matches Error.Category
+	Shard    *int       // nil = all shards
+	Cursor   string
+	Limit    int // 0 = adapter default (100)
+}
+
+// ListItemsResult is one page of items.
+type ListItemsResult struct {
+	Items      []Item
+	NextCursor string
+}
+
+// ListSubmittedItemsParams selects items left submitted.
+type ListSubmittedItemsParams struct {
+	SubmittedBefore time.Time
+	Cursor          string
+	Limit           int
+}
+
+// TakeTokensParams takes tokens from a bucket.
+type TakeTokensParams struct {
+	Bucket     string // e.g. "acct:<tenant>/<account>" or "job:<id>"
+	Want       int
+	RatePerSec float64
+	Burst      float64
+	Now        time.Time
+}
+
+// TakeTokensResult tells how many tokens were granted and, when fewer than
+// wanted, how long until the next one.
+type TakeTokensResult struct {
+	Granted    int
+	RetryAfter time.Duration
+}
+
+// BreakerConfig sets an account's circuit breaker; 0 disables a trigger.
+type BreakerConfig struct {
+	ConsecutiveFailures int     `json:"consecutive_failures"`
+	FailureRate         float64 `json:"failure_rate"`
+	MinSamples          int     `json:"min_samples"`
+	CooldownSec         int     `json:"cooldown_sec"`
+}
+
+// Account is a tenant's sending account and its limits.
+type Account struct {
+	Tenant               string
+	ID                   string
+	RatePerSec           float64
+	Burst                float64
+	OnlineReservePerSec  float64
+	MaxRecipientsPerCall int
+	Breaker              BreakerConfig
+	UpdatedAt            time.Time
+}
+
+// BatchRate is the rate available to bulk sending: the account rate minus
+// the online reserve.
+func (a Account) BatchRate() float64 {
+	r := a.RatePerSec - a.OnlineReservePerSec
+	if r < 0 {
+		return 0
+	}
+	return r
+}
