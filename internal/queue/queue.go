@@ -36,6 +36,21 @@ var (
 // MaxReceive is the largest batch Receive returns (as SQS).
 const MaxReceive = 10
 
+// Parameter limits every adapter enforces with ErrInvalidArgument, so the
+// embedded queue refuses exactly what SQS FIFO refuses.
+const (
+	// MaxIDLength bounds a group or deduplication id (SQS: 128 characters
+	// of alphanumerics and ASCII punctuation).
+	MaxIDLength = 128
+	// MaxBodyBytes bounds a message body (SQS: 256 KiB). A body must not
+	// be empty.
+	MaxBodyBytes = 256 << 10
+	// MaxVisibilityTimeout bounds a visibility timeout (SQS: 12 hours).
+	MaxVisibilityTimeout = 12 * time.Hour
+	// MaxWait bounds a Receive long poll (SQS: 20 seconds).
+	MaxWait = 20 * time.Second
+)
+
 // Queue is the work-queue port. Safe for concurrent use.
 type Queue interface {
 	// Send appends a message to a group. A duplicate dedup id within
@@ -48,27 +63,32 @@ type Queue interface {
 	// Delete removes a received message.
 	Delete(ctx context.Context, receiptHandle string) error
 	// ChangeVisibility makes a received message visible again after d
-	// (0 = now), keeping its group locked until then.
+	// (0 = now; at most MaxVisibilityTimeout), keeping its group locked
+	// until then. The receipt handle stays valid.
 	ChangeVisibility(ctx context.Context, receiptHandle string, d time.Duration) error
 }
 
 // SendParams is one message to send.
 type SendParams struct {
-	Group   string
-	DedupID string
-	Body    []byte
+	Group   string // 1..MaxIDLength characters
+	DedupID string // 1..MaxIDLength characters
+	Body    []byte // 1..MaxBodyBytes bytes
 }
 
 // SendResult identifies the sent message.
 type SendResult struct {
 	MessageID string
+	// Duplicate is true when the message was dropped as a duplicate of one
+	// sent with the same DedupID within DedupWindow. Only backends that
+	// report it set it (SQS does not: there it is always false).
+	Duplicate bool
 }
 
 // ReceiveParams asks for messages.
 type ReceiveParams struct {
-	Max               int
-	VisibilityTimeout time.Duration
-	Wait              time.Duration
+	Max               int           // 1..MaxReceive
+	VisibilityTimeout time.Duration // 0..MaxVisibilityTimeout
+	Wait              time.Duration // 0..MaxWait; 0 = return at once
 }
 
 // Message is a received message.
