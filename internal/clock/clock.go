@@ -4,6 +4,7 @@
 package clock
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -18,6 +19,29 @@ type System struct{}
 
 // Now returns the wall-clock time.
 func (System) Now() time.Time { return time.Now() }
+
+// Sleep waits d or until ctx is done.
+func (System) Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Sleeper is a clock that can also wait. Short in-handler waits (never more
+// than a fraction of a second) go through it, so tests with a Fake clock do
+// not wait at all.
+type Sleeper interface {
+	Clock
+	Sleep(ctx context.Context, d time.Duration) error
+}
 
 // Fake is a clock that moves only when told to. It is safe for concurrent use.
 type Fake struct {
@@ -40,6 +64,17 @@ func (f *Fake) Advance(d time.Duration) {
 	f.mu.Lock()
 	f.t = f.t.Add(d)
 	f.mu.Unlock()
+}
+
+// Sleep advances the fake time by d at once.
+func (f *Fake) Sleep(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d > 0 {
+		f.Advance(d)
+	}
+	return nil
 }
 
 // Set moves the fake time to t.

@@ -1,0 +1,760 @@
+// Package sender works one turn of one shard: the handler behind every
+// work-queue message, in Lambda and in the local runtime alike.
+//
+// A turn loops over batches. At every batch boundary it re-reads the job and
+// shard (pause, cancel and breaker take effect there, never mid-call), takes
+// tokens from the account's bucket, reserves budget, claims items (pending →
+// submitted) *before* calling the provider, calls the provider, records the
+// outcomes and advances the shard. It never waits long: when tokens or due
+// items are more than MaxWait away, it hands the shard back to the queue
+// with a delay. When its time is up it enqueues a continuation turn. When
+// the shard has nothing pending or submitted it finishes the shard and,
+// with the last shard, the job.
+package sender
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/qunfa/qunfa/internal/clock"
+	"github.com/qunfa/qunfa/internal/content"
+	"github.com/qunfa/qunfa/internal/dispatch"
+	"github.com/qunfa/qunfa/internal/provider"
+	"github.com/qunfa/qunfa/internal/queue"
+	"github.com/qunfa/qunfa/internal/store"
+)
+
+// Config tunes the sender. Zero values take the defaults.
+type Config struct {
+	// ClaimBatch is the most items claimed per batch (default 10). It
+	// bounds how many items a crash can leave submitted.
+	ClaimBatch int
+	// Concurrency is the most provider calls in flight per turn (default 16).
+	Concurrency int
+	// MaxWait is the longest in-handler wait for tokens or due items
+	// (default 300 ms); longer waits hand the shard back with a delay.
+	MaxWait time.Duration
+	// TurnDuration bounds one turn (default 60 s); then a continuation turn
+	// is enqueued so other shards get the worker.
+	TurnDuration time.Duration
+	// DeadlineMargin: stop this long before the context deadline (default 3 s).
+	DeadlineMargin time.Duration
+	// Backoff of retryable failures: full jitter over Base·2^(attempt−1),
+	// capped; after MaxAttempts the item is exhausted. Defaults 1 s, 30 s, 5.
+	BackoffBase time.Duration
+	BackoffCap  time.Duration
+	MaxAttempts int
+	// MinSlowFactor is the floor of the multiplicative slow-down (default 0.05).
+	MinSlowFactor float64
+	// RenewAfterReceives: a message handed back this many times is replaced
+	// by a fresh continuation, so hand-backs never reach the queue's
+	// max-receive count (default 4).
+	RenewAfterReceives int
+}
+
+func (c Config) withDefaults() Config {
+	if c.ClaimBatch <= 0 {
+		c.ClaimBatch = 10
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 16
+	}
+	if c.MaxWait <= 0 {
+		c.MaxWait = 300 * time.Millisecond
+	}
+	if c.TurnDuration <= 0 {
+		c.TurnDuration = 60 * time.Second
+	}
+	if c.DeadlineMargin <= 0 {
+		c.DeadlineMargin = 3 * time.Second
+	}
+	if c.BackoffBase <= 0 {
+		c.BackoffBase = time.Second
+	}
+	if c.BackoffCap <= 0 {
+		c.BackoffCap = 30 * time.Second
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 5
+	}
+	if c.MinSlowFactor <= 0 {
+		c.MinSlowFactor = 0.05
+	}
+	if c.RenewAfterReceives <= 0 {
+		c.RenewAfterReceives = 4
+	}
+	return c
+}
+
+// Sender runs shard turns.
+type Sender struct {
+	Store    store.Store
+	Queue    queue.Queue
+	Provider provider.Provider
+	Clock    clock.Sleeper
+	Log      *slog.Logger
+	Config   Config
+	// Rand draws backoff jitter in [0,1); nil uses math/rand/v2.
+	Rand func() float64
+}
+
+// Message is the queue message of a turn.
+type Message struct {
+	ID            string
+	Body          []byte
+	ReceiptHandle string
+	ReceiveCount  int
+}
+
+// Disposition tells the caller what to do with the turn's message.
+type Disposition int
+
+const (
+	// Done: delete the message (the turn ended, a continuation — if any —
+	// has been enqueued).
+	Done Disposition = iota
+	// HandedBack: keep the message; its visibility was set to the delay, so
+	// it comes back then (report it as a batch item failure).
+	HandedBack
+)
+
+// Result is the end of a turn.
+type Result struct {
+	Disposition Disposition
+	Delay       time.Duration // for HandedBack
+	Sent        int           // items claimed and sent in this turn
+	Reason      string        // why the turn ended, for logs
+}
+
+// HandleTurn works one turn. An error means the turn stopped on an
+// infrastructure failure with the shard consistent (claimed items are
+// recorded or left submitted for reconciliation); the message should be
+// retried by the queue.
+func (s *Sender) HandleTurn(ctx context.Context, m Message) (Result, error) {
+	cfg := s.Config.withDefaults()
+	log := s.logger()
+	t, err := dispatch.Decode(m.Body)
+	if err != nil {
+		log.Error("drop malformed turn message", slog.String("message", m.ID), slog.Any("err", err))
+		return Result{Disposition: Done, Reason: "malformed"}, nil
+	}
+	log = log.With(slog.String("job", t.JobID), slog.Int("shard", t.Shard), slog.Int64("turn", t.Turn))
+	start := s.Clock.Now()
+	shard, err := s.Store.BeginTurn(ctx, store.BeginTurnParams{
+		JobID: t.JobID, Index: t.Shard, Turn: t.Turn, MessageID: m.ID, At: start,
+	})
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		log.Debug("drop stale turn message")
+		return Result{Disposition: Done, Reason: "stale"}, nil
+	case errors.Is(err, store.ErrNotFound):
+		log.Warn("drop turn of unknown shard")
+		return Result{Disposition: Done, Reason: "unknown shard"}, nil
+	case err != nil:
+		return Result{}, fmt.Errorf("begin turn: %w", err)
+	}
+	tr := &turn{s: s, cfg: cfg, log: log, msg: m, t: t, shard: shard, start: start}
+	if dl, ok := ctx.Deadline(); ok {
+		tr.deadline = dl.Add(-cfg.DeadlineMargin)
+	}
+	if d := start.Add(cfg.TurnDuration); tr.deadline.IsZero() || d.Before(tr.deadline) {
+		tr.deadline = d
+	}
+	res, err := tr.run(ctx)
+	if err != nil {
+		// Fold what we know; the next turn repairs the rest (Dirty).
+		tr.flush(context.WithoutCancel(ctx), false)
+		return res, err
+	}
+	log.Info("turn ended", slog.String("reason", res.Reason), slog.Int("sent", res.Sent),
+		slog.Duration("took", s.Clock.Now().Sub(start)))
+	return res, nil
+}
+
+func (s *Sender) logger() *slog.Logger {
+	if s.Log != nil {
+		return s.Log
+	}
+	return slog.Default()
+}
+
+func (s *Sender) rand() float64 {
+	if s.Rand != nil {
+		return s.Rand()
+	}
+	return rand.Float64()
+}
+
+// turn is the state of one running turn.
+type turn struct {
+	s        *Sender
+	cfg      Config
+	log      *slog.Logger
+	msg      Message
+	t        dispatch.Turn
+	shard    store.Shard
+	job      store.Job
+	account  store.Account
+	tmpl     content.Template
+	start    time.Time
+	deadline time.Time
+	sent     int
+
+	// progress not yet folded into the shard
+	delta    store.Counts
+	failures map[string]int64
+	cursor   int64
+	slow     float64
+}
+
+func (tr *turn) run(ctx context.Context) (Result, error) {
+	tr.slow = tr.shard.SlowFactor
+	if tr.slow <= 0 || tr.slow > 1 {
+		tr.slow = 1
+	}
+	for {
+		stop, res, err := tr.checkState(ctx)
+		if err != nil || stop {
+			return res, err
+		}
+		now := tr.s.Clock.Now()
+		if !now.Before(tr.deadline) {
+			return tr.continueLater(ctx, "turn time up")
+		}
+		want := tr.cfg.ClaimBatch
+		granted, wait, err := tr.takeTokens(ctx, want, now)
+		if err != nil {
+			return Result{}, err
+		}
+		if granted == 0 {
+			if res, done, err := tr.wait(ctx, wait, "waiting for tokens"); done || err != nil {
+				return res, err
+			}
+			continue
+		}
+		budget := int64(granted)
+		if tr.job.Budget > 0 {
+			budget, err = tr.s.Store.ReserveBudget(ctx, tr.job.ID, int64(granted))
+			if err != nil {
+				return Result{}, fmt.Errorf("reserve budget: %w", err)
+			}
+			if budget == 0 {
+				return tr.pauseJob(ctx, store.PauseBudget)
+			}
+		}
+		claimID := tr.claimID()
+		claim, err := tr.s.Store.ClaimItems(ctx, store.ClaimItemsParams{
+			JobID: tr.job.ID, Index: tr.shard.Index, Max: int(budget), Now: now, ClaimID: claimID,
+		})
+		if err != nil {
+			tr.giveBackBudget(ctx, budget)
+			return Result{}, fmt.Errorf("claim items: %w", err)
+		}
+		tr.fold(claim.Delta, nil)
+		tr.giveBackBudget(ctx, budget-int64(len(claim.Items)))
+		if len(claim.Items) == 0 {
+			// Tokens taken but unused are lost: the account stays under its rate.
+			if res, stop, err := tr.nothingDue(ctx, claim.NextDueAt, now); stop || err != nil {
+				return res, err
+			}
+			continue
+		}
+		if err := tr.sendBatch(ctx, claimID, claim.Items); err != nil {
+			return Result{}, err
+		}
+	}
+}
+
+// checkState re-reads job, shard and account at a batch boundary and stops
+// the turn when the job is paused, cancelled or finished, or the shard is
+// paused.
+func (tr *turn) checkState(ctx context.Context) (bool, Result, error) {
+	view, err := tr.s.Store.GetJob(ctx, tr.t.JobID)
+	if err != nil {
+		return true, Result{}, fmt.Errorf("read job: %w", err)
+	}
+	if tr.job.ID == "" {
+		tr.tmpl, err = content.Parse(view.Job.Template)
+		if err != nil {
+			return true, Result{}, fmt.Errorf("parse template of job %s: %w", view.Job.ID, err)
+		}
+	}
+	tr.job = view.Job
+	if tr.t.Shard >= len(view.Shards) {
+		return true, Result{Disposition: Done, Reason: "unknown shard"}, nil
+	}
+	cur := view.Shards[tr.t.Shard]
+	tr.shard.Status, tr.shard.PauseReason = cur.Status, cur.PauseReason
+	tr.shard.Counts = cur.Counts.Add(tr.delta)
+	if cur.Turn != tr.t.Turn {
+		// A newer turn took over (redrive); this one must not continue.
+		return true, Result{Disposition: Done, Reason: "superseded"}, nil
+	}
+	switch {
+	case tr.job.Status == store.JobCancelled:
+		res, err := tr.cancelShard(ctx)
+		return true, res, err
+	case tr.job.Status == store.JobPaused:
+		res, err := tr.end(ctx, "job paused ("+string(tr.job.PauseReason)+")")
+		return true, res, err
+	case tr.job.Status != store.JobRunning:
+		res, err := tr.end(ctx, "job "+string(tr.job.Status))
+		return true, res, err
+	case tr.shard.Status == store.ShardPaused:
+		res, err := tr.end(ctx, "shard paused ("+string(tr.shard.PauseReason)+")")
+		return true, res, err
+	case tr.shard.Status == store.ShardPending:
+		if _, err := tr.s.Store.TransitionShard(ctx, store.TransitionShardParams{
+			JobID: tr.job.ID, Index: tr.shard.Index, From: []store.ShardStatus{store.ShardPending},
+			To: store.ShardRunning, At: tr.s.Clock.Now(),
+		}); err != nil && !errors.Is(err, store.ErrInvalidTransition) {
+			return true, Result{}, fmt.Errorf("start shard: %w", err)
+		}
+	case store.ShardFinal(tr.shard.Status):
+		res, err := tr.end(ctx, "shard "+string(tr.shard.Status))
+		return true, res, err
+	}
+	acct, err := tr.s.Store.GetAccount(ctx, tr.job.Tenant, tr.shard.Account)
+	if err != nil {
+		return true, Result{}, fmt.Errorf("read account %q: %w", tr.shard.Account, err)
+	}
+	tr.account = acct
+	return false, Result{}, nil
+}
+
+// takeTokens takes up to want tokens from the account bucket (and the job's,
+// when the job caps its rate). It returns how long until more when none.
+func (tr *turn) takeTokens(ctx context.Context, want int, now time.Time) (int, time.Duration, error) {
+	rate := tr.account.BatchRate() * tr.slow
+	burst := tr.account.Burst
+	if burst <= 0 {
+		burst = math.Max(1, tr.account.BatchRate())
+	}
+	if rate <= 0 {
+		return 0, time.Second, nil
+	}
+	if tr.job.RatePerSec > 0 {
+		jr := tr.job.RatePerSec * tr.slow
+		jb := math.Max(1, math.Min(burst, tr.job.RatePerSec))
+		res, err := tr.s.Store.TakeTokens(ctx, store.TakeTokensParams{
+			Bucket: "job:" + tr.job.ID, Want: want, RatePerSec: jr, Burst: jb, Now: now,
+		})
+		if err != nil {
+			return 0, 0, fmt.Errorf("take job tokens: %w", err)
+		}
+		if res.Granted == 0 {
+			return 0, res.RetryAfter, nil
+		}
+		want = res.Granted
+	}
+	res, err := tr.s.Store.TakeTokens(ctx, store.TakeTokensParams{
+		Bucket: "acct:" + tr.job.Tenant + "/" + tr.shard.Account, Want: want,
+		RatePerSec: rate, Burst: burst, Now: now,
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("take account tokens: %w", err)
+	}
+	return res.Granted, res.RetryAfter, nil
+}
+
+// wait waits d in the handler when short, else hands the shard back.
+func (tr *turn) wait(ctx context.Context, d time.Duration, why string) (Result, bool, error) {
+	if d <= tr.cfg.MaxWait {
+		if err := tr.s.Clock.Sleep(ctx, d); err != nil {
+			return Result{}, true, err
+		}
+		return Result{}, false, nil
+	}
+	res, err := tr.handBack(ctx, d, why)
+	return res, true, err
+}
+
+// nothingDue decides what to do when a claim found nothing.
+func (tr *turn) nothingDue(ctx context.Context, nextDue, now time.Time) (Result, bool, error) {
+	counts := tr.shard.Counts
+	switch {
+	case !nextDue.IsZero():
+		return tr.wait(ctx, nextDue.Sub(now), "waiting for backoff")
+	case counts.Pending > 0:
+		// Counts say pending but nothing is due and none scheduled: recount
+		// by ending the turn dirty-free and trying again shortly.
+		res, err := tr.handBack(ctx, time.Second, "pending items not claimable")
+		return res, true, err
+	case counts.Submitted > 0:
+		// Items await reconciliation; the reconciler re-drives the shard.
+		res, err := tr.end(ctx, "waiting for reconciliation of submitted items")
+		return res, true, err
+	default:
+		res, err := tr.finishShard(ctx)
+		return res, true, err
+	}
+}
+
+// sendBatch renders and sends the claimed items and records outcomes.
+func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Item) error {
+	calls, updates := tr.buildCalls(items)
+	results := make([]provider.SendResult, len(calls))
+	sem := make(chan struct{}, tr.cfg.Concurrency)
+	var wg sync.WaitGroup
+	// Calls run to completion even if ctx is cancelled (shutdown): a request
+	// in flight is never cut off mid-call by us.
+	callCtx := context.WithoutCancel(ctx)
+	for i, c := range calls {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			r, err := tr.s.Provider.Send(callCtx, c.req)
+			if err != nil {
+				r = provider.SendResult{}
+				for range c.req.To {
+					r.Recipients = append(r.Recipients, provider.RecipientResult{
+						Category: provider.Uncertain, Message: err.Error(),
+					})
+				}
+			}
+			results[i] = r
+		}()
+	}
+	wg.Wait()
+	tr.sent += len(items)
+	now := tr.s.Clock.Now()
+	rateLimited := 0
+	accountDown := false
+	for i, c := range calls {
+		for j := range c.items {
+			var rr provider.RecipientResult
+			if j < len(results[i].Recipients) {
+				rr = results[i].Recipients[j]
+			} else {
+				rr = provider.RecipientResult{Category: provider.Uncertain, Message: "provider gave no result for this recipient"}
+			}
+			u := tr.outcome(claimID, c.items[j], rr, now)
+			updates = append(updates, u)
+			switch rr.Category {
+			case provider.RateLimited:
+				rateLimited++
+			case provider.AccountDown:
+				accountDown = true
+			}
+		}
+	}
+	res, err := tr.s.Store.UpdateItems(context.WithoutCancel(ctx), store.UpdateItemsParams{
+		JobID: tr.job.ID, Index: tr.shard.Index, Updates: updates, At: now,
+	})
+	if err != nil {
+		return fmt.Errorf("record outcomes: %w", err)
+	}
+	if len(res.Rejected) > 0 {
+		tr.log.Error("outcomes rejected: items no longer held by this claim", slog.Int("rejected", len(res.Rejected)))
+	}
+	tr.fold(res.Delta, res.FailuresDelta)
+	for _, it := range items {
+		if it.Seq+1 > tr.cursor {
+			tr.cursor = it.Seq + 1
+		}
+	}
+	if rateLimited > 0 {
+		tr.giveBackBudget(ctx, int64(rateLimited))
+		tr.slow = math.Max(tr.cfg.MinSlowFactor, tr.slow/2)
+		tr.log.Warn("rate limited by provider; slowing down", slog.Int("items", rateLimited), slog.Float64("slow_factor", tr.slow))
+	} else if tr.slow < 1 {
+		tr.slow = math.Min(1, tr.slow*1.1+0.01)
+	}
+	if err := tr.flush(ctx, false); err != nil {
+		return err
+	}
+	if accountDown {
+		tr.log.Error("account refuses every call; pausing its shard", slog.String("account", tr.shard.Account))
+		if _, err := tr.s.Store.TransitionShard(ctx, store.TransitionShardParams{
+			JobID: tr.job.ID, Index: tr.shard.Index, From: []store.ShardStatus{store.ShardRunning},
+			To: store.ShardPaused, PauseReason: store.PauseBreaker, At: now,
+		}); err != nil && !errors.Is(err, store.ErrInvalidTransition) {
+			return fmt.Errorf("pause shard: %w", err)
+		}
+	}
+	return nil
+}
+
+type call struct {
+	req   provider.SendRequest
+	items []store.Item
+}
+
+// buildCalls renders items and groups those with equal content into calls
+// of up to the account's recipients per call. Items that cannot be rendered
+// fail permanently (the template was checked at submit, so this is a bug
+// guard, not a path).
+func (tr *turn) buildCalls(items []store.Item) ([]call, []store.ItemUpdate) {
+	per := tr.account.MaxRecipientsPerCall
+	if per < 1 {
+		per = 1
+	}
+	var calls []call
+	var failed []store.ItemUpdate
+	open := map[string]int{} // content → index of the open call
+	for _, it := range items {
+		text, err := tr.tmpl.Render(it.Vars)
+		if err != nil {
+			failed = append(failed, store.ItemUpdate{
+				Seq: it.Seq, From: store.ItemSubmitted, ClaimID: it.ClaimID, To: store.ItemFailed,
+				Error: &store.ItemError{Category: store.CategoryPermanent, Message: err.Error()},
+			})
+			continue
+		}
+		if i, ok := open[text]; ok && per > 1 && len(calls[i].items) < per {
+			c := &calls[i]
+			c.req.To = append(c.req.To, it.To)
+			c.req.Keys = append(c.req.Keys, MessageKey(it.JobID, it.Seq))
+			c.items = append(c.items, it)
+			continue
+		}
+		open[text] = len(calls)
+		calls = append(calls, call{
+			req: provider.SendRequest{
+				Account: it.Account, To: []string{it.To}, Keys: []string{MessageKey(it.JobID, it.Seq)}, Content: text,
+			},
+			items: []store.Item{it},
+		})
+	}
+	return calls, failed
+}
+
+// MessageKey is the stable key of an item, sent to the provider as its
+// idempotency key and used for status look-ups.
+func MessageKey(jobID string, seq int64) string {
+	return jobID + ":" + strconv.FormatInt(seq, 10)
+}
+
+// outcome maps a provider result to an item update.
+func (tr *turn) outcome(claimID string, it store.Item, rr provider.RecipientResult, now time.Time) store.ItemUpdate {
+	u := store.ItemUpdate{Seq: it.Seq, From: store.ItemSubmitted, ClaimID: claimID}
+	perr := &store.ItemError{Category: string(rr.Category), Code: rr.Code, Message: rr.Message}
+	switch {
+	case rr.Accepted:
+		u.To = store.ItemConfirmed
+	case rr.Category == provider.RateLimited || rr.Category == provider.AccountDown:
+		// Nothing was sent: back to pending without using an attempt.
+		u.To, u.AttemptsDelta, u.NextAttemptAt, u.Error = store.ItemPending, -1, now, perr
+	case rr.Category == provider.Permanent:
+		u.To, u.Error = store.ItemFailed, perr
+	case rr.Category == provider.Uncertain:
+		// The request may have been delivered: keep it submitted for the
+		// reconciler. Never resend blindly.
+		u.To, u.Error = store.ItemSubmitted, perr
+	default: // retryable (and anything unknown: nothing was accepted)
+		if it.Attempts >= tr.cfg.MaxAttempts {
+			u.To = store.ItemFailed
+			u.Error = &store.ItemError{Category: store.CategoryExhausted, Code: rr.Code,
+				Message: fmt.Sprintf("gave up after %d attempts: %s", it.Attempts, rr.Message)}
+		} else {
+			u.To, u.Error = store.ItemPending, perr
+			u.Error.Category = store.CategoryRetryable
+			u.NextAttemptAt = now.Add(Backoff(tr.cfg.BackoffBase, tr.cfg.BackoffCap, it.Attempts, tr.s.rand()))
+		}
+	}
+	return u
+}
+
+// Backoff is exponential backoff with full jitter: a uniformly random
+// duration in [0, min(cap, base·2^(attempt−1))), drawn with r ∈ [0,1).
+func Backoff(base, cap time.Duration, attempt int, r float64) time.Duration {
+	if attempt < 1 {
+		attempt = 1
+	}
+	ceil := float64(cap)
+	if attempt < 62 {
+		ceil = math.Min(ceil, float64(base)*math.Pow(2, float64(attempt-1)))
+	}
+	return time.Duration(r * ceil)
+}
+
+func (tr *turn) fold(d store.Counts, f map[string]int64) {
+	tr.delta = tr.delta.Add(d)
+	tr.shard.Counts = tr.shard.Counts.Add(d)
+	for k, n := range f {
+		if tr.failures == nil {
+			tr.failures = map[string]int64{}
+		}
+		tr.failures[k] += n
+	}
+}
+
+// flush folds pending progress into the shard.
+func (tr *turn) flush(ctx context.Context, endTurn bool) error {
+	sh, err := tr.s.Store.AdvanceShard(ctx, store.AdvanceShardParams{
+		JobID: tr.job.ID, Index: tr.t.Shard, Turn: tr.t.Turn,
+		Delta: tr.delta, FailuresDelta: tr.failures, Cursor: tr.cursor,
+		SlowFactor: tr.slow, At: tr.s.Clock.Now(), EndTurn: endTurn,
+	})
+	if err != nil {
+		return fmt.Errorf("advance shard: %w", err)
+	}
+	tr.delta, tr.failures = store.Counts{}, nil
+	tr.shard.Counts = sh.Counts
+	return nil
+}
+
+func (tr *turn) giveBackBudget(ctx context.Context, n int64) {
+	if tr.job.Budget <= 0 || n <= 0 {
+		return
+	}
+	if _, err := tr.s.Store.ReserveBudget(context.WithoutCancel(ctx), tr.job.ID, -n); err != nil {
+		tr.log.Error("give back budget", slog.Int64("items", n), slog.Any("err", err))
+	}
+}
+
+func (tr *turn) claimID() string {
+	return tr.msg.ID + "/" + strconv.FormatInt(tr.t.Turn, 10) + "/" + strconv.FormatInt(tr.s.Clock.Now().UnixNano(), 36) +
+		strconv.FormatUint(rand.Uint64()&0xffffff, 36)
+}
+
+// end closes the turn without a continuation.
+func (tr *turn) end(ctx context.Context, reason string) (Result, error) {
+	if err := tr.flush(ctx, true); err != nil {
+		return Result{}, err
+	}
+	return Result{Disposition: Done, Sent: tr.sent, Reason: reason}, nil
+}
+
+// continueLater ends the turn and enqueues the next one.
+func (tr *turn) continueLater(ctx context.Context, reason string) (Result, error) {
+	if err := tr.flush(ctx, true); err != nil {
+		return Result{}, err
+	}
+	if err := dispatch.Send(context.WithoutCancel(ctx), tr.s.Queue, dispatch.Turn{JobID: tr.job.ID, Shard: tr.t.Shard, Turn: tr.t.Turn + 1}); err != nil {
+		return Result{}, err
+	}
+	return Result{Disposition: Done, Sent: tr.sent, Reason: reason}, nil
+}
+
+// handBack returns the shard to the queue to be worked again after d:
+// the message's visibility is set to d, or — when it has been handed back
+// often — a fresh continuation replaces it (FIFO queues have no per-message
+// delay, and every hand-back counts as a receive).
+func (tr *turn) handBack(ctx context.Context, d time.Duration, why string) (Result, error) {
+	if err := tr.flush(ctx, true); err != nil {
+		return Result{}, err
+	}
+	if tr.msg.ReceiveCount >= tr.cfg.RenewAfterReceives || tr.msg.ReceiptHandle == "" {
+		return tr.continueLater(ctx, why+" (renewed)")
+	}
+	d = max(d, time.Second)
+	if err := tr.s.Queue.ChangeVisibility(context.WithoutCancel(ctx), tr.msg.ReceiptHandle, d); err != nil {
+		return Result{}, fmt.Errorf("hand back shard: %w", err)
+	}
+	return Result{Disposition: HandedBack, Delay: d, Sent: tr.sent, Reason: why}, nil
+}
+
+// pauseJob pauses the whole job (budget reached) and ends the turn.
+func (tr *turn) pauseJob(ctx context.Context, reason store.PauseReason) (Result, error) {
+	if _, err := tr.s.Store.TransitionJob(ctx, store.TransitionJobParams{
+		JobID: tr.job.ID, From: []store.JobStatus{store.JobRunning}, To: store.JobPaused,
+		PauseReason: reason, At: tr.s.Clock.Now(),
+	}); err != nil && !errors.Is(err, store.ErrInvalidTransition) {
+		return Result{}, fmt.Errorf("pause job: %w", err)
+	}
+	tr.log.Info("job paused", slog.String("reason", string(reason)))
+	return tr.end(ctx, "job paused ("+string(reason)+")")
+}
+
+// cancelShard abandons every pending item of the shard (cancel is
+// irreversible and undoes nothing sent) and marks the shard cancelled.
+func (tr *turn) cancelShard(ctx context.Context) (Result, error) {
+	idx := tr.shard.Index
+	for {
+		page, err := tr.s.Store.ListItems(ctx, store.ListItemsParams{
+			JobID: tr.job.ID, Status: store.ItemPending, Shard: &idx, Limit: store.MaxPutItems,
+		})
+		if err != nil {
+			return Result{}, fmt.Errorf("list pending items: %w", err)
+		}
+		if len(page.Items) == 0 {
+			break
+		}
+		ups := make([]store.ItemUpdate, 0, len(page.Items))
+		for _, it := range page.Items {
+			ups = append(ups, store.ItemUpdate{
+				Seq: it.Seq, From: store.ItemPending, To: store.ItemAbandoned,
+				Error: &store.ItemError{Category: store.CategoryCancelled, Message: "job cancelled"},
+			})
+		}
+		res, err := tr.s.Store.UpdateItems(ctx, store.UpdateItemsParams{JobID: tr.job.ID, Index: idx, Updates: ups, At: tr.s.Clock.Now()})
+		if err != nil {
+			return Result{}, fmt.Errorf("abandon items: %w", err)
+		}
+		tr.fold(res.Delta, res.FailuresDelta)
+		if err := tr.flush(ctx, false); err != nil {
+			return Result{}, err
+		}
+	}
+	if _, err := tr.s.Store.TransitionShard(ctx, store.TransitionShardParams{
+		JobID: tr.job.ID, Index: idx, To: store.ShardCancelled, At: tr.s.Clock.Now(),
+		From: []store.ShardStatus{store.ShardPending, store.ShardRunning, store.ShardPaused},
+	}); err != nil && !errors.Is(err, store.ErrInvalidTransition) {
+		return Result{}, fmt.Errorf("cancel shard: %w", err)
+	}
+	return tr.end(ctx, "job cancelled")
+}
+
+// finishShard marks the shard completed and, if it was the last one, ends
+// the job: completed when everything was confirmed, partial when some items
+// failed or were abandoned, failed when none was confirmed.
+func (tr *turn) finishShard(ctx context.Context) (Result, error) {
+	if err := tr.flush(ctx, true); err != nil {
+		return Result{}, err
+	}
+	now := tr.s.Clock.Now()
+	if _, err := tr.s.Store.TransitionShard(ctx, store.TransitionShardParams{
+		JobID: tr.job.ID, Index: tr.shard.Index, From: []store.ShardStatus{store.ShardRunning, store.ShardPending},
+		To: store.ShardCompleted, At: now,
+	}); err != nil && !errors.Is(err, store.ErrInvalidTransition) {
+		return Result{}, fmt.Errorf("complete shard: %w", err)
+	}
+	if err := FinishJob(ctx, tr.s.Store, tr.job.ID, now); err != nil {
+		return Result{}, err
+	}
+	return Result{Disposition: Done, Sent: tr.sent, Reason: "shard completed"}, nil
+}
+
+// FinishJob ends a running job whose shards are all final. It is safe to
+// call from several places at once: only one transition wins.
+func FinishJob(ctx context.Context, st store.Store, jobID string, now time.Time) error {
+	view, err := st.GetJob(ctx, jobID)
+	if err != nil {
+		return fmt.Errorf("read job: %w", err)
+	}
+	if view.Job.Status != store.JobRunning {
+		return nil
+	}
+	for _, sh := range view.Shards {
+		if !store.ShardFinal(sh.Status) {
+			return nil
+		}
+	}
+	c := view.Counts()
+	if c.Pending > 0 || c.Submitted > 0 {
+		return nil
+	}
+	to := store.JobCompleted
+	switch {
+	case c.Confirmed == 0 && c.Total() > 0:
+		to = store.JobFailed
+	case c.Failed > 0 || c.Abandoned > 0:
+		to = store.JobPartial
+	}
+	if _, err := st.TransitionJob(ctx, store.TransitionJobParams{
+		JobID: jobID, From: []store.JobStatus{store.JobRunning}, To: to, At: now,
+	}); err != nil && !errors.Is(err, store.ErrInvalidTransition) {
+		return fmt.Errorf("finish job: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,392 @@
+// Package submit turns a submission into a job: it validates the request,
+// renders every recipient's message once to prove it can be rendered, drops
+// duplicate recipients, plans shards, writes the job, its shards and the item
+// snapshot, and enqueues the first turn of every shard. The HTTP API and the
+// scheduled-campaign path both call Submit.
+//
+// Submission is idempotent (DESIGN.md rule 7): the same tenant and
+// idempotency key with the same body give the same job; with another body,
+// ErrIdempotencyConflict. An interrupted submission is finished by
+// submitting again: the job stays `creating` until its snapshot is complete.
+package submit
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/qunfa/qunfa/internal/clock"
+	"github.com/qunfa/qunfa/internal/content"
+	"github.com/qunfa/qunfa/internal/dispatch"
+	"github.com/qunfa/qunfa/internal/queue"
+	"github.com/qunfa/qunfa/internal/store"
+)
+
+// Request is the body of POST /v1/jobs (DESIGN.md contract).
+type Request struct {
+	Name       string      `json:"name"`
+	Template   string      `json:"template"`
+	Recipients []Recipient `json:"recipients"`
+	Budget     int64       `json:"budget"`
+	RatePerSec float64     `json:"rate_per_sec"`
+}
+
+// Recipient is one addressee of a job.
+type Recipient struct {
+	Account string            `json:"account"`
+	To      string            `json:"to"`
+	Vars    map[string]string `json:"vars,omitempty"`
+}
+
+// Params is one submission.
+type Params struct {
+	Tenant         string
+	CreatedBy      string
+	IdempotencyKey string // empty: a fresh key (no idempotency)
+	Request        Request
+	Meta           map[string]string
+}
+
+// Result is the job standing for the submission.
+type Result struct {
+	Job     store.JobView
+	Created bool // false: an earlier submission with the same key
+}
+
+// FieldError is one validation failure.
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// ValidationError lists everything wrong with a request; nothing was stored.
+type ValidationError struct {
+	Errors []FieldError
+}
+
+func (e *ValidationError) Error() string {
+	parts := make([]string, 0, len(e.Errors))
+	for _, f := range e.Errors {
+		parts = append(parts, f.Field+": "+f.Message)
+	}
+	return "invalid request: " + strings.Join(parts, "; ")
+}
+
+// ErrIdempotencyConflict: the idempotency key was used with another body.
+var ErrIdempotencyConflict = errors.New("idempotency key already used with a different request")
+
+// Limits bound what a submission may contain.
+type Limits struct {
+	// MaxRecipients per job (default 1,000,000).
+	MaxRecipients int
+	// ShardSplit: an account with more recipients than this is split into
+	// several shards by recipient hash (default 10,000).
+	ShardSplit int
+	// MaxTemplateBytes (default 16 KiB).
+	MaxTemplateBytes int
+	// MaxFieldBytes bounds name, account, to and each variable (default 1 KiB).
+	MaxFieldBytes int
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxRecipients <= 0 {
+		l.MaxRecipients = 1_000_000
+	}
+	if l.ShardSplit <= 0 {
+		l.ShardSplit = 10_000
+	}
+	if l.MaxTemplateBytes <= 0 {
+		l.MaxTemplateBytes = 16 << 10
+	}
+	if l.MaxFieldBytes <= 0 {
+		l.MaxFieldBytes = 1 << 10
+	}
+	return l
+}
+
+// Submitter creates jobs.
+type Submitter struct {
+	Store  store.Store
+	Queue  queue.Queue
+	Clock  clock.Clock
+	Limits Limits
+	// Suppressed, when set, reports whether a recipient is on the tenant's
+	// suppression list; suppressed recipients are dropped and counted.
+	Suppressed func(ctx context.Context, tenant, account, to string) (bool, error)
+}
+
+// planned is a validated, cleaned submission.
+type planned struct {
+	items      []store.Item // seq-ordered; each shard's items are contiguous
+	shards     []store.Shard
+	suppressed int64
+}
+
+// Submit validates, plans and stores a job, then enqueues its shards.
+func (s *Submitter) Submit(ctx context.Context, p Params) (Result, error) {
+	lim := s.Limits.withDefaults()
+	accounts, err := s.validate(ctx, p, lim)
+	if err != nil {
+		return Result{}, err
+	}
+	plan, err := s.plan(ctx, p, lim, accounts)
+	if err != nil {
+		return Result{}, err
+	}
+	now := s.Clock.Now()
+	key := p.IdempotencyKey
+	if key == "" {
+		key = "auto-" + newID(now)
+	}
+	job := store.Job{
+		ID:             newID(now),
+		Tenant:         p.Tenant,
+		Name:           p.Request.Name,
+		Template:       p.Request.Template,
+		IdempotencyKey: key,
+		RequestHash:    RequestHash(p.Request),
+		Status:         store.JobCreating,
+		Total:          int64(len(plan.items)),
+		Suppressed:     plan.suppressed,
+		ShardCount:     len(plan.shards),
+		Budget:         p.Request.Budget,
+		RatePerSec:     p.Request.RatePerSec,
+		CreatedBy:      p.CreatedBy,
+		CreatedAt:      now,
+		Meta:           p.Meta,
+	}
+	for i := range plan.shards {
+		plan.shards[i].JobID = job.ID
+		plan.shards[i].LastAdvancedAt = now
+	}
+	created, err := s.Store.CreateJob(ctx, store.CreateJobParams{Job: job, Shards: plan.shards})
+	if errors.Is(err, store.ErrConflict) {
+		return Result{}, ErrIdempotencyConflict
+	}
+	if err != nil {
+		return Result{}, fmt.Errorf("create job: %w", err)
+	}
+	job = created.Job
+	if job.Status == store.JobCreating {
+		// New, or an earlier submission of the same request was interrupted:
+		// (re)write the snapshot — deterministic from the request — and release.
+		if err := s.writeSnapshot(ctx, job.ID, plan.items); err != nil {
+			return Result{}, err
+		}
+		if _, err := s.Store.TransitionJob(ctx, store.TransitionJobParams{
+			JobID: job.ID, From: []store.JobStatus{store.JobCreating}, To: store.JobRunning, At: now,
+		}); err != nil && !errors.Is(err, store.ErrInvalidTransition) {
+			return Result{}, fmt.Errorf("release job %s: %w", job.ID, err)
+		}
+	}
+	view, err := s.Store.GetJob(ctx, job.ID)
+	if err != nil {
+		return Result{}, fmt.Errorf("read job %s: %w", job.ID, err)
+	}
+	// Enqueue the first turn of every shard that has not begun. On a repeated
+	// submission this repairs a crash between release and enqueue; the
+	// queue's dedup and the store's turn fencing make it harmless otherwise.
+	if view.Job.Status == store.JobRunning {
+		for _, sh := range view.Shards {
+			if sh.Turn == 0 && !store.ShardFinal(sh.Status) {
+				if err := dispatch.Send(ctx, s.Queue, dispatch.Turn{JobID: job.ID, Shard: sh.Index, Turn: 1}); err != nil {
+					return Result{}, err
+				}
+			}
+		}
+	}
+	return Result{Job: view, Created: created.Created}, nil
+}
+
+func (s *Submitter) writeSnapshot(ctx context.Context, jobID string, items []store.Item) error {
+	for start := 0; start < len(items); start += store.MaxPutItems {
+		end := min(start+store.MaxPutItems, len(items))
+		page := items[start:end]
+		for i := range page {
+			page[i].JobID = jobID
+		}
+		if err := s.Store.PutItems(ctx, store.PutItemsParams{JobID: jobID, Items: page}); err != nil {
+			return fmt.Errorf("write snapshot of job %s at item %d: %w", jobID, start, err)
+		}
+	}
+	return nil
+}
+
+// validate checks the request against the contract and returns the
+// tenant's accounts the recipients use.
+func (s *Submitter) validate(ctx context.Context, p Params, lim Limits) (map[string]store.Account, error) {
+	var errs []FieldError
+	add := func(field, format string, args ...any) {
+		if len(errs) < 100 {
+			errs = append(errs, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+		}
+	}
+	r := p.Request
+	text := func(field, v string, required bool) {
+		switch {
+		case required && strings.TrimSpace(v) == "":
+			add(field, "is required")
+		case !utf8.ValidString(v):
+			add(field, "is not valid UTF-8")
+		case len(v) > lim.MaxFieldBytes && field != "template":
+			add(field, "is longer than %d bytes", lim.MaxFieldBytes)
+		}
+	}
+	text("name", r.Name, false)
+	text("template", r.Template, true)
+	if len(r.Template) > lim.MaxTemplateBytes {
+		add("template", "is longer than %d bytes", lim.MaxTemplateBytes)
+	}
+	tmpl, err := content.Parse(r.Template)
+	if err != nil {
+		add("template", "%v", err)
+	}
+	if r.Budget < 0 {
+		add("budget", "must be 0 (none) or positive")
+	}
+	if r.RatePerSec < 0 {
+		add("rate_per_sec", "must be 0 (none) or positive")
+	}
+	switch {
+	case len(r.Recipients) == 0:
+		add("recipients", "must not be empty")
+	case len(r.Recipients) > lim.MaxRecipients:
+		add("recipients", "has %d entries, more than the limit of %d", len(r.Recipients), lim.MaxRecipients)
+	}
+	if len(errs) > 0 {
+		return nil, &ValidationError{Errors: errs}
+	}
+	accounts := map[string]store.Account{}
+	for i, rc := range r.Recipients {
+		f := "recipients[" + strconv.Itoa(i) + "]"
+		text(f+".account", rc.Account, true)
+		text(f+".to", rc.To, true)
+		for k, v := range rc.Vars {
+			text(f+".vars."+k, v, false)
+		}
+		if rc.Account != "" {
+			if _, known := accounts[rc.Account]; !known {
+				a, err := s.Store.GetAccount(ctx, p.Tenant, rc.Account)
+				switch {
+				case errors.Is(err, store.ErrNotFound):
+					add(f+".account", "unknown account %q", rc.Account)
+					accounts[rc.Account] = store.Account{} // report once
+					continue
+				case err != nil:
+					return nil, fmt.Errorf("read account %q: %w", rc.Account, err)
+				}
+				accounts[rc.Account] = a
+			}
+		}
+		if _, err := tmpl.Render(rc.Vars); err != nil {
+			var missing *content.MissingVarError
+			if errors.As(err, &missing) {
+				add(f+".vars."+missing.Var, "recipient %d has no variable %q used by the template", i, missing.Var)
+			} else {
+				add(f, "%v", err)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, &ValidationError{Errors: errs}
+	}
+	return accounts, nil
+}
+
+// plan drops duplicate and suppressed recipients and assigns items to
+// shards: one or more shards per account, shard count fixed here.
+func (s *Submitter) plan(ctx context.Context, p Params, lim Limits, accounts map[string]store.Account) (planned, error) {
+	type key struct{ account, to string }
+	seen := make(map[key]bool, len(p.Request.Recipients))
+	byAccount := map[string][]Recipient{}
+	var pl planned
+	for _, rc := range p.Request.Recipients {
+		k := key{rc.Account, rc.To}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		if s.Suppressed != nil {
+			sup, err := s.Suppressed(ctx, p.Tenant, rc.Account, rc.To)
+			if err != nil {
+				return planned{}, fmt.Errorf("suppression look-up: %w", err)
+			}
+			if sup {
+				pl.suppressed++
+				continue
+			}
+		}
+		byAccount[rc.Account] = append(byAccount[rc.Account], rc)
+	}
+	if len(byAccount) == 0 {
+		msg := "has no recipient left after removing duplicates"
+		if pl.suppressed > 0 {
+			msg = "has no recipient left after removing duplicates and suppressed recipients"
+		}
+		return planned{}, &ValidationError{Errors: []FieldError{{Field: "recipients", Message: msg}}}
+	}
+	names := make([]string, 0, len(byAccount))
+	for a := range byAccount {
+		names = append(names, a)
+	}
+	slices.Sort(names)
+	var seq int64
+	for _, a := range names {
+		rcs := byAccount[a]
+		n := (len(rcs) + lim.ShardSplit - 1) / lim.ShardSplit
+		buckets := make([][]Recipient, n)
+		for _, rc := range rcs {
+			b := 0
+			if n > 1 {
+				h := fnv.New32a()
+				h.Write([]byte(rc.To))
+				b = int(h.Sum32() % uint32(n))
+			}
+			buckets[b] = append(buckets[b], rc)
+		}
+		for _, bucket := range buckets {
+			if len(bucket) == 0 {
+				continue
+			}
+			idx := len(pl.shards)
+			pl.shards = append(pl.shards, store.Shard{
+				Index: idx, Account: a, Status: store.ShardRunning,
+				Size: int64(len(bucket)), Cursor: seq, SlowFactor: 1,
+				Counts: store.Counts{Pending: int64(len(bucket))},
+			})
+			for _, rc := range bucket {
+				pl.items = append(pl.items, store.Item{
+					Shard: idx, Seq: seq, Account: a, To: rc.To, Vars: rc.Vars,
+					Status: store.ItemPending,
+				})
+				seq++
+			}
+		}
+	}
+	return pl, nil
+}
+
+// RequestHash identifies a request body for idempotency: equal requests
+// (after JSON normalisation) hash equally.
+func RequestHash(r Request) string {
+	b, _ := json.Marshal(r) // maps marshal with sorted keys
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// newID returns a time-ordered, unique job id.
+func newID(now time.Time) string {
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	return "j" + strconv.FormatInt(now.UnixMilli(), 36) + hex.EncodeToString(b[:])
+}
