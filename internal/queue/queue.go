@@ -40,7 +40,7 @@ const MaxReceive = 10
 // embedded queue refuses exactly what SQS FIFO refuses.
 const (
 	// MaxIDLength bounds a group or deduplication id (SQS: 128 characters
-	// of alphanumerics and ASCII punctuation).
+	// of alphanumerics and ASCII punctuation, '!' to '~'; no spaces).
 	MaxIDLength = 128
 	// MaxBodyBytes bounds a message body (SQS: 256 KiB). A body must not
 	// be empty.
