@@ -214,12 +214,20 @@ type turn struct {
 	slow     float64
 }
 
-func (tr *turn) run(ctx context.Context) (Result, error) {
+// run loops over batches. The handler's ctx only signals shutdown: it is
+// checked at batch boundaries, where the turn hands the shard on with a
+// continuation; store writes and provider calls of a batch in hand are
+// never cut off by it.
+func (tr *turn) run(stopCtx context.Context) (Result, error) {
+	ctx := context.WithoutCancel(stopCtx)
 	tr.slow = tr.shard.SlowFactor
 	if tr.slow <= 0 || tr.slow > 1 {
 		tr.slow = 1
 	}
 	for {
+		if stopCtx.Err() != nil {
+			return tr.continueLater(ctx, "shutting down")
+		}
 		stop, res, err := tr.checkState(ctx)
 		if err != nil || stop {
 			return res, err
@@ -234,7 +242,7 @@ func (tr *turn) run(ctx context.Context) (Result, error) {
 			return Result{}, err
 		}
 		if granted == 0 {
-			if res, done, err := tr.wait(ctx, wait, "waiting for tokens"); done || err != nil {
+			if res, done, err := tr.wait(stopCtx, wait, "waiting for tokens"); done || err != nil {
 				return res, err
 			}
 			continue
@@ -261,7 +269,7 @@ func (tr *turn) run(ctx context.Context) (Result, error) {
 		tr.giveBackBudget(ctx, budget-int64(len(claim.Items)))
 		if len(claim.Items) == 0 {
 			// Tokens taken but unused are lost: the account stays under its rate.
-			if res, stop, err := tr.nothingDue(ctx, claim.NextDueAt, now); stop || err != nil {
+			if res, stop, err := tr.nothingDue(stopCtx, claim.NextDueAt, now); stop || err != nil {
 				return res, err
 			}
 			continue
@@ -366,13 +374,15 @@ func (tr *turn) takeTokens(ctx context.Context, want int, now time.Time) (int, t
 
 // wait waits d in the handler when short, else hands the shard back.
 func (tr *turn) wait(ctx context.Context, d time.Duration, why string) (Result, bool, error) {
+	wctx := context.WithoutCancel(ctx)
 	if d <= tr.cfg.MaxWait {
 		if err := tr.s.Clock.Sleep(ctx, d); err != nil {
-			return Result{}, true, err
+			res, err := tr.continueLater(wctx, "shutting down")
+			return res, true, err
 		}
 		return Result{}, false, nil
 	}
-	res, err := tr.handBack(ctx, d, why)
+	res, err := tr.handBack(wctx, d, why)
 	return res, true, err
 }
 
@@ -383,16 +393,16 @@ func (tr *turn) nothingDue(ctx context.Context, nextDue, now time.Time) (Result,
 	case !nextDue.IsZero():
 		return tr.wait(ctx, nextDue.Sub(now), "waiting for backoff")
 	case counts.Pending > 0:
-		// Counts say pending but nothing is due and none scheduled: recount
-		// by ending the turn dirty-free and trying again shortly.
-		res, err := tr.handBack(ctx, time.Second, "pending items not claimable")
+		// Counts say pending but nothing is claimable: try again shortly
+		// (the next turn recounts a dirty shard).
+		res, err := tr.handBack(context.WithoutCancel(ctx), time.Second, "pending items not claimable")
 		return res, true, err
 	case counts.Submitted > 0:
 		// Items await reconciliation; the reconciler re-drives the shard.
-		res, err := tr.end(ctx, "waiting for reconciliation of submitted items")
+		res, err := tr.end(context.WithoutCancel(ctx), "waiting for reconciliation of submitted items")
 		return res, true, err
 	default:
-		res, err := tr.finishShard(ctx)
+		res, err := tr.finishShard(context.WithoutCancel(ctx))
 		return res, true, err
 	}
 }
