@@ -122,6 +122,7 @@ func Start(ctx context.Context, name string, env []string, args func(port int) [
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	p := &Process{Endpoint: "http://127.0.0.1:" + strconv.Itoa(port), cmd: cmd}
+	register(p)
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		if ctx.Err() != nil {
@@ -141,4 +142,29 @@ func Start(ctx context.Context, name string, env []string, args func(port int) [
 		logName = logf.Name()
 	}
 	return nil, fmt.Errorf("%s did not listen on port %d within 20s (log: %s)", name, port, logName)
+}
+
+// started holds every emulator Start launched, so StopAll can end them when
+// the test process exits.
+var started struct {
+	mu    sync.Mutex
+	procs []*Process
+}
+
+func register(p *Process) {
+	started.mu.Lock()
+	started.procs = append(started.procs, p)
+	started.mu.Unlock()
+}
+
+// StopAll stops every emulator started by this process. Call it from
+// TestMain after m.Run, so no emulator outlives the test binary.
+func StopAll() {
+	started.mu.Lock()
+	procs := started.procs
+	started.procs = nil
+	started.mu.Unlock()
+	for _, p := range procs {
+		p.Stop()
+	}
 }
