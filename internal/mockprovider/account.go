@@ -1,0 +1,215 @@
+package mockprovider
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Behaviour is how the mock treats one account's calls. The zero value is a
+// healthy account with no rate limit.
+type Behaviour struct {
+	// RatePerSec is the token bucket's refill rate; 0 means unlimited.
+	RatePerSec float64 `json:"rate_per_sec"`
+	// Burst is the bucket's size; 0 with a rate means max(1, ceil(rate)).
+	Burst int `json:"burst"`
+	// LatencyMS delays every answer of the account.
+	LatencyMS int `json:"latency_ms"`
+	// Errors injects refusals by ratio, one draw per call.
+	Errors []InjectedError `json:"errors"`
+	// TimeoutRatio is the share of calls that are delivered and logged but
+	// never answered.
+	TimeoutRatio float64 `json:"timeout_ratio"`
+	// Down makes every call answer 42001 (access token expired).
+	Down bool `json:"down"`
+	// InvalidToIDs are recipients the account refuses with 81013.
+	InvalidToIDs []string `json:"invalid_to_ids"`
+}
+
+// InjectedError makes a share of an account's calls fail with Errcode.
+type InjectedError struct {
+	Errcode int     `json:"errcode"`
+	Ratio   float64 `json:"ratio"`
+}
+
+// AccountStats are the counts of one account since the mock started.
+// Calls and Timeouts count calls; the others count recipients.
+type AccountStats struct {
+	Calls       int64 `json:"calls"`
+	Accepted    int64 `json:"accepted"`
+	RateLimited int64 `json:"rate_limited"`
+	Failed      int64 `json:"failed"`
+	Timeouts    int64 `json:"timeouts"`
+	Dropped     int64 `json:"dropped"`
+}
+
+// behaviourPatch is the body of PUT /_mock/accounts/{guid}: only the fields
+// present change.
+type behaviourPatch struct {
+	RatePerSec   *float64         `json:"rate_per_sec"`
+	Burst        *int             `json:"burst"`
+	LatencyMS    *int             `json:"latency_ms"`
+	Errors       *[]InjectedError `json:"errors"`
+	TimeoutRatio *float64         `json:"timeout_ratio"`
+	Down         *bool            `json:"down"`
+	InvalidToIDs *[]string        `json:"invalid_to_ids"`
+}
+
+func (p behaviourPatch) apply(b Behaviour) Behaviour {
+	if p.RatePerSec != nil {
+		b.RatePerSec = *p.RatePerSec
+	}
+	if p.Burst != nil {
+		b.Burst = *p.Burst
+	}
+	if p.LatencyMS != nil {
+		b.LatencyMS = *p.LatencyMS
+	}
+	if p.Errors != nil {
+		b.Errors = *p.Errors
+	}
+	if p.TimeoutRatio != nil {
+		b.TimeoutRatio = *p.TimeoutRatio
+	}
+	if p.Down != nil {
+		b.Down = *p.Down
+	}
+	if p.InvalidToIDs != nil {
+		b.InvalidToIDs = *p.InvalidToIDs
+	}
+	return b
+}
+
+func validRatio(r float64) bool { return r >= 0 && r <= 1 && !math.IsNaN(r) }
+
+// validate reports every problem of b at once.
+func (b Behaviour) validate() error {
+	var errs []error
+	if b.RatePerSec < 0 || math.IsNaN(b.RatePerSec) || math.IsInf(b.RatePerSec, 0) {
+		errs = append(errs, errors.New("rate_per_sec must be a number >= 0"))
+	}
+	if b.Burst < 0 {
+		errs = append(errs, errors.New("burst must be >= 0"))
+	}
+	if b.LatencyMS < 0 || b.LatencyMS > 600_000 {
+		errs = append(errs, errors.New("latency_ms must be between 0 and 600000"))
+	}
+	if !validRatio(b.TimeoutRatio) {
+		errs = append(errs, errors.New("timeout_ratio must be between 0 and 1"))
+	}
+	sum := 0.0
+	for i, e := range b.Errors {
+		if !validRatio(e.Ratio) {
+			errs = append(errs, fmt.Errorf("errors[%d].ratio must be between 0 and 1", i))
+		}
+		if e.Errcode == 0 {
+			errs = append(errs, fmt.Errorf("errors[%d].errcode must not be 0", i))
+		}
+		sum += e.Ratio
+	}
+	if sum > 1+1e-9 {
+		errs = append(errs, errors.New("errors ratios must add up to at most 1"))
+	}
+	return errors.Join(errs...)
+}
+
+// burst is the effective bucket size.
+func (b Behaviour) burst() float64 {
+	if b.Burst > 0 {
+		return float64(b.Burst)
+	}
+	return math.Max(1, math.Ceil(b.RatePerSec))
+}
+
+// accountBehaviour is an immutable snapshot with look-up helpers.
+type accountBehaviour struct {
+	Behaviour
+	invalid map[string]struct{}
+}
+
+func newAccountBehaviour(b Behaviour) *accountBehaviour {
+	ab := &accountBehaviour{Behaviour: b}
+	if len(b.InvalidToIDs) > 0 {
+		ab.invalid = make(map[string]struct{}, len(b.InvalidToIDs))
+		for _, id := range b.InvalidToIDs {
+			ab.invalid[id] = struct{}{}
+		}
+	}
+	return ab
+}
+
+// account is the state the mock keeps per guid. Each account has its own
+// lock, so accounts never contend with each other, and an account without a
+// rate limit takes no lock at all on the send path.
+type account struct {
+	behaviour atomic.Pointer[accountBehaviour]
+
+	mu     sync.Mutex // guards the bucket
+	tokens float64
+	last   time.Time
+
+	calls, accepted, rateLimited, failed, timeouts, dropped atomic.Int64
+}
+
+func newAccount(b Behaviour, now time.Time) *account {
+	a := &account{tokens: b.burst(), last: now}
+	a.behaviour.Store(newAccountBehaviour(b))
+	return a
+}
+
+// setBehaviour replaces the behaviour, carrying the bucket over: tokens
+// earned under the old rate are kept (up to the new burst); an account that
+// was unlimited starts with a full bucket.
+func (a *account) setBehaviour(b Behaviour, now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	old := a.behaviour.Load()
+	if old.RatePerSec > 0 {
+		a.refill(old.Behaviour, now)
+	} else {
+		a.tokens = b.burst()
+	}
+	a.tokens = math.Min(a.tokens, b.burst())
+	a.last = now
+	a.behaviour.Store(newAccountBehaviour(b))
+}
+
+// refill adds the tokens earned since a.last; a.mu must be held.
+func (a *account) refill(b Behaviour, now time.Time) {
+	if elapsed := now.Sub(a.last); elapsed > 0 {
+		a.tokens = math.Min(b.burst(), a.tokens+elapsed.Seconds()*b.RatePerSec)
+		a.last = now
+	}
+}
+
+// take grants up to n tokens and reports how many it granted.
+func (a *account) take(b *accountBehaviour, n int, now time.Time) int {
+	if b.RatePerSec <= 0 {
+		return n
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.refill(b.Behaviour, now)
+	// The epsilon absorbs float rounding of elapsed*rate, so exactly one
+	// second at rate r yields exactly r tokens.
+	granted := min(n, int(math.Floor(a.tokens+1e-9)))
+	if granted < 0 {
+		granted = 0
+	}
+	a.tokens -= float64(granted)
+	return granted
+}
+
+func (a *account) stats() AccountStats {
+	return AccountStats{
+		Calls:       a.calls.Load(),
+		Accepted:    a.accepted.Load(),
+		RateLimited: a.rateLimited.Load(),
+		Failed:      a.failed.Load(),
+		Timeouts:    a.timeouts.Load(),
+		Dropped:     a.dropped.Load(),
+	}
+}

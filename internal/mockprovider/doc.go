@@ -1,0 +1,87 @@
+// Package mockprovider is a local stand-in for a WeCom provider that speaks
+// the wecomapi protocol. It enforces per-account rate limits, injects faults
+// on demand, appends every delivered message to a JSON-lines log and answers
+// status look-ups from that log. End-to-end tests judge qunfa by the log:
+// one line per delivery, never de-duplicated, so a duplicate send is two
+// lines.
+//
+// # Message endpoints
+//
+// POST /message/sendText sends to one recipient. Body
+// {"guid": "<account>", "toId": "...", "content": "..."}; the message key
+// travels in the Idempotency-Key header (optional; an empty key is logged as
+// "" and cannot be looked up). Answer (HTTP 200):
+//
+//	{"errcode": 0, "errmsg": "ok", "msgid": "..."}
+//
+// or, when refused, {"errcode": <code>, "errmsg": "..."} with no msgid.
+//
+// POST /message/send sends one content to several recipients. Body
+// {"guid", "toIds": [...], "content", "keys": [...]}; keys is optional and,
+// when present, holds one message key per toId in the same order. Answer
+// (HTTP 200):
+//
+//	{"errcode": 0, "errmsg": "ok",
+//	 "results": [{"toId": "u1", "errcode": 0, "errmsg": "ok", "msgid": "..."},
+//	             {"toId": "u2", "errcode": 45009, "errmsg": "..."},
+//	             {"toId": "u3", "errcode": 81013, "errmsg": "..."}],
+//	 "invalid": ["u3"]}
+//
+// The top-level errcode is about the call as a whole. When it is not 0 the
+// call was refused before any recipient was looked at (account down, an
+// injected error): nothing was delivered and results and invalid are
+// absent. When it is 0, results holds exactly one entry per toId, in request
+// order (duplicates included), and that entry alone says what happened to
+// the recipient: errcode 0 with a msgid means delivered (or silently
+// dropped, see below); 45009 means over the account's rate, nothing
+// delivered; 81013 means the recipient is invalid. invalid repeats, for
+// convenience, the toIds whose entry carries a recipient-invalid code.
+//
+// GET /message/status?key=<message key> answers {"errcode": 0, "status":
+// "delivered"} when the key is in the log (this run or an earlier one, the
+// log is loaded at start) and {"errcode": 0, "status": "unknown"} otherwise.
+// Keys are global, not per account.
+//
+// # Behaviour per account
+//
+// Every account starts with the Config's Rate and Burst (0 rate =
+// unlimited). PUT /_mock/accounts/{guid} changes it at run time; only the
+// fields present in the body change:
+//
+//	{"rate_per_sec": 10, "burst": 10, "latency_ms": 50,
+//	 "errors": [{"errcode": -1, "ratio": 0.1}], "timeout_ratio": 0.05,
+//	 "down": false, "invalid_to_ids": ["u3"]}
+//
+// GET /_mock/accounts/{guid} gives the whole current behaviour back. A call
+// is handled in this order:
+//
+//  1. latency_ms: the answer is delayed (by the clock's Sleep when the
+//     Config's Clock has one, else by a timer);
+//  2. down: every call answers 42001 (access token expired);
+//  3. errors: one draw from the random source picks at most one injected
+//     errcode for the whole call (ratios add up to at most 1);
+//  4. invalid_to_ids: those recipients get 81013;
+//  5. the token bucket: one token per recipient; a recipient without a
+//     token gets 45009, or, with SilentDrop, errcode 0 and a msgid but is
+//     neither delivered nor logged (counted as dropped);
+//  6. delivered recipients are appended to the log, one write per call;
+//  7. timeout_ratio: one draw decides whether the answer is withheld; the
+//     message is already delivered and logged, and the request is held
+//     until the client gives up or the mock closes (then the connection is
+//     aborted without an answer).
+//
+// # Malformed requests
+//
+// They get HTTP 400 and a JSON body {"errcode", "errmsg"}, with WeCom-like
+// codes: 47001 (body is not valid JSON, or too large), 40058 (a required
+// field is missing or invalid: guid, toId/toIds, keys not matching toIds),
+// 44004 (empty content). Unknown paths get HTTP 404 with errcode 40066.
+//
+// # Stats
+//
+// GET /_mock/stats → {"accounts": {"<guid>": {"calls", "accepted",
+// "rate_limited", "failed", "timeouts", "dropped"}}}. calls counts send
+// calls; accepted, rate_limited, failed and dropped count recipients
+// (accepted = delivered and logged, so it equals the account's log lines
+// from this run); timeouts counts calls whose answer was withheld.
+package mockprovider
