@@ -1,0 +1,402 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/qunfa/qunfa/internal/store"
+)
+
+// maxClaim bounds one claim; the port allows returning fewer than Max.
+const maxClaim = 1000
+
+// maxUpdates bounds one UpdateItems call.
+const maxUpdates = 1000
+
+// ClaimItems moves up to p.Max due pending items of a shard to submitted,
+// in seq order, in one statement of one write transaction.
+func (s *Store) ClaimItems(ctx context.Context, p store.ClaimItemsParams) (store.ClaimItemsResult, error) {
+	if p.Max <= 0 || p.ClaimID == "" {
+		return store.ClaimItemsResult{}, fmt.Errorf("claim items: %w: Max must be positive and ClaimID set", store.ErrInvalidArgument)
+	}
+	limit := min(p.Max, maxClaim)
+	now := toNanos(p.Now)
+	var res store.ClaimItemsResult
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		no, err := s.shardExists(ctx, tx, p.JobID, p.Index)
+		if err != nil {
+			return fmt.Errorf("claim items: %w", err)
+		}
+		rows, err := s.stmt(ctx, tx, qClaim).QueryContext(ctx, p.ClaimID, now, no, p.Index, limit)
+		if err != nil {
+			return fmt.Errorf("claim items of %s/%d: %w", p.JobID, p.Index, err)
+		}
+		defer rows.Close()
+		res.Items = make([]store.Item, 0, limit)
+		for rows.Next() {
+			it := store.Item{
+				JobID:       p.JobID,
+				Shard:       p.Index,
+				Status:      store.ItemSubmitted,
+				ClaimID:     p.ClaimID,
+				SubmittedAt: fromNanos(now),
+			}
+			var (
+				vars, cat, code, msg sql.NullString
+				nextAt               int64
+			)
+			if err := rows.Scan(&it.Seq, &it.Account, &it.To, &vars, &it.Attempts, &nextAt, &cat, &code, &msg); err != nil {
+				return fmt.Errorf("claim items of %s/%d: %w", p.JobID, p.Index, err)
+			}
+			it.NextAttemptAt = fromNanos(nextAt)
+			if err := decodeVars(vars, &it); err != nil {
+				return err
+			}
+			it.Error = itemError(cat, code, msg)
+			res.Items = append(res.Items, it)
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("claim items of %s/%d: %w", p.JobID, p.Index, err)
+		}
+		_ = rows.Close()
+		// RETURNING gives no order guarantee.
+		slices.SortFunc(res.Items, func(a, b store.Item) int { return cmpInt(a.Seq, b.Seq) })
+		n := int64(len(res.Items))
+		res.Delta = store.Counts{Pending: -n, Submitted: n}
+
+		var next sql.NullInt64
+		if err := s.stmt(ctx, tx, qNextDue).QueryRowContext(ctx, no, p.Index).Scan(&next); err != nil {
+			return fmt.Errorf("next due item of %s/%d: %w", p.JobID, p.Index, err)
+		}
+		if next.Valid {
+			res.NextDueAt = fromNanos(next.Int64)
+			if next.Int64 == 0 {
+				// A pending item without a next-attempt time is due now.
+				res.NextDueAt = fromNanos(now)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return store.ClaimItemsResult{}, err
+	}
+	return res, nil
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// shardExists returns the job number if the shard exists.
+func (s *Store) shardExists(ctx context.Context, tx *sql.Tx, jobID string, index int) (int64, error) {
+	no, err := s.jobNo(ctx, tx, jobID)
+	if err != nil {
+		return 0, err
+	}
+	var one int
+	err = tx.QueryRowContext(ctx, `SELECT 1 FROM shards WHERE job_no = ? AND idx = ?`, no, index).Scan(&one)
+	if err == sql.ErrNoRows {
+		return 0, fmt.Errorf("shard %s/%d: %w", jobID, index, store.ErrNotFound)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read shard %s/%d: %w", jobID, index, err)
+	}
+	return no, nil
+}
+
+func decodeVars(vars sql.NullString, it *store.Item) error {
+	if !vars.Valid || vars.String == "" {
+		return nil
+	}
+	if err := json.Unmarshal([]byte(vars.String), &it.Vars); err != nil {
+		return fmt.Errorf("decode vars of item %d: %w", it.Seq, err)
+	}
+	return nil
+}
+
+func itemError(cat, code, msg sql.NullString) *store.ItemError {
+	if !cat.Valid {
+		return nil
+	}
+	return &store.ItemError{Category: cat.String, Code: code.String, Message: msg.String}
+}
+
+// itemState is the mutable part of an item that UpdateItems reads and
+// writes.
+type itemState struct {
+	status   store.ItemStatus
+	attempts int
+	nextAt   int64
+	claim    string
+	err      *store.ItemError
+}
+
+// UpdateItems applies conditional changes to items of one shard, in the
+// order given, and reports the count and failure deltas they caused.
+func (s *Store) UpdateItems(ctx context.Context, p store.UpdateItemsParams) (store.UpdateItemsResult, error) {
+	if len(p.Updates) > maxUpdates {
+		return store.UpdateItemsResult{}, fmt.Errorf("update items: %w: %d updates, at most %d", store.ErrInvalidArgument, len(p.Updates), maxUpdates)
+	}
+	seqs := make([]byte, 0, 8*len(p.Updates)+2)
+	seqs = append(seqs, '[')
+	for i, u := range p.Updates {
+		if _, ok := statusCodes[u.From]; !ok {
+			return store.UpdateItemsResult{}, fmt.Errorf("update item %d: %w: unknown status %q", u.Seq, store.ErrInvalidArgument, u.From)
+		}
+		if _, ok := statusCodes[u.To]; !ok {
+			return store.UpdateItemsResult{}, fmt.Errorf("update item %d: %w: unknown status %q", u.Seq, store.ErrInvalidArgument, u.To)
+		}
+		if i > 0 {
+			seqs = append(seqs, ',')
+		}
+		seqs = strconv.AppendInt(seqs, u.Seq, 10)
+	}
+	seqs = append(seqs, ']')
+
+	res := store.UpdateItemsResult{FailuresDelta: map[string]int64{}}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		no, err := s.shardExists(ctx, tx, p.JobID, p.Index)
+		if err != nil {
+			return fmt.Errorf("update items: %w", err)
+		}
+		state, err := s.itemStates(ctx, tx, no, p.Index, string(seqs))
+		if err != nil {
+			return fmt.Errorf("update items of %s/%d: %w", p.JobID, p.Index, err)
+		}
+		changed := make([]int64, 0, len(p.Updates))
+		for _, u := range p.Updates {
+			cur, ok := state[u.Seq]
+			if !ok || cur.status != u.From || (u.ClaimID != "" && cur.claim != u.ClaimID) {
+				res.Rejected = append(res.Rejected, u.Seq)
+				continue
+			}
+			next := cur
+			next.status = u.To
+			if !u.KeepError {
+				next.err = nil
+				if u.Error != nil {
+					e := *u.Error
+					next.err = &e
+				}
+			}
+			if u.To == store.ItemPending {
+				next.nextAt = toNanos(u.NextAttemptAt)
+			}
+			if u.ResetAttempts {
+				next.attempts = 0
+			}
+			next.attempts = max(0, next.attempts+u.AttemptsDelta)
+
+			res.Delta.Move(cur.status, next.status)
+			moveFailure(res.FailuresDelta, carriedCategory(cur.status, category(cur.err)), carriedCategory(next.status, category(next.err)))
+			if !slices.Contains(changed, u.Seq) {
+				changed = append(changed, u.Seq)
+			}
+			state[u.Seq] = next
+		}
+		w := s.stmt(ctx, tx, qItemWrite)
+		for _, seq := range changed {
+			st := state[seq]
+			var cat, code, msg any
+			if st.err != nil {
+				cat, code, msg = st.err.Category, st.err.Code, st.err.Message
+			}
+			if _, err := w.ExecContext(ctx, statusCodes[st.status], st.attempts, st.nextAt, cat, code, msg, no, p.Index, seq); err != nil {
+				return fmt.Errorf("update item %s/%d: %w", p.JobID, seq, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return store.UpdateItemsResult{}, err
+	}
+	return res, nil
+}
+
+func category(e *store.ItemError) string {
+	if e == nil {
+		return ""
+	}
+	return e.Category
+}
+
+// itemStates reads the current state of the listed items of a shard.
+func (s *Store) itemStates(ctx context.Context, tx *sql.Tx, no int64, shard int, seqsJSON string) (map[int64]itemState, error) {
+	rows, err := s.stmt(ctx, tx, qItemState).QueryContext(ctx, no, shard, seqsJSON)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[int64]itemState{}
+	for rows.Next() {
+		var (
+			seq            int64
+			code           int
+			st             itemState
+			cat, ecode, em sql.NullString
+		)
+		if err := rows.Scan(&seq, &code, &st.attempts, &st.nextAt, &st.claim, &cat, &ecode, &em); err != nil {
+			return nil, err
+		}
+		st.status = statusNames[code]
+		st.err = itemError(cat, ecode, em)
+		out[seq] = st
+	}
+	return out, rows.Err()
+}
+
+const itemCols = `j.id, i.shard, i.seq, i.account, i.to_id, i.vars, i.status, i.attempts, i.next_at, i.sub_at,
+i.claim, i.cat, i.code, i.msg`
+
+func scanItem(row interface{ Scan(...any) error }) (store.Item, error) {
+	var (
+		it                   store.Item
+		vars, cat, code, msg sql.NullString
+		status               int
+		nextAt, subAt        int64
+	)
+	if err := row.Scan(&it.JobID, &it.Shard, &it.Seq, &it.Account, &it.To, &vars, &status, &it.Attempts,
+		&nextAt, &subAt, &it.ClaimID, &cat, &code, &msg); err != nil {
+		return it, err
+	}
+	it.Status = statusNames[status]
+	it.NextAttemptAt = fromNanos(nextAt)
+	it.SubmittedAt = fromNanos(subAt)
+	it.Error = itemError(cat, code, msg)
+	return it, decodeVars(vars, &it)
+}
+
+// ListItems lists a job's items in seq order with optional filters.
+func (s *Store) ListItems(ctx context.Context, p store.ListItemsParams) (store.ListItemsResult, error) {
+	limit, err := pageLimit(p.Limit, defaultItemsLimit)
+	if err != nil {
+		return store.ListItemsResult{}, fmt.Errorf("list items: %w", err)
+	}
+	after := int64(-1 << 63)
+	if p.Cursor != "" {
+		k, err := decodeCursor(p.Cursor, "i", 1)
+		if err != nil {
+			return store.ListItemsResult{}, fmt.Errorf("list items: %w", err)
+		}
+		after = k[0]
+	}
+	var res store.ListItemsResult
+	err = s.read(ctx, func(tx *sql.Tx) error {
+		no, err := s.jobNo(ctx, tx, p.JobID)
+		if err != nil {
+			return fmt.Errorf("list items: %w", err)
+		}
+		q := `SELECT ` + itemCols + ` FROM items i `
+		where := ` JOIN jobs j ON j.no = i.job_no WHERE i.job_no = ? AND i.seq > ?`
+		args := []any{no, after}
+		switch {
+		case p.Category != "":
+			q += `INDEXED BY items_category`
+			where += ` AND i.cat = ?`
+			args = append(args, p.Category)
+		case p.Status != "":
+			q += `INDEXED BY items_status`
+		default:
+			q += `INDEXED BY items_seq`
+		}
+		if p.Status != "" {
+			code, ok := statusCodes[p.Status]
+			if !ok {
+				return fmt.Errorf("list items: %w: unknown status %q", store.ErrInvalidArgument, p.Status)
+			}
+			where += ` AND i.status = ?`
+			args = append(args, code)
+		}
+		if p.Shard != nil {
+			where += ` AND i.shard = ?`
+			args = append(args, *p.Shard)
+		}
+		args = append(args, limit+1)
+		rows, err := tx.QueryContext(ctx, q+where+` ORDER BY i.seq LIMIT ?`, args...)
+		if err != nil {
+			return fmt.Errorf("list items of job %q: %w", p.JobID, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			it, err := scanItem(rows)
+			if err != nil {
+				return fmt.Errorf("list items of job %q: %w", p.JobID, err)
+			}
+			if len(res.Items) == limit {
+				res.NextCursor = encodeCursor("i", res.Items[limit-1].Seq)
+				break
+			}
+			res.Items = append(res.Items, it)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return store.ListItemsResult{}, err
+	}
+	return res, nil
+}
+
+// ListSubmittedItems lists items, across jobs, left submitted since before
+// p.SubmittedBefore, in claim-time order.
+func (s *Store) ListSubmittedItems(ctx context.Context, p store.ListSubmittedItemsParams) (store.ListItemsResult, error) {
+	limit, err := pageLimit(p.Limit, defaultItemsLimit)
+	if err != nil {
+		return store.ListItemsResult{}, fmt.Errorf("list submitted items: %w", err)
+	}
+	// Key (sub_at, job_no, seq); start before every real key.
+	k := []int64{-1 << 63, -1 << 63, -1 << 63}
+	if p.Cursor != "" {
+		if k, err = decodeCursor(p.Cursor, "s", 3); err != nil {
+			return store.ListItemsResult{}, fmt.Errorf("list submitted items: %w", err)
+		}
+	}
+	var res store.ListItemsResult
+	err = s.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT `+itemCols+`, i.job_no FROM items i INDEXED BY items_submitted
+JOIN jobs j ON j.no = i.job_no
+WHERE i.status = 1 AND i.sub_at < ? AND (i.sub_at, i.job_no, i.seq) > (?, ?, ?)
+ORDER BY i.sub_at, i.job_no, i.seq LIMIT ?`, toNanos(p.SubmittedBefore), k[0], k[1], k[2], limit+1)
+		if err != nil {
+			return fmt.Errorf("list submitted items: %w", err)
+		}
+		defer rows.Close()
+		var lastNo int64
+		for rows.Next() {
+			var no int64
+			it, err := scanItem(scanPlus{rows, &no})
+			if err != nil {
+				return fmt.Errorf("list submitted items: %w", err)
+			}
+			if len(res.Items) == limit {
+				last := res.Items[limit-1]
+				res.NextCursor = encodeCursor("s", toNanos(last.SubmittedAt), lastNo, last.Seq)
+				break
+			}
+			res.Items = append(res.Items, it)
+			lastNo = no
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return store.ListItemsResult{}, err
+	}
+	return res, nil
+}
+
+// scanPlus scans a row with extra trailing columns.
+type scanPlus struct {
+	rows  *sql.Rows
+	extra *int64
+}
+
+func (s scanPlus) Scan(dest ...any) error { return s.rows.Scan(append(dest, s.extra)...) }

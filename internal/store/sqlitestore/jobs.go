@@ -1,0 +1,389 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/qunfa/qunfa/internal/store"
+)
+
+// Default and largest page sizes of the list methods.
+const (
+	defaultJobsLimit  = 50
+	defaultItemsLimit = 100
+	maxListLimit      = 1000
+)
+
+const jobCols = `no, id, tenant, idem_key, request_hash, name, template, status, pause_reason,
+total, suppressed, shard_count, budget, budget_used, rate_per_sec, created_by,
+created_at, started_at, finished_at, meta`
+
+// scanJob reads a row of jobCols.
+func scanJob(row interface{ Scan(...any) error }) (int64, store.Job, error) {
+	var (
+		j                          store.Job
+		no                         int64
+		status, reason             string
+		created, started, finished int64
+		meta                       sql.NullString
+	)
+	err := row.Scan(&no, &j.ID, &j.Tenant, &j.IdempotencyKey, &j.RequestHash, &j.Name, &j.Template,
+		&status, &reason, &j.Total, &j.Suppressed, &j.ShardCount, &j.Budget, &j.BudgetUsed,
+		&j.RatePerSec, &j.CreatedBy, &created, &started, &finished, &meta)
+	if err != nil {
+		return 0, j, err
+	}
+	j.Status = store.JobStatus(status)
+	j.PauseReason = store.PauseReason(reason)
+	j.CreatedAt = fromNanos(created)
+	j.StartedAt = fromNanos(started)
+	j.FinishedAt = fromNanos(finished)
+	if meta.Valid && meta.String != "" {
+		if err := json.Unmarshal([]byte(meta.String), &j.Meta); err != nil {
+			return 0, j, fmt.Errorf("decode job meta: %w", err)
+		}
+	}
+	return no, j, nil
+}
+
+func (s *Store) getJob(ctx context.Context, q querier, jobID string) (int64, store.Job, error) {
+	no, j, err := scanJob(q.QueryRowContext(ctx, `SELECT `+jobCols+` FROM jobs WHERE id = ?`, jobID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, j, fmt.Errorf("job %q: %w", jobID, store.ErrNotFound)
+	}
+	if err != nil {
+		return 0, j, fmt.Errorf("read job %q: %w", jobID, err)
+	}
+	return no, j, nil
+}
+
+// CreateJob stores a new job (status creating) with its shards and its
+// idempotency record, or returns the job already created for the same
+// tenant, key and request hash.
+func (s *Store) CreateJob(ctx context.Context, p store.CreateJobParams) (store.CreateJobResult, error) {
+	j := p.Job
+	if j.ID == "" || j.Tenant == "" {
+		return store.CreateJobResult{}, fmt.Errorf("create job: %w: empty id or tenant", store.ErrInvalidArgument)
+	}
+	if j.Total < 0 || j.Budget < 0 || j.RatePerSec < 0 || j.Suppressed < 0 {
+		return store.CreateJobResult{}, fmt.Errorf("create job %q: %w: negative total, budget or rate", j.ID, store.ErrInvalidArgument)
+	}
+	seen := make(map[int]bool, len(p.Shards))
+	for _, sh := range p.Shards {
+		if sh.Index < 0 || sh.Index >= len(p.Shards) || seen[sh.Index] {
+			return store.CreateJobResult{}, fmt.Errorf("create job %q: %w: shard indexes must be 0..%d, each once", j.ID, store.ErrInvalidArgument, len(p.Shards)-1)
+		}
+		if sh.Size < 0 {
+			return store.CreateJobResult{}, fmt.Errorf("create job %q: %w: negative shard size", j.ID, store.ErrInvalidArgument)
+		}
+		seen[sh.Index] = true
+	}
+	j.Status = store.JobCreating
+	j.PauseReason = ""
+	j.ShardCount = len(p.Shards)
+	j.BudgetUsed = 0
+	j.StartedAt, j.FinishedAt = time.Time{}, time.Time{}
+	if !j.CreatedAt.IsZero() {
+		j.CreatedAt = fromNanos(toNanos(j.CreatedAt))
+	}
+	var meta any
+	if len(j.Meta) > 0 {
+		b, err := json.Marshal(j.Meta)
+		if err != nil {
+			return store.CreateJobResult{}, fmt.Errorf("create job %q: encode meta: %w", j.ID, err)
+		}
+		meta = string(b)
+	}
+
+	var res store.CreateJobResult
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		if j.IdempotencyKey != "" {
+			_, old, err := scanJob(tx.QueryRowContext(ctx,
+				`SELECT `+jobCols+` FROM jobs WHERE tenant = ? AND idem_key = ? AND idem_key <> ''`, j.Tenant, j.IdempotencyKey))
+			switch {
+			case err == nil:
+				if old.RequestHash != j.RequestHash {
+					return fmt.Errorf("create job: idempotency key %q used with another request: %w", j.IdempotencyKey, store.ErrConflict)
+				}
+				res = store.CreateJobResult{Job: old}
+				return nil
+			case !errors.Is(err, sql.ErrNoRows):
+				return fmt.Errorf("create job: look up idempotency key: %w", err)
+			}
+		}
+		r, err := tx.ExecContext(ctx, `INSERT INTO jobs (id, tenant, idem_key, request_hash, name, template,
+status, pause_reason, total, suppressed, shard_count, budget, budget_used, rate_per_sec, created_by,
+created_at, started_at, finished_at, meta) VALUES (?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, 0, ?, ?, ?, 0, 0, ?)`,
+			j.ID, j.Tenant, j.IdempotencyKey, j.RequestHash, j.Name, j.Template, string(j.Status),
+			j.Total, j.Suppressed, j.ShardCount, j.Budget, j.RatePerSec, j.CreatedBy, toNanos(j.CreatedAt), meta)
+		if err != nil {
+			return fmt.Errorf("create job %q: %w", j.ID, mapErr(err))
+		}
+		no, err := r.LastInsertId()
+		if err != nil {
+			return fmt.Errorf("create job %q: %w", j.ID, err)
+		}
+		for _, sh := range p.Shards {
+			st := sh.Status
+			if st == "" {
+				st = store.ShardPending
+			}
+			counts := sh.Counts
+			if counts.IsZero() {
+				counts = store.Counts{Pending: sh.Size}
+			}
+			slow := sh.SlowFactor
+			if slow <= 0 {
+				slow = 1
+			}
+			_, err := tx.ExecContext(ctx, `INSERT INTO shards (job_no, idx, account, status, pause_reason, size,
+cursor, last_adv, n_pending, n_submitted, n_confirmed, n_failed, n_abandoned, failures, slow_factor,
+turn, turn_message, dirty) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, 0, '', 0)`,
+				no, sh.Index, sh.Account, string(st), string(sh.PauseReason), sh.Size, toNanos(sh.LastAdvancedAt),
+				counts.Pending, counts.Submitted, counts.Confirmed, counts.Failed, counts.Abandoned,
+				encodeFailures(sh.Failures), slow)
+			if err != nil {
+				return fmt.Errorf("create job %q: shard %d: %w", j.ID, sh.Index, err)
+			}
+		}
+		res = store.CreateJobResult{Job: j, Created: true}
+		return nil
+	})
+	if err != nil {
+		return store.CreateJobResult{}, err
+	}
+	return res, nil
+}
+
+// PutItems writes one page of a creating job's item snapshot.
+func (s *Store) PutItems(ctx context.Context, p store.PutItemsParams) error {
+	if len(p.Items) > store.MaxPutItems {
+		return fmt.Errorf("put items: %w: %d items, at most %d", store.ErrInvalidArgument, len(p.Items), store.MaxPutItems)
+	}
+	for _, it := range p.Items {
+		if it.Seq < 0 {
+			return fmt.Errorf("put items: %w: negative seq %d", store.ErrInvalidArgument, it.Seq)
+		}
+	}
+	return s.write(ctx, func(tx *sql.Tx) error {
+		no, job, err := s.getJob(ctx, tx, p.JobID)
+		if err != nil {
+			return fmt.Errorf("put items: %w", err)
+		}
+		if job.Status != store.JobCreating {
+			return fmt.Errorf("put items into job %q in status %s: %w", p.JobID, job.Status, store.ErrInvalidTransition)
+		}
+		ins := s.stmt(ctx, tx, qItemInsert)
+		for _, it := range p.Items {
+			if it.Shard < 0 || it.Shard >= job.ShardCount {
+				return fmt.Errorf("put item %d: %w: shard %d of %d", it.Seq, store.ErrInvalidArgument, it.Shard, job.ShardCount)
+			}
+			var vars any
+			if len(it.Vars) > 0 {
+				b, err := json.Marshal(it.Vars)
+				if err != nil {
+					return fmt.Errorf("put item %d: encode vars: %w", it.Seq, err)
+				}
+				vars = string(b)
+			}
+			if _, err := ins.ExecContext(ctx, no, it.Shard, it.Seq, it.Account, it.To, vars); err != nil {
+				return fmt.Errorf("put item %d: %w", it.Seq, err)
+			}
+		}
+		return nil
+	})
+}
+
+// GetJob reads a job and its shards from one snapshot.
+func (s *Store) GetJob(ctx context.Context, jobID string) (store.JobView, error) {
+	if jobID == "" {
+		return store.JobView{}, fmt.Errorf("get job: %w: empty id", store.ErrInvalidArgument)
+	}
+	var v store.JobView
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		no, j, err := s.getJob(ctx, tx, jobID)
+		if err != nil {
+			return err
+		}
+		v.Job = j
+		rows, err := tx.QueryContext(ctx, `SELECT `+shardCols+` FROM shards s JOIN jobs j ON j.no = s.job_no
+WHERE s.job_no = ? ORDER BY s.idx`, no)
+		if err != nil {
+			return fmt.Errorf("read shards of job %q: %w", jobID, err)
+		}
+		defer rows.Close()
+		v.Shards = make([]store.Shard, 0, j.ShardCount)
+		for rows.Next() {
+			sh, err := scanShard(rows)
+			if err != nil {
+				return fmt.Errorf("read shards of job %q: %w", jobID, err)
+			}
+			v.Shards = append(v.Shards, sh)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return store.JobView{}, err
+	}
+	return v, nil
+}
+
+// ListJobs lists a tenant's jobs newest first.
+func (s *Store) ListJobs(ctx context.Context, p store.ListJobsParams) (store.ListJobsResult, error) {
+	if p.Tenant == "" {
+		return store.ListJobsResult{}, fmt.Errorf("list jobs: %w: empty tenant", store.ErrInvalidArgument)
+	}
+	limit, err := pageLimit(p.Limit, defaultJobsLimit)
+	if err != nil {
+		return store.ListJobsResult{}, fmt.Errorf("list jobs: %w", err)
+	}
+	// (created_at, no) descending; the cursor is the last key returned.
+	afterCreated, afterNo := int64(1<<63-1), int64(1<<63-1)
+	if p.Cursor != "" {
+		k, err := decodeCursor(p.Cursor, "j", 2)
+		if err != nil {
+			return store.ListJobsResult{}, fmt.Errorf("list jobs: %w", err)
+		}
+		afterCreated, afterNo = k[0], k[1]
+	}
+	var res store.ListJobsResult
+	err = s.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT `+jobCols+` FROM jobs
+WHERE tenant = ? AND (created_at, no) < (?, ?) ORDER BY created_at DESC, no DESC LIMIT ?`,
+			p.Tenant, afterCreated, afterNo, limit+1)
+		if err != nil {
+			return fmt.Errorf("list jobs: %w", err)
+		}
+		defer rows.Close()
+		var lastNo int64
+		for rows.Next() {
+			no, j, err := scanJob(rows)
+			if err != nil {
+				return fmt.Errorf("list jobs: %w", err)
+			}
+			if len(res.Jobs) == limit {
+				last := res.Jobs[limit-1]
+				res.NextCursor = encodeCursor("j", toNanos(last.CreatedAt), lastNo)
+				break
+			}
+			res.Jobs = append(res.Jobs, j)
+			lastNo = no
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return store.ListJobsResult{}, err
+	}
+	return res, nil
+}
+
+// pageLimit validates a list limit, applying the default for 0.
+func pageLimit(limit, def int) (int, error) {
+	switch {
+	case limit < 0:
+		return 0, fmt.Errorf("%w: negative limit", store.ErrInvalidArgument)
+	case limit == 0:
+		return def, nil
+	case limit > maxListLimit:
+		return maxListLimit, nil
+	}
+	return limit, nil
+}
+
+// TransitionJob changes a job's status along the allowed transitions.
+func (s *Store) TransitionJob(ctx context.Context, p store.TransitionJobParams) (store.Job, error) {
+	var out store.Job
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		no, j, err := s.getJob(ctx, tx, p.JobID)
+		if err != nil {
+			return fmt.Errorf("transition job: %w", err)
+		}
+		if (len(p.From) > 0 && !slices.Contains(p.From, j.Status)) || !store.JobTransitionAllowed(j.Status, p.To) {
+			return fmt.Errorf("job %q from %s to %s: %w", p.JobID, j.Status, p.To, store.ErrInvalidTransition)
+		}
+		j.Status = p.To
+		j.PauseReason = ""
+		if p.To == store.JobPaused {
+			j.PauseReason = p.PauseReason
+		}
+		at := fromNanos(toNanos(p.At))
+		if p.To == store.JobRunning && j.StartedAt.IsZero() {
+			j.StartedAt = at
+		}
+		if store.JobFinal(p.To) {
+			j.FinishedAt = at
+		} else {
+			j.FinishedAt = time.Time{}
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE jobs SET status = ?, pause_reason = ?, started_at = ?, finished_at = ? WHERE no = ?`,
+			string(j.Status), string(j.PauseReason), toNanos(j.StartedAt), toNanos(j.FinishedAt), no)
+		if err != nil {
+			return fmt.Errorf("transition job %q: %w", p.JobID, err)
+		}
+		out = j
+		return nil
+	})
+	return out, err
+}
+
+// UpdateJobLimits changes a job's rate cap and/or budget.
+func (s *Store) UpdateJobLimits(ctx context.Context, p store.UpdateJobLimitsParams) (store.Job, error) {
+	if (p.RatePerSec != nil && *p.RatePerSec < 0) || (p.Budget != nil && *p.Budget < 0) {
+		return store.Job{}, fmt.Errorf("update job limits: %w: negative rate or budget", store.ErrInvalidArgument)
+	}
+	var out store.Job
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		no, j, err := s.getJob(ctx, tx, p.JobID)
+		if err != nil {
+			return fmt.Errorf("update job limits: %w", err)
+		}
+		if p.RatePerSec != nil {
+			j.RatePerSec = *p.RatePerSec
+		}
+		if p.Budget != nil {
+			j.Budget = *p.Budget
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET rate_per_sec = ?, budget = ? WHERE no = ?`, j.RatePerSec, j.Budget, no); err != nil {
+			return fmt.Errorf("update job limits %q: %w", p.JobID, err)
+		}
+		out = j
+		return nil
+	})
+	return out, err
+}
+
+// ReserveBudget adds n to the job's used budget, never beyond the budget,
+// and returns what was granted (for n < 0, what was given back, never
+// below zero used).
+func (s *Store) ReserveBudget(ctx context.Context, jobID string, n int64) (int64, error) {
+	var granted int64
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		no, j, err := s.getJob(ctx, tx, jobID)
+		if err != nil {
+			return fmt.Errorf("reserve budget: %w", err)
+		}
+		granted = n
+		switch {
+		case n > 0 && j.Budget > 0:
+			granted = max(0, min(n, j.Budget-j.BudgetUsed))
+		case n < 0:
+			granted = max(n, -j.BudgetUsed)
+		}
+		if granted == 0 {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET budget_used = budget_used + ? WHERE no = ?`, granted, no); err != nil {
+			return fmt.Errorf("reserve budget of job %q: %w", jobID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return granted, nil
+}

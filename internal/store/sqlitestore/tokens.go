@@ -1,0 +1,204 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/qunfa/qunfa/internal/store"
+)
+
+// tokenEpsilon absorbs float rounding in refills (0.1 s at 10/s must give a
+// whole token). The deficit it may cause is carried as negative tokens, so
+// it never adds up.
+const tokenEpsilon = 1e-9
+
+// TakeTokens takes up to p.Want whole tokens from a bucket that starts full
+// and refills continuously at p.RatePerSec up to p.Burst (at least one
+// token of capacity, so a bucket with a rate always grants eventually).
+func (s *Store) TakeTokens(ctx context.Context, p store.TakeTokensParams) (store.TakeTokensResult, error) {
+	if p.Bucket == "" || p.Want < 0 || p.RatePerSec < 0 || p.Burst < 0 ||
+		math.IsNaN(p.RatePerSec) || math.IsNaN(p.Burst) || math.IsInf(p.RatePerSec, 0) || math.IsInf(p.Burst, 0) {
+		return store.TakeTokensResult{}, fmt.Errorf("take tokens: %w: bucket, want, rate or burst", store.ErrInvalidArgument)
+	}
+	now := toNanos(p.Now)
+	var res store.TakeTokensResult
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		tokens, at := p.Burst, now
+		err := s.stmt(ctx, tx, qBucketGet).QueryRowContext(ctx, p.Bucket).Scan(&tokens, &at)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("read bucket %q: %w", p.Bucket, err)
+		}
+		capacity := max(p.Burst, 1)
+		if now > at {
+			tokens += p.RatePerSec * float64(now-at) / float64(time.Second)
+			at = now
+		}
+		tokens = min(tokens, capacity)
+		grant := int(min(float64(p.Want), math.Floor(tokens+tokenEpsilon)))
+		grant = max(grant, 0)
+		tokens -= float64(grant)
+		res.Granted = grant
+		if grant < p.Want {
+			res.RetryAfter = retryAfter(1-tokens, p.RatePerSec)
+		}
+		if _, err := s.stmt(ctx, tx, qBucketPut).ExecContext(ctx, p.Bucket, tokens, at); err != nil {
+			return fmt.Errorf("write bucket %q: %w", p.Bucket, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return store.TakeTokensResult{}, err
+	}
+	return res, nil
+}
+
+// noRefill is the RetryAfter of a bucket that never refills (rate 0).
+const noRefill = time.Duration(math.MaxInt64)
+
+// retryAfter is how long a bucket refilling at rate takes to gain need
+// tokens, rounded up to the nanosecond.
+func retryAfter(need, rate float64) time.Duration {
+	if need <= 0 {
+		return 0
+	}
+	if rate <= 0 {
+		return noRefill
+	}
+	d := math.Ceil(need / rate * float64(time.Second))
+	if d >= float64(noRefill) {
+		return noRefill
+	}
+	return time.Duration(d)
+}
+
+// accountConfig is the stored form of an account's limits.
+type accountConfig struct {
+	RatePerSec           float64             `json:"rate_per_sec"`
+	Burst                float64             `json:"burst"`
+	OnlineReservePerSec  float64             `json:"online_reserve_per_sec"`
+	MaxRecipientsPerCall int                 `json:"max_recipients_per_call"`
+	Breaker              store.BreakerConfig `json:"breaker"`
+}
+
+// PutAccount creates or replaces a tenant's account.
+func (s *Store) PutAccount(ctx context.Context, a store.Account) (store.Account, error) {
+	if a.Tenant == "" || a.ID == "" {
+		return store.Account{}, fmt.Errorf("put account: %w: empty tenant or id", store.ErrInvalidArgument)
+	}
+	b, err := json.Marshal(accountConfig{
+		RatePerSec: a.RatePerSec, Burst: a.Burst, OnlineReservePerSec: a.OnlineReservePerSec,
+		MaxRecipientsPerCall: a.MaxRecipientsPerCall, Breaker: a.Breaker,
+	})
+	if err != nil {
+		return store.Account{}, fmt.Errorf("put account %q: %w", a.ID, err)
+	}
+	a.UpdatedAt = fromNanos(toNanos(a.UpdatedAt))
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO accounts (tenant, id, config, updated_at) VALUES (?, ?, ?, ?)
+ON CONFLICT (tenant, id) DO UPDATE SET config = excluded.config, updated_at = excluded.updated_at`,
+			a.Tenant, a.ID, string(b), toNanos(a.UpdatedAt))
+		if err != nil {
+			return fmt.Errorf("put account %q: %w", a.ID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return store.Account{}, err
+	}
+	return a, nil
+}
+
+func scanAccount(row interface{ Scan(...any) error }) (store.Account, error) {
+	var (
+		a       store.Account
+		config  string
+		updated int64
+		c       accountConfig
+	)
+	if err := row.Scan(&a.Tenant, &a.ID, &config, &updated); err != nil {
+		return a, err
+	}
+	if err := json.Unmarshal([]byte(config), &c); err != nil {
+		return a, fmt.Errorf("decode account %q: %w", a.ID, err)
+	}
+	a.RatePerSec, a.Burst, a.OnlineReservePerSec = c.RatePerSec, c.Burst, c.OnlineReservePerSec
+	a.MaxRecipientsPerCall, a.Breaker = c.MaxRecipientsPerCall, c.Breaker
+	a.UpdatedAt = fromNanos(updated)
+	return a, nil
+}
+
+// GetAccount reads a tenant's account.
+func (s *Store) GetAccount(ctx context.Context, tenant, account string) (store.Account, error) {
+	a, err := scanAccount(s.r.QueryRowContext(ctx,
+		`SELECT tenant, id, config, updated_at FROM accounts WHERE tenant = ? AND id = ?`, tenant, account))
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Account{}, fmt.Errorf("account %s/%s: %w", tenant, account, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Account{}, mapErr(fmt.Errorf("get account %s/%s: %w", tenant, account, err))
+	}
+	return a, nil
+}
+
+// ListAccounts lists a tenant's accounts ordered by id.
+func (s *Store) ListAccounts(ctx context.Context, tenant string) ([]store.Account, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT tenant, id, config, updated_at FROM accounts WHERE tenant = ? ORDER BY id`, tenant)
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("list accounts: %w", err))
+	}
+	defer rows.Close()
+	var out []store.Account
+	for rows.Next() {
+		a, err := scanAccount(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list accounts: %w", err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapErr(fmt.Errorf("list accounts: %w", err))
+	}
+	return out, nil
+}
+
+// PutToken binds a token hash to a tenant. Binding it again to the same
+// tenant is harmless; to another tenant it is a conflict.
+func (s *Store) PutToken(ctx context.Context, tokenHash, tenant string) error {
+	if tokenHash == "" || tenant == "" {
+		return fmt.Errorf("put token: %w: empty hash or tenant", store.ErrInvalidArgument)
+	}
+	return s.write(ctx, func(tx *sql.Tx) error {
+		var cur string
+		err := tx.QueryRowContext(ctx, `SELECT tenant FROM api_tokens WHERE hash = ?`, tokenHash).Scan(&cur)
+		switch {
+		case err == nil && cur == tenant:
+			return nil
+		case err == nil:
+			return fmt.Errorf("put token: bound to another tenant: %w", store.ErrConflict)
+		case !errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("put token: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO api_tokens (hash, tenant) VALUES (?, ?)`, tokenHash, tenant); err != nil {
+			return fmt.Errorf("put token: %w", err)
+		}
+		return nil
+	})
+}
+
+// TenantForToken returns the tenant owning a token hash.
+func (s *Store) TenantForToken(ctx context.Context, tokenHash string) (string, error) {
+	var tenant string
+	err := s.r.QueryRowContext(ctx, `SELECT tenant FROM api_tokens WHERE hash = ?`, tokenHash).Scan(&tenant)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("token: %w", store.ErrNotFound)
+	}
+	if err != nil {
+		return "", mapErr(fmt.Errorf("tenant for token: %w", err))
+	}
+	return tenant, nil
+}
