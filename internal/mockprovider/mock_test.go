@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -34,6 +35,9 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 	t.Helper()
 	if cfg.LogPath == "" {
 		cfg.LogPath = filepath.Join(t.TempDir(), "deliveries.jsonl")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	m, err := New(cfg)
 	if err != nil {
@@ -530,7 +534,7 @@ func TestLoadSkipsATornLastLine(t *testing.T) {
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m, err := New(Config{LogPath: path})
+	m, err := New(Config{LogPath: path, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -590,7 +594,7 @@ func TestServeStopsOnCancel(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "log.jsonl")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- serveListener(ctx, ln, Config{LogPath: path}) }()
+	go func() { done <- serveListener(ctx, ln, Config{LogPath: path, Logger: slog.New(slog.DiscardHandler)}) }()
 
 	resp, err := http.Post("http://"+ln.Addr().String()+"/message/sendText", "application/json",
 		strings.NewReader(`{"guid":"a","toId":"u","content":"x"}`))
