@@ -43,7 +43,9 @@ const (
 	// of alphanumerics and ASCII punctuation, '!' to '~'; no spaces).
 	MaxIDLength = 128
 	// MaxBodyBytes bounds a message body (SQS: 256 KiB). A body must not
-	// be empty.
+	// be empty, and must be UTF-8 text in the SQS character set (#x9, #xA,
+	// #xD, #x20-#xD7FF, #xE000-#xFFFD, #x10000-#x10FFFF): SQS refuses other
+	// bytes, and the Lambda event source hands bodies over as strings.
 	MaxBodyBytes = 256 << 10
 	// MaxVisibilityTimeout bounds a visibility timeout (SQS: 12 hours).
 	MaxVisibilityTimeout = 12 * time.Hour
@@ -72,7 +74,7 @@ type Queue interface {
 type SendParams struct {
 	Group   string // 1..MaxIDLength characters
 	DedupID string // 1..MaxIDLength characters
-	Body    []byte // 1..MaxBodyBytes bytes
+	Body    []byte // 1..MaxBodyBytes bytes of SQS-legal UTF-8 text (see MaxBodyBytes)
 }
 
 // SendResult identifies the sent message.
