@@ -374,15 +374,15 @@ func TestSendMapsInvalidContents(t *testing.T) {
 	}
 }
 
-func TestEmptyReceiptHandleIsNotFound(t *testing.T) {
+func TestEmptyReceiptHandleIsInvalid(t *testing.T) {
 	t.Parallel()
 	f := newFakeSQS(t)
 	q := f.queue()
-	if err := q.Delete(context.Background(), ""); !errors.Is(err, queue.ErrNotFound) {
-		t.Errorf("Delete(\"\") = %v, want ErrNotFound", err)
+	if err := q.Delete(context.Background(), ""); !errors.Is(err, queue.ErrInvalidArgument) {
+		t.Errorf("Delete(\"\") = %v, want ErrInvalidArgument", err)
 	}
-	if err := q.ChangeVisibility(context.Background(), "", 0); !errors.Is(err, queue.ErrNotFound) {
-		t.Errorf("ChangeVisibility(\"\") = %v, want ErrNotFound", err)
+	if err := q.ChangeVisibility(context.Background(), "", 0); !errors.Is(err, queue.ErrInvalidArgument) {
+		t.Errorf("ChangeVisibility(\"\") = %v, want ErrInvalidArgument", err)
 	}
 	if n := len(f.calls()); n != 0 {
 		t.Errorf("%d requests reached SQS", n)

@@ -351,7 +351,7 @@ func parseMessage(m types.Message) (queue.Message, error) {
 // message already deleted, so that case returns nil.
 func (q *Queue) Delete(ctx context.Context, receiptHandle string) error {
 	if receiptHandle == "" {
-		return fmt.Errorf("delete: %w: empty receipt handle", queue.ErrNotFound)
+		return fmt.Errorf("delete: %w: empty receipt handle", queue.ErrInvalidArgument)
 	}
 	_, err := q.client.DeleteMessage(ctx, &sqs.DeleteMessageInput{
 		QueueUrl:      aws.String(q.url),
@@ -372,7 +372,7 @@ func (q *Queue) ChangeVisibility(ctx context.Context, receiptHandle string, d ti
 		return err
 	}
 	if receiptHandle == "" {
-		return fmt.Errorf("change visibility: %w: empty receipt handle", queue.ErrNotFound)
+		return fmt.Errorf("change visibility: %w: empty receipt handle", queue.ErrInvalidArgument)
 	}
 	_, err = q.client.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
 		QueueUrl:          aws.String(q.url),
