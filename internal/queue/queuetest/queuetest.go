@@ -275,7 +275,10 @@ func testInvalidParams(e *env) {
 		{"space in group", with(func(p *queue.SendParams) { p.Group = "a b" })},
 		{"non-ASCII dedup id", with(func(p *queue.SendParams) { p.DedupID = "dé" })},
 		{"empty body", with(func(p *queue.SendParams) { p.Body = nil })},
-		{"body too large", with(func(p *queue.SendParams) { p.Body = make([]byte, queue.MaxBodyBytes+1) })},
+		{"body too large", with(func(p *queue.SendParams) { p.Body = []byte(strings.Repeat("b", queue.MaxBodyBytes+1)) })},
+		{"body not UTF-8", with(func(p *queue.SendParams) { p.Body = []byte{'o', 'k', 0xff, 0xfe} })},
+		{"NUL in body", with(func(p *queue.SendParams) { p.Body = []byte("a\x00b") })},
+		{"control character in body", with(func(p *queue.SendParams) { p.Body = []byte("a\x07b") })},
 	}
 	for _, tc := range sends {
 		if _, err := q.Send(e.ctx, tc.p); !errors.Is(err, queue.ErrInvalidArgument) {
@@ -334,7 +337,7 @@ func testUnknownReceiptHandle(e *env) {
 
 func testSendReceiveDelete(e *env) {
 	q := e.fx.Queue
-	body := "héllo \x00\x01\xff binary-safe"
+	body := "{\"to\": \"用户\"}\t\r\n😀 \uE000 end"
 	res := e.send(q, "grp-1", "dedup-1", body)
 	if res.MessageID == "" {
 		e.t.Fatal("Send returned an empty MessageID")

@@ -1,0 +1,295 @@
+package sqlitequeue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/qunfa/qunfa/internal/clock"
+	"github.com/qunfa/qunfa/internal/queue"
+	"github.com/qunfa/qunfa/internal/queue/queuetest"
+	"github.com/qunfa/qunfa/internal/queue/sqlitequeue"
+)
+
+var epoch = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func open(t testing.TB, path string, opts sqlitequeue.Options) *sqlitequeue.Queue {
+	t.Helper()
+	q, err := sqlitequeue.Open(context.Background(), path, opts)
+	if err != nil {
+		t.Fatalf("Open(%s, %s): %v", path, opts.Name, err)
+	}
+	t.Cleanup(func() { q.Close() })
+	return q
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	queuetest.Run(t, func(t *testing.T, opts queuetest.Options) queuetest.Fixture {
+		path := filepath.Join(t.TempDir(), "queue.db")
+		clk := clock.NewFake(epoch)
+		work := open(t, path, sqlitequeue.Options{Name: "work", MaxReceiveCount: opts.MaxReceiveCount, DeadLetter: "work-dlq", Clock: clk})
+		dlq := open(t, path, sqlitequeue.Options{Name: "work-dlq", Clock: clk})
+		return queuetest.Fixture{Queue: work, DLQ: dlq, Advance: clk.Advance}
+	}, queuetest.Capabilities{FillsBatch: true, ReportsDuplicate: true})
+}
+
+func TestOpenRejectsBadOptions(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "queue.db")
+	for _, opts := range []sqlitequeue.Options{
+		{},
+		{Name: "work", MaxReceiveCount: -1},
+		{Name: "work", MaxReceiveCount: 3},
+		{Name: "work", MaxReceiveCount: 3, DeadLetter: "work"},
+	} {
+		if q, err := sqlitequeue.Open(context.Background(), path, opts); !errors.Is(err, queue.ErrInvalidArgument) {
+			if q != nil {
+				q.Close()
+			}
+			t.Errorf("Open(%+v): err %v, want ErrInvalidArgument", opts, err)
+		}
+	}
+}
+
+// TestNamedQueuesShareFile: queues in one file see only their own messages
+// and dedup ids.
+func TestNamedQueuesShareFile(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "queue.db")
+	a := open(t, path, sqlitequeue.Options{Name: "a"})
+	b := open(t, path, sqlitequeue.Options{Name: "b"})
+	if _, err := a.Send(ctx, queue.SendParams{Group: "g", DedupID: "d", Body: []byte("for a")}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.Send(ctx, queue.SendParams{Group: "g", DedupID: "d", Body: []byte("for b")})
+	if err != nil || res.Duplicate {
+		t.Fatalf("send to b with a's dedup id: %+v, %v", res, err)
+	}
+	for name, q := range map[string]*sqlitequeue.Queue{"a": a, "b": b} {
+		msgs, err := q.Receive(ctx, queue.ReceiveParams{Max: queue.MaxReceive, VisibilityTimeout: time.Minute})
+		if err != nil || len(msgs) != 1 || string(msgs[0].Body) != "for "+name {
+			t.Fatalf("queue %s: %v, %v", name, msgs, err)
+		}
+		if err := map[string]*sqlitequeue.Queue{"a": b, "b": a}[name].Delete(ctx, msgs[0].ReceiptHandle); !errors.Is(err, queue.ErrNotFound) {
+			t.Errorf("deleting %s's message through the other queue: %v, want ErrNotFound", name, err)
+		}
+	}
+}
+
+// TestTwoInstancesShareGroupLock: two Queues on one file (as two processes
+// would open it), four receivers each, never hold one group at once and
+// together deliver every message once, in order.
+func TestTwoInstancesShareGroupLock(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "queue.db")
+	// Real time: the instances are separate, as processes would be.
+	qs := []*sqlitequeue.Queue{
+		open(t, path, sqlitequeue.Options{Name: "work"}),
+		open(t, path, sqlitequeue.Options{Name: "work"}),
+	}
+	const groups, perGroup = 12, 8
+	for i := range perGroup {
+		for g := range groups {
+			body := fmt.Sprintf("g%d#%d", g, i)
+			if _, err := qs[(g+i)%2].Send(ctx, queue.SendParams{Group: fmt.Sprintf("g%d", g), DedupID: body, Body: []byte(body)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var (
+		mu      sync.Mutex
+		held    = map[string]bool{}
+		next    = map[string]int{}
+		total   int
+		wg      sync.WaitGroup
+		overlap int
+	)
+	for r := range 8 {
+		q := qs[r%2]
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				mu.Lock()
+				done := total == groups*perGroup
+				mu.Unlock()
+				if done {
+					return
+				}
+				msgs, err := q.Receive(ctx, queue.ReceiveParams{Max: 2, VisibilityTimeout: time.Minute, Wait: 100 * time.Millisecond})
+				if err != nil {
+					if ctx.Err() == nil {
+						t.Error(err)
+					}
+					return
+				}
+				mu.Lock()
+				for _, m := range msgs {
+					if held[m.Group] {
+						t.Errorf("group %s delivered to two receivers at once", m.Group)
+					}
+					held[m.Group] = true
+					var g, i int
+					fmt.Sscanf(string(m.Body), "g%d#%d", &g, &i)
+					if i != next[m.Group] {
+						t.Errorf("group %s: got #%d, want #%d", m.Group, i, next[m.Group])
+					}
+					next[m.Group] = i + 1
+				}
+				overlap = max(overlap, len(held))
+				mu.Unlock()
+				mu.Lock()
+				for _, m := range msgs {
+					delete(held, m.Group)
+				}
+				mu.Unlock()
+				for _, m := range msgs {
+					if err := q.Delete(ctx, m.ReceiptHandle); err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					total++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if total != groups*perGroup {
+		t.Fatalf("delivered %d of %d (%v)", total, groups*perGroup, ctx.Err())
+	}
+}
+
+// TestLongPollWakesAcrossInstances: a Send through one instance wakes a
+// long poll in another by polling, well before the wait ends.
+func TestLongPollWakesAcrossInstances(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "queue.db")
+	a := open(t, path, sqlitequeue.Options{Name: "work"})
+	b := open(t, path, sqlitequeue.Options{Name: "work"})
+	got := make(chan []queue.Message, 1)
+	go func() {
+		msgs, err := a.Receive(ctx, queue.ReceiveParams{Max: 1, VisibilityTimeout: time.Minute, Wait: queue.MaxWait})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- msgs
+	}()
+	if _, err := b.Send(ctx, queue.SendParams{Group: "g", DedupID: "d", Body: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case msgs := <-got:
+		if len(msgs) != 1 {
+			t.Fatalf("got %d messages", len(msgs))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("long poll in another instance not woken within 5s")
+	}
+}
+
+// TestDuplicateReturnsOriginalID: a dropped duplicate reports the id of the
+// message it duplicates.
+func TestDuplicateReturnsOriginalID(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := open(t, filepath.Join(t.TempDir(), "queue.db"), sqlitequeue.Options{Name: "work", Clock: clock.NewFake(epoch)})
+	first, err := q.Send(ctx, queue.SendParams{Group: "g", DedupID: "d", Body: []byte("1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dup, err := q.Send(ctx, queue.SendParams{Group: "other", DedupID: "d", Body: []byte("2")})
+	if err != nil || !dup.Duplicate || dup.MessageID != first.MessageID {
+		t.Fatalf("duplicate: %+v, %v; want Duplicate with ID %s", dup, err, first.MessageID)
+	}
+}
+
+func TestStats(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clk := clock.NewFake(epoch)
+	q := open(t, filepath.Join(t.TempDir(), "queue.db"), sqlitequeue.Options{Name: "work", Clock: clk})
+	for i := range 3 {
+		if _, err := q.Send(ctx, queue.SendParams{Group: fmt.Sprint("g", i%2), DedupID: fmt.Sprint(i), Body: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := q.Receive(ctx, queue.ReceiveParams{Max: 1, VisibilityTimeout: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(want sqlitequeue.Stats) {
+		t.Helper()
+		got, err := q.Stats(ctx)
+		if err != nil || got != want {
+			t.Fatalf("Stats = %+v, %v; want %+v", got, err, want)
+		}
+	}
+	check(sqlitequeue.Stats{Visible: 2, InFlight: 1})
+	clk.Advance(time.Minute)
+	check(sqlitequeue.Stats{Visible: 3, InFlight: 0})
+}
+
+// TestSurvivesReopen: messages, holds and dedup ids outlive the Queue.
+func TestSurvivesReopen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "queue.db")
+	clk := clock.NewFake(epoch)
+	q1, err := sqlitequeue.Open(ctx, path, sqlitequeue.Options{Name: "work", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if _, err := q1.Send(ctx, queue.SendParams{Group: "g", DedupID: fmt.Sprint(i), Body: []byte(fmt.Sprint(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held, err := q1.Receive(ctx, queue.ReceiveParams{Max: 1, VisibilityTimeout: time.Minute})
+	if err != nil || len(held) != 1 {
+		t.Fatalf("receive: %v, %v", held, err)
+	}
+	q1.Close()
+
+	q2 := open(t, path, sqlitequeue.Options{Name: "work", Clock: clk})
+	if res, err := q2.Send(ctx, queue.SendParams{Group: "g", DedupID: "0", Body: []byte("again")}); err != nil || !res.Duplicate {
+		t.Errorf("dedup id forgotten across reopen: %+v, %v", res, err)
+	}
+	if msgs, _ := q2.Receive(ctx, queue.ReceiveParams{Max: 1, VisibilityTimeout: time.Minute}); len(msgs) != 0 {
+		t.Fatalf("group lock forgotten across reopen: got %q", msgs[0].Body)
+	}
+	if err := q2.Delete(ctx, held[0].ReceiptHandle); err != nil {
+		t.Fatalf("receipt handle from before the reopen: %v", err)
+	}
+	msgs, err := q2.Receive(ctx, queue.ReceiveParams{Max: 1, VisibilityTimeout: time.Minute})
+	if err != nil || len(msgs) != 1 || string(msgs[0].Body) != "1" {
+		t.Fatalf("after reopen: %v, %v", msgs, err)
+	}
+}
+
+// BenchmarkSendReceiveDelete measures one message's full trip.
+func BenchmarkSendReceiveDelete(b *testing.B) {
+	ctx := context.Background()
+	q := open(b, filepath.Join(b.TempDir(), "queue.db"), sqlitequeue.Options{Name: "work", MaxReceiveCount: 5, DeadLetter: "dlq"})
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		id := fmt.Sprint(i)
+		if _, err := q.Send(ctx, queue.SendParams{Group: "shard-" + fmt.Sprint(i%16), DedupID: id, Body: []byte(id)}); err != nil {
+			b.Fatal(err)
+		}
+		msgs, err := q.Receive(ctx, queue.ReceiveParams{Max: 1, VisibilityTimeout: time.Minute})
+		if err != nil || len(msgs) != 1 {
+			b.Fatalf("receive: %d, %v", len(msgs), err)
+		}
+		if err := q.Delete(ctx, msgs[0].ReceiptHandle); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
