@@ -304,8 +304,10 @@ func (s *Store) ListItems(ctx context.Context, p store.ListItemsParams) (store.L
 			q += `INDEXED BY items_category`
 			where += ` AND i.cat = ?`
 			args = append(args, p.Category)
-		case p.Status != "":
-			q += `INDEXED BY items_status`
+		case p.Status == store.ItemFailed || p.Status == store.ItemAbandoned:
+			q += `INDEXED BY items_failed`
+		case p.Shard != nil:
+			q += `NOT INDEXED` // the primary key: (job, shard, seq)
 		default:
 			q += `INDEXED BY items_seq`
 		}
@@ -314,8 +316,11 @@ func (s *Store) ListItems(ctx context.Context, p store.ListItemsParams) (store.L
 			if !ok {
 				return fmt.Errorf("list items: %w: unknown status %q", store.ErrInvalidArgument, p.Status)
 			}
-			where += ` AND i.status = ?`
-			args = append(args, code)
+			where += ` AND i.status = ` + strconv.Itoa(code)
+			if code >= codeFailed {
+				// The partial index's own term, so that it applies.
+				where += ` AND i.status >= 3`
+			}
 		}
 		if p.Shard != nil {
 			where += ` AND i.shard = ?`

@@ -92,7 +92,7 @@ func (s *Store) saveShard(ctx context.Context, tx *sql.Tx, no int64, sh store.Sh
 
 // recount recomputes a shard's counts and failures from its items.
 func recount(ctx context.Context, tx *sql.Tx, no int64, sh *store.Shard) error {
-	rows, err := tx.QueryContext(ctx, `SELECT status, cat, count(*) FROM items
+	rows, err := tx.QueryContext(ctx, `SELECT status, cat, count(*) FROM items NOT INDEXED
 WHERE job_no = ? AND shard = ? GROUP BY status, cat`, no, sh.Index)
 	if err != nil {
 		return fmt.Errorf("recount shard %s/%d: %w", sh.JobID, sh.Index, err)

@@ -77,8 +77,9 @@ var statusNames = [...]store.ItemStatus{
 // Items are clustered by (job, shard, seq): a claim, a recount and an
 // update of one shard touch neighbouring rows. The partial indexes cover
 // only the rows a hot query needs: pending items for claims (in seq order)
-// and for the next due time, submitted items for the reconciler, items with
-// an error for category listings.
+// and for the next due time, submitted items for the reconciler, failed and
+// abandoned items and items with an error for operators' listings. Claims
+// and confirmations never touch the last two.
 const schema = `
 CREATE TABLE jobs (
 	no            INTEGER PRIMARY KEY,
@@ -149,7 +150,7 @@ CREATE UNIQUE INDEX items_seq ON items (job_no, seq);
 CREATE INDEX items_claim ON items (job_no, shard, seq, next_at) WHERE status = 0;
 CREATE INDEX items_due ON items (job_no, shard, next_at) WHERE status = 0;
 CREATE INDEX items_submitted ON items (sub_at, job_no, seq) WHERE status = 1;
-CREATE INDEX items_status ON items (job_no, status, seq);
+CREATE INDEX items_failed ON items (job_no, status, seq) WHERE status >= 3;
 CREATE INDEX items_category ON items (job_no, cat, seq) WHERE cat IS NOT NULL;
 
 CREATE TABLE buckets (
@@ -287,7 +288,7 @@ RETURNING seq, account, to_id, vars, attempts, next_at, cat, code, msg`
 WHERE job_no = ?1 AND shard = ?2 AND status = 0`
 	qItemState = `SELECT seq, status, attempts, next_at, claim, cat, code, msg FROM items
 WHERE job_no = ?1 AND shard = ?2 AND seq IN (SELECT value FROM json_each(?3))`
-	qItemWrite = `UPDATE items SET status = ?1, attempts = ?2, next_at = ?3, cat = ?4, code = ?5, msg = ?6
+	qItemWrite = `UPDATE items NOT INDEXED SET status = ?1, attempts = ?2, next_at = ?3, cat = ?4, code = ?5, msg = ?6
 WHERE job_no = ?7 AND shard = ?8 AND seq = ?9`
 	qShardGet = `SELECT ` + shardCols + ` FROM shards s JOIN jobs j ON j.no = s.job_no WHERE s.job_no = ?1 AND s.idx = ?2`
 	qShardPut = `UPDATE shards SET status = ?3, pause_reason = ?4, cursor = ?5, last_adv = ?6,
