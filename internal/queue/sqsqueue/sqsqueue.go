@@ -346,9 +346,10 @@ func parseMessage(m types.Message) (queue.Message, error) {
 	}, nil
 }
 
-// Delete removes a received message. An unknown or expired receipt handle
-// is queue.ErrNotFound. SQS accepts a second delete with the handle of a
-// message already deleted, so that case returns nil.
+// Delete removes a received message. A receipt handle SQS never issued,
+// or one whose visibility timeout has expired (FIFO queues refuse those),
+// is queue.ErrNotFound. A repeated delete with the handle of a message
+// already deleted is not reliably reported: SQS may accept it.
 func (q *Queue) Delete(ctx context.Context, receiptHandle string) error {
 	if receiptHandle == "" {
 		return fmt.Errorf("delete: %w: empty receipt handle", queue.ErrInvalidArgument)
