@@ -1,0 +1,140 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/qunfa/qunfa/internal/store"
+	"github.com/qunfa/qunfa/internal/submit"
+)
+
+// maxAccountIDBytes bounds an account id.
+const maxAccountIDBytes = 128
+
+func (s *server) putAccount(w http.ResponseWriter, r *http.Request, tenant string) *Problem {
+	id := r.PathValue("account")
+	body, p := readBody(w, r, s.MaxBodyBytes)
+	if p != nil {
+		return p
+	}
+	var req AccountRequest
+	if p := decodeStrict(body, &req); p != nil {
+		return p
+	}
+	a, errs := validateAccount(id, req)
+	if len(errs) > 0 {
+		return newProblem(http.StatusUnprocessableEntity, kindValidation, "the account was not saved", errs...)
+	}
+	a.Tenant = tenant
+	a.UpdatedAt = s.Clock.Now()
+	saved, err := s.Store.PutAccount(r.Context(), a)
+	if err != nil {
+		return s.storeProblem(r, "account", err)
+	}
+	writeJSON(w, http.StatusOK, accountView(saved))
+	return nil
+}
+
+// validateAccount checks an account request and applies its defaults.
+func validateAccount(id string, req AccountRequest) (store.Account, []submit.FieldError) {
+	var errs []submit.FieldError
+	add := func(field, format string, args ...any) {
+		errs = append(errs, submit.FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	if msg := checkAccountID(id); msg != "" {
+		add("account", "%s", msg)
+	}
+	a := store.Account{ID: id, MaxRecipientsPerCall: 1}
+	switch {
+	case req.RatePerSec == nil:
+		add("rate_per_sec", "is required")
+	case *req.RatePerSec <= 0:
+		add("rate_per_sec", "must be greater than 0")
+	default:
+		a.RatePerSec = *req.RatePerSec
+	}
+	if req.OnlineReservePerSec != nil {
+		v := *req.OnlineReservePerSec
+		switch {
+		case v < 0:
+			add("online_reserve_per_sec", "must be 0 or more")
+		case a.RatePerSec > 0 && v >= a.RatePerSec:
+			add("online_reserve_per_sec", "must be less than rate_per_sec (%g), or nothing is left for bulk sending", a.RatePerSec)
+		default:
+			a.OnlineReservePerSec = v
+		}
+	}
+	a.Burst = max(1, a.RatePerSec)
+	if req.Burst != nil {
+		if *req.Burst < 1 {
+			add("burst", "must be at least 1")
+		} else {
+			a.Burst = *req.Burst
+		}
+	}
+	if req.MaxRecipientsPerCall != nil {
+		if *req.MaxRecipientsPerCall < 1 {
+			add("max_recipients_per_call", "must be at least 1")
+		} else {
+			a.MaxRecipientsPerCall = *req.MaxRecipientsPerCall
+		}
+	}
+	if b := req.Breaker; b != nil {
+		if b.ConsecutiveFailures < 0 {
+			add("breaker.consecutive_failures", "must be 0 (disabled) or more")
+		}
+		if b.FailureRate < 0 || b.FailureRate > 1 {
+			add("breaker.failure_rate", "must be between 0 (disabled) and 1")
+		}
+		if b.MinSamples < 0 {
+			add("breaker.min_samples", "must be 0 or more")
+		}
+		if b.CooldownSec < 0 {
+			add("breaker.cooldown_sec", "must be 0 or more")
+		}
+		a.Breaker = *b
+	}
+	return a, errs
+}
+
+// checkAccountID says what is wrong with an account id, or "".
+func checkAccountID(id string) string {
+	switch {
+	case id == "":
+		return "is required"
+	case len(id) > maxAccountIDBytes:
+		return fmt.Sprintf("is longer than %d bytes", maxAccountIDBytes)
+	case !utf8.ValidString(id):
+		return "is not valid UTF-8"
+	}
+	for _, c := range id {
+		if unicode.IsSpace(c) || !unicode.IsPrint(c) || c == '/' {
+			return "must not contain spaces, slashes or control characters"
+		}
+	}
+	return ""
+}
+
+func (s *server) getAccount(w http.ResponseWriter, r *http.Request, tenant string) *Problem {
+	a, err := s.Store.GetAccount(r.Context(), tenant, r.PathValue("account"))
+	if err != nil {
+		return s.storeProblem(r, "account", err)
+	}
+	writeJSON(w, http.StatusOK, accountView(a))
+	return nil
+}
+
+func (s *server) listAccounts(w http.ResponseWriter, r *http.Request, tenant string) *Problem {
+	as, err := s.Store.ListAccounts(r.Context(), tenant)
+	if err != nil {
+		return s.storeProblem(r, "accounts", err)
+	}
+	out := AccountList{Accounts: make([]Account, 0, len(as))}
+	for _, a := range as {
+		out.Accounts = append(out.Accounts, accountView(a))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}

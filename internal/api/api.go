@@ -1,0 +1,239 @@
+// Package api is qunfa's HTTP API v1 (DESIGN.md, "Contract: HTTP API v1"):
+// accounts, job submission, job status and item listings, and operator
+// commands. New returns one http.Handler that the api Lambda serves through
+// an API Gateway adapter (internal/handlers) and the local runtime serves
+// directly, so both run the same code.
+//
+// Every route but /healthz needs "Authorization: Bearer <token>"; the token's
+// SHA-256 (HashToken) names a tenant in the store, and a tenant sees only
+// its own jobs and accounts: another tenant's job is a 404. Errors are
+// application/problem+json (RFC 9457, see Problem). A refused request
+// changes nothing.
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+
+	"github.com/qunfa/qunfa/internal/clock"
+	"github.com/qunfa/qunfa/internal/control"
+	"github.com/qunfa/qunfa/internal/store"
+	"github.com/qunfa/qunfa/internal/submit"
+)
+
+// DefaultMaxBodyBytes bounds a request body unless Deps says otherwise.
+const DefaultMaxBodyBytes = 10 << 20
+
+// Deps is what the API needs from the rest of qunfa.
+type Deps struct {
+	Store     store.Store
+	Submitter *submit.Submitter
+	Control   *control.Controller
+	Clock     clock.Clock  // default clock.System{}
+	Logger    *slog.Logger // default slog.Default()
+	// MaxBodyBytes bounds a request body (default DefaultMaxBodyBytes);
+	// larger bodies get 413.
+	MaxBodyBytes int64
+}
+
+func (d Deps) withDefaults() Deps {
+	if d.Clock == nil {
+		d.Clock = clock.System{}
+	}
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	if d.MaxBodyBytes <= 0 {
+		d.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	return d
+}
+
+// HashToken is how an API token is stored: the hex SHA-256 of the token.
+// Whoever provisions tokens binds HashToken(token) to a tenant with
+// Store.PutToken; the token itself is never stored.
+func HashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// server holds the dependencies of the route handlers.
+type server struct {
+	Deps
+	mux      *http.ServeMux
+	keyLocks keyLocks // per tenant + idempotency key
+}
+
+// New returns the HTTP API v1 handler.
+func New(deps Deps) http.Handler {
+	s := &server{Deps: deps.withDefaults(), mux: http.NewServeMux()}
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+
+	s.handle("PUT /v1/accounts/{account}", s.putAccount)
+	s.handle("GET /v1/accounts/{account}", s.getAccount)
+	s.handle("GET /v1/accounts", s.listAccounts)
+
+	s.handle("POST /v1/jobs", s.submitJob)
+	s.handle("GET /v1/jobs", s.listJobs)
+	s.handle("GET /v1/jobs/{id}", s.getJob)
+	s.handle("PATCH /v1/jobs/{id}", s.updateLimits)
+	s.handle("GET /v1/jobs/{id}/items", s.listItems)
+	s.handle("POST /v1/jobs/{id}/pause", s.command("pause", s.Control.Pause))
+	s.handle("POST /v1/jobs/{id}/resume", s.command("resume", s.Control.Resume))
+	s.handle("POST /v1/jobs/{id}/cancel", s.command("cancel", s.Control.Cancel))
+	return s
+}
+
+// ServeHTTP routes a request, answering unknown routes and wrong methods
+// with problems instead of the mux's plain-text pages, and turning a panic
+// into a 500 problem.
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.Logger.Error("api handler panicked", slog.String("method", r.Method), slog.String("path", r.URL.Path),
+				slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+			writeProblem(w, newProblem(http.StatusInternalServerError, kindInternal, "the server failed to handle the request"))
+		}
+	}()
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		// The mux has no route: find out whether it would say 404 or 405
+		// (or redirect to a cleaned path) without letting it write.
+		cw := &captureWriter{header: http.Header{}}
+		s.mux.ServeHTTP(cw, r)
+		switch cw.status {
+		case http.StatusMethodNotAllowed:
+			w.Header().Set("Allow", cw.header.Get("Allow"))
+			writeProblem(w, newProblem(http.StatusMethodNotAllowed, kindMethod,
+				r.Method+" is not allowed on "+r.URL.Path+"; allowed: "+cw.header.Get("Allow")))
+		case http.StatusNotFound, 0:
+			writeProblem(w, newProblem(http.StatusNotFound, kindNotFound, "no such route: "+r.Method+" "+r.URL.Path))
+		default:
+			for k, v := range cw.header {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(cw.status)
+			_, _ = w.Write(cw.body)
+		}
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// captureWriter records what a handler would answer.
+type captureWriter struct {
+	header http.Header
+	status int
+	body   []byte
+}
+
+func (c *captureWriter) Header() http.Header { return c.header }
+func (c *captureWriter) WriteHeader(code int) {
+	if c.status == 0 {
+		c.status = code
+	}
+}
+func (c *captureWriter) Write(b []byte) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	c.body = append(c.body, b...)
+	return len(b), nil
+}
+
+// tenantHandler is a route handler that knows the caller's tenant. It
+// returns the problem to answer, or nil when it answered itself.
+type tenantHandler func(w http.ResponseWriter, r *http.Request, tenant string) *Problem
+
+// handle registers an authenticated route.
+func (s *server) handle(pattern string, h tenantHandler) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		tenant, p := s.authenticate(r)
+		if p == nil {
+			p = h(w, r, tenant)
+		}
+		if p != nil {
+			if p.Status == http.StatusUnauthorized {
+				challenge := `Bearer realm="qunfa"`
+				if r.Header.Get("Authorization") != "" {
+					challenge += `, error="invalid_token"`
+				}
+				w.Header().Set("WWW-Authenticate", challenge)
+			}
+			writeProblem(w, p)
+		}
+	})
+}
+
+func (s *server) authenticate(r *http.Request) (string, *Problem) {
+	auth := r.Header.Get("Authorization")
+	if auth == "" {
+		return "", newProblem(http.StatusUnauthorized, kindUnauthorized, `send "Authorization: Bearer <token>"`)
+	}
+	scheme, token, ok := strings.Cut(auth, " ")
+	token = strings.TrimSpace(token)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return "", newProblem(http.StatusUnauthorized, kindUnauthorized, `the Authorization header must be "Bearer <token>"`)
+	}
+	tenant, err := s.Store.TenantForToken(r.Context(), HashToken(token))
+	if errors.Is(err, store.ErrNotFound) {
+		return "", newProblem(http.StatusUnauthorized, kindUnauthorized, "the API token is not known")
+	}
+	if err != nil {
+		return "", s.internal(r, "look up API token", err)
+	}
+	return tenant, nil
+}
+
+// internal logs an unexpected error and returns a 500 problem that does not
+// leak it.
+func (s *server) internal(r *http.Request, what string, err error) *Problem {
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		s.Logger.Info("api request cancelled by the client", slog.String("method", r.Method), slog.String("path", r.URL.Path))
+	} else {
+		s.Logger.Error("api request failed", slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.String("step", what), slog.Any("err", err))
+	}
+	return newProblem(http.StatusInternalServerError, kindInternal, "the server failed to "+what+"; try again")
+}
+
+// storeProblem maps a store or control error to a problem.
+func (s *server) storeProblem(r *http.Request, what string, err error) *Problem {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return newProblem(http.StatusNotFound, kindNotFound, "no such "+what)
+	case errors.Is(err, control.ErrNotAllowed), errors.Is(err, store.ErrInvalidTransition):
+		return newProblem(http.StatusConflict, kindConflict, err.Error())
+	case errors.Is(err, store.ErrInvalidArgument):
+		return newProblem(http.StatusBadRequest, kindBadRequest, err.Error())
+	}
+	return s.internal(r, "handle the "+what, err)
+}
+
+// writeJSON answers v with the given status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeProblem(w, newProblem(http.StatusInternalServerError, kindInternal, "the answer could not be encoded"))
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}

@@ -1,0 +1,195 @@
+package api
+
+import (
+	"time"
+
+	"github.com/qunfa/qunfa/internal/store"
+)
+
+// Job is the JSON view of a job, the answer of GET /v1/jobs/{id} and of
+// every command on a job. Timestamps are RFC 3339, null while unset.
+type Job struct {
+	ID          string           `json:"id"`
+	Name        string           `json:"name"`
+	Status      string           `json:"status"`
+	PauseReason *string          `json:"pause_reason"`
+	Total       int64            `json:"total"`
+	Counts      store.Counts     `json:"counts"`
+	Failures    map[string]int64 `json:"failures"`
+	Shards      []Shard          `json:"shards"`
+	CreatedAt   *time.Time       `json:"created_at"`
+	StartedAt   *time.Time       `json:"started_at"`
+	FinishedAt  *time.Time       `json:"finished_at"`
+	// Extras beyond the DESIGN contract.
+	Budget     int64   `json:"budget"`      // 0 = none
+	BudgetUsed int64   `json:"budget_used"` // items claimed against the budget
+	RatePerSec float64 `json:"rate_per_sec"`
+	Suppressed int64   `json:"suppressed"`
+	CreatedBy  string  `json:"created_by"`
+}
+
+// Shard is the JSON view of one shard of a job.
+type Shard struct {
+	Index          int              `json:"index"`
+	Account        string           `json:"account"`
+	Status         string           `json:"status"`
+	PauseReason    *string          `json:"pause_reason"`
+	Size           int64            `json:"size"`
+	Cursor         int64            `json:"cursor"`
+	LastAdvancedAt *time.Time       `json:"last_advanced_at"`
+	Counts         store.Counts     `json:"counts"`
+	Failures       map[string]int64 `json:"failures"`
+	SlowFactor     float64          `json:"slow_factor"`
+}
+
+// Done is how many of the shard's items reached a terminal status.
+func (s Shard) Done() int64 { return s.Counts.Confirmed + s.Counts.Failed + s.Counts.Abandoned }
+
+// JobList is one page of GET /v1/jobs, newest first.
+type JobList struct {
+	Jobs       []Job  `json:"jobs"`
+	NextCursor string `json:"next_cursor"`
+}
+
+// Item is the JSON view of one recipient's message.
+type Item struct {
+	Seq      int64            `json:"seq"`
+	Shard    int              `json:"shard"`
+	Account  string           `json:"account"`
+	To       string           `json:"to"`
+	Status   string           `json:"status"`
+	Attempts int              `json:"attempts"`
+	Error    *store.ItemError `json:"error"`
+}
+
+// ItemList is one page of GET /v1/jobs/{id}/items, in seq order.
+type ItemList struct {
+	Items      []Item `json:"items"`
+	NextCursor string `json:"next_cursor"`
+}
+
+// Account is the JSON view of a sending account (PUT and GET
+// /v1/accounts/{account}).
+type Account struct {
+	ID                   string              `json:"account"`
+	RatePerSec           float64             `json:"rate_per_sec"`
+	Burst                float64             `json:"burst"`
+	OnlineReservePerSec  float64             `json:"online_reserve_per_sec"`
+	BatchRatePerSec      float64             `json:"batch_rate_per_sec"`
+	MaxRecipientsPerCall int                 `json:"max_recipients_per_call"`
+	Breaker              store.BreakerConfig `json:"breaker"`
+	UpdatedAt            *time.Time          `json:"updated_at"`
+}
+
+// AccountList is the answer of GET /v1/accounts, ordered by id.
+type AccountList struct {
+	Accounts []Account `json:"accounts"`
+}
+
+// AccountRequest is the body of PUT /v1/accounts/{account}. Absent burst
+// defaults to the rate (at least 1), absent max_recipients_per_call to 1,
+// absent breaker thresholds to 0 (trigger disabled).
+type AccountRequest struct {
+	RatePerSec           *float64             `json:"rate_per_sec"`
+	Burst                *float64             `json:"burst"`
+	OnlineReservePerSec  *float64             `json:"online_reserve_per_sec"`
+	MaxRecipientsPerCall *int                 `json:"max_recipients_per_call"`
+	Breaker              *store.BreakerConfig `json:"breaker"`
+}
+
+// LimitsRequest is the body of PATCH /v1/jobs/{id}; absent fields stay.
+type LimitsRequest struct {
+	RatePerSec *float64 `json:"rate_per_sec"`
+	Budget     *int64   `json:"budget"`
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func reasonPtr(r store.PauseReason) *string {
+	if r == "" {
+		return nil
+	}
+	s := string(r)
+	return &s
+}
+
+func nonNil(m map[string]int64) map[string]int64 {
+	out := make(map[string]int64, len(m))
+	for k, n := range m {
+		if n != 0 {
+			out[k] = n
+		}
+	}
+	return out
+}
+
+// jobView renders a job with its shards.
+func jobView(v store.JobView) Job {
+	j := jobSummary(v.Job)
+	j.Counts = v.Counts()
+	j.Failures = v.Failures()
+	j.Shards = make([]Shard, 0, len(v.Shards))
+	for _, s := range v.Shards {
+		j.Shards = append(j.Shards, Shard{
+			Index:          s.Index,
+			Account:        s.Account,
+			Status:         string(s.Status),
+			PauseReason:    reasonPtr(s.PauseReason),
+			Size:           s.Size,
+			Cursor:         s.Cursor,
+			LastAdvancedAt: timePtr(s.LastAdvancedAt),
+			Counts:         s.Counts,
+			Failures:       nonNil(s.Failures),
+			SlowFactor:     s.SlowFactor,
+		})
+	}
+	return j
+}
+
+// jobSummary renders a job without its shards (counts unknown: zero, and
+// shards empty), for listings.
+func jobSummary(j store.Job) Job {
+	return Job{
+		ID:          j.ID,
+		Name:        j.Name,
+		Status:      string(j.Status),
+		PauseReason: reasonPtr(j.PauseReason),
+		Total:       j.Total,
+		Failures:    map[string]int64{},
+		Shards:      []Shard{},
+		CreatedAt:   timePtr(j.CreatedAt),
+		StartedAt:   timePtr(j.StartedAt),
+		FinishedAt:  timePtr(j.FinishedAt),
+		Budget:      j.Budget,
+		BudgetUsed:  j.BudgetUsed,
+		RatePerSec:  j.RatePerSec,
+		Suppressed:  j.Suppressed,
+		CreatedBy:   j.CreatedBy,
+	}
+}
+
+func itemView(it store.Item) Item {
+	return Item{
+		Seq: it.Seq, Shard: it.Shard, Account: it.Account, To: it.To,
+		Status: string(it.Status), Attempts: it.Attempts, Error: it.Error,
+	}
+}
+
+func accountView(a store.Account) Account {
+	return Account{
+		ID:                   a.ID,
+		RatePerSec:           a.RatePerSec,
+		Burst:                a.Burst,
+		OnlineReservePerSec:  a.OnlineReservePerSec,
+		BatchRatePerSec:      a.BatchRate(),
+		MaxRecipientsPerCall: a.MaxRecipientsPerCall,
+		Breaker:              a.Breaker,
+		UpdatedAt:            timePtr(a.UpdatedAt),
+	}
+}
