@@ -322,6 +322,8 @@ func TestErrorMapping(t *testing.T) {
 	}{
 		{"expired handle (FIFO delete)", sqsError("InvalidParameterValueException", "InvalidParameterValue",
 			"Value AQEB for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired."), queue.ErrNotFound},
+		{"deleted message (change visibility)", sqsError("InvalidParameterValueException", "InvalidParameterValue",
+			"Value AQEB for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available for visibility timeout change."), queue.ErrNotFound},
 		{"malformed handle", sqsError("ReceiptHandleIsInvalid", "ReceiptHandleIsInvalid", "The input receipt handle \"x\" is not a valid receipt handle."), queue.ErrNotFound},
 		{"not in flight", sqsError("MessageNotInflight", "AWS.SimpleQueueService.MessageNotInflight", "Message does not exist or is not available for visibility timeout change."), queue.ErrNotFound},
 		{"other invalid parameter", sqsError("InvalidParameterValueException", "InvalidParameterValue",
