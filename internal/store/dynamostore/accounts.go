@@ -1,0 +1,180 @@
+package dynamostore
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/qunfa/qunfa/internal/store"
+)
+
+// TakeTokens reads the bucket record and writes the refilled, reduced level
+// back on condition that nobody wrote it since (version check), retrying on
+// conflict. Nothing is written when nothing is granted.
+func (s *Store) TakeTokens(ctx context.Context, p store.TakeTokensParams) (store.TakeTokensResult, error) {
+	if p.Bucket == "" || p.Want < 0 || p.RatePerSec < 0 || p.Burst < 0 ||
+		math.IsNaN(p.RatePerSec) || math.IsNaN(p.Burst) || math.IsInf(p.RatePerSec, 0) || math.IsInf(p.Burst, 0) {
+		return store.TakeTokensResult{}, fmt.Errorf("take tokens %q: %w", p.Bucket, store.ErrInvalidArgument)
+	}
+	if p.Want == 0 {
+		return store.TakeTokensResult{}, nil
+	}
+	now := nanos(p.Now)
+	for attempt := 0; attempt < s.opts.MaxRetries; attempt++ {
+		rec, err := s.getItem(ctx, bucketPK(p.Bucket), skSingle)
+		if err != nil {
+			return store.TakeTokensResult{}, fmt.Errorf("take tokens %q: %w", p.Bucket, err)
+		}
+		tokens, at, version := p.Burst, now, int64(0)
+		if rec != nil {
+			version = getN(rec, "v")
+			at = getN(rec, "at")
+			tokens = getF(rec, "tok")
+			if now > at {
+				tokens += p.RatePerSec * float64(now-at) / float64(time.Second)
+				at = now
+			}
+			tokens = math.Min(tokens, p.Burst)
+		}
+		granted := int(math.Min(float64(p.Want), math.Floor(tokens+1e-9)))
+		if granted < 0 {
+			granted = 0
+		}
+		res := store.TakeTokensResult{Granted: granted}
+		left := tokens - float64(granted)
+		if granted < p.Want {
+			res.RetryAfter = retryAfter(left, p.RatePerSec)
+		}
+		if granted == 0 {
+			return res, nil
+		}
+		err = s.putItem(ctx, map[string]types.AttributeValue{
+			attrPK: attrS(bucketPK(p.Bucket)), attrSK: attrS(skSingle),
+			"tok": attrF(left), "at": attrN(at), "v": attrN(version + 1),
+		}, "attribute_not_exists(pk) OR v = :v", nil, map[string]types.AttributeValue{":v": attrN(version)})
+		if isConditionFailed(err) {
+			continue
+		}
+		if err != nil {
+			return store.TakeTokensResult{}, fmt.Errorf("take tokens %q: %w", p.Bucket, err)
+		}
+		return res, nil
+	}
+	return store.TakeTokensResult{}, fmt.Errorf("take tokens %q: %w: too much contention", p.Bucket, store.ErrConflict)
+}
+
+// retryAfter is how long until the bucket holds one whole token again.
+func retryAfter(left, rate float64) time.Duration {
+	if rate <= 0 {
+		return time.Duration(math.MaxInt64)
+	}
+	need := 1 - left
+	if need <= 0 {
+		return 0
+	}
+	return time.Duration(math.Ceil(need / rate * float64(time.Second)))
+}
+
+// PutAccount writes the account record (TENANT#<tenant>, ACCOUNT#<id>).
+func (s *Store) PutAccount(ctx context.Context, a store.Account) (store.Account, error) {
+	if a.Tenant == "" || a.ID == "" {
+		return store.Account{}, fmt.Errorf("put account: %w: tenant and id are required", store.ErrInvalidArgument)
+	}
+	item := map[string]types.AttributeValue{
+		attrPK: attrS(tenantPK(a.Tenant)), attrSK: attrS(skAccount + a.ID),
+		"tenant": attrS(a.Tenant), "id": attrS(a.ID),
+		"rate": attrF(a.RatePerSec), "burst": attrF(a.Burst), "reserve": attrF(a.OnlineReservePerSec),
+		"maxPerCall": attrN(int64(a.MaxRecipientsPerCall)),
+		"bkCons":     attrN(int64(a.Breaker.ConsecutiveFailures)), "bkRate": attrF(a.Breaker.FailureRate),
+		"bkMin": attrN(int64(a.Breaker.MinSamples)), "bkCool": attrN(int64(a.Breaker.CooldownSec)),
+		"updatedAt": attrN(nanos(a.UpdatedAt)),
+	}
+	if err := s.putItem(ctx, item, "", nil, nil); err != nil {
+		return store.Account{}, fmt.Errorf("put account %s/%s: %w", a.Tenant, a.ID, err)
+	}
+	return accountFrom(item), nil
+}
+
+func accountFrom(m map[string]types.AttributeValue) store.Account {
+	return store.Account{
+		Tenant:               getS(m, "tenant"),
+		ID:                   getS(m, "id"),
+		RatePerSec:           getF(m, "rate"),
+		Burst:                getF(m, "burst"),
+		OnlineReservePerSec:  getF(m, "reserve"),
+		MaxRecipientsPerCall: int(getN(m, "maxPerCall")),
+		Breaker: store.BreakerConfig{
+			ConsecutiveFailures: int(getN(m, "bkCons")),
+			FailureRate:         getF(m, "bkRate"),
+			MinSamples:          int(getN(m, "bkMin")),
+			CooldownSec:         int(getN(m, "bkCool")),
+		},
+		UpdatedAt: fromNanos(getN(m, "updatedAt")),
+	}
+}
+
+// GetAccount reads one account record.
+func (s *Store) GetAccount(ctx context.Context, tenant, account string) (store.Account, error) {
+	rec, err := s.getItem(ctx, tenantPK(tenant), skAccount+account)
+	if err != nil {
+		return store.Account{}, fmt.Errorf("get account %s/%s: %w", tenant, account, err)
+	}
+	if rec == nil {
+		return store.Account{}, fmt.Errorf("account %s/%s: %w", tenant, account, store.ErrNotFound)
+	}
+	return accountFrom(rec), nil
+}
+
+// ListAccounts queries the tenant's partition for ACCOUNT# records, which
+// sort by account id.
+func (s *Store) ListAccounts(ctx context.Context, tenant string) ([]store.Account, error) {
+	recs, err := s.query(ctx, &dynamodb.QueryInput{
+		KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :sk)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": attrS(tenantPK(tenant)), ":sk": attrS(skAccount),
+		},
+		ConsistentRead: aws.Bool(true),
+	}, 0)
+	if err != nil {
+		return nil, fmt.Errorf("list accounts of %s: %w", tenant, err)
+	}
+	out := make([]store.Account, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, accountFrom(r))
+	}
+	return out, nil
+}
+
+// PutToken binds a token hash to a tenant (TOKEN#<hash>).
+func (s *Store) PutToken(ctx context.Context, tokenHash, tenant string) error {
+	if tokenHash == "" || tenant == "" {
+		return fmt.Errorf("put token: %w: hash and tenant are required", store.ErrInvalidArgument)
+	}
+	err := s.putItem(ctx, map[string]types.AttributeValue{
+		attrPK: attrS(tokenPK(tokenHash)), attrSK: attrS(skSingle), "tenant": attrS(tenant),
+	}, "", nil, nil)
+	if err != nil {
+		return fmt.Errorf("put token: %w", err)
+	}
+	return nil
+}
+
+// TenantForToken reads the tenant of a token hash.
+func (s *Store) TenantForToken(ctx context.Context, tokenHash string) (string, error) {
+	if tokenHash == "" {
+		return "", fmt.Errorf("token: %w", store.ErrNotFound)
+	}
+	rec, err := s.getItem(ctx, tokenPK(tokenHash), skSingle)
+	if err != nil {
+		return "", fmt.Errorf("tenant for token: %w", err)
+	}
+	if rec == nil {
+		return "", fmt.Errorf("token: %w", store.ErrNotFound)
+	}
+	return getS(rec, "tenant"), nil
+}

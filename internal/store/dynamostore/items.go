@@ -1,0 +1,695 @@
+package dynamostore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/qunfa/qunfa/internal/store"
+)
+
+const (
+	submittedPK = "SUB"
+	pageKeyFmt  = "%020d"
+)
+
+func duePK(jobID string, index int) string { return fmt.Sprintf("DUE#%s#%06d", jobID, index) }
+
+// pageItem renders a status page record with its sparse index keys: due
+// (present while the page holds pending items, keyed by their earliest
+// NextAttemptAt) and submitted (present while pg.sub is set).
+func (s *Store) pageItem(jobID string, index int, block int64, pg *page) map[string]types.AttributeValue {
+	pg.compactClaims()
+	m := map[string]types.AttributeValue{
+		attrPK: attrS(jobPK(jobID)), attrSK: attrS(skPage(index, block)),
+		"job": attrS(jobID), "idx": attrN(int64(index)), "blk": attrN(block),
+		"n": attrN(int64(len(pg.slots))), "st": attrS(encodeSlots(pg.slots)),
+	}
+	if len(pg.claims) > 0 {
+		m["c"] = attrS(encodeClaims(pg.claims))
+	}
+	if next, ok := pg.minPendingNext(); ok {
+		m["g3pk"] = attrS(duePK(jobID, index))
+		m["g3sk"] = attrS(fmt.Sprintf(pageKeyFmt+"#%010d", max(next, 0), block))
+	}
+	if pg.sub != 0 {
+		m["sub"] = attrN(pg.sub)
+		m["g4pk"] = attrS(submittedPK)
+		m["g4sk"] = attrS(fmt.Sprintf(pageKeyFmt+"#%s#%06d#%010d", max(pg.sub, 0), jobID, index, block))
+	}
+	return m
+}
+
+func pageFrom(rec map[string]types.AttributeValue) (*page, error) {
+	slots, err := decodeSlots(getS(rec, "st"), int(getN(rec, "n")))
+	if err != nil {
+		return nil, err
+	}
+	claims, err := decodeClaims(getS(rec, "c"))
+	if err != nil {
+		return nil, err
+	}
+	return &page{version: getN(rec, "v"), slots: slots, claims: claims, sub: getN(rec, "sub")}, nil
+}
+
+// writePage replaces a status page on condition its version is the one
+// read; a lost race returns the raw ConditionalCheckFailedException.
+func (s *Store) writePage(ctx context.Context, jobID string, index int, block int64, pg *page) error {
+	if _, ok := pg.minSubmittedAt(); ok {
+		if at, _ := pg.minSubmittedAt(); pg.sub == 0 || at < pg.sub {
+			pg.sub = at
+		}
+	}
+	item := s.pageItem(jobID, index, block, pg)
+	item["v"] = attrN(pg.version + 1)
+	err := s.putItem(ctx, item, "v = :v", nil, map[string]types.AttributeValue{":v": attrN(pg.version)})
+	if err == nil {
+		pg.version++
+	}
+	return err
+}
+
+// loadPage reads a status page and its member list (cached once read). It
+// returns nil, nil, nil when the page does not exist.
+func (s *Store) loadPage(ctx context.Context, jobID string, index int, block int64) (*page, *members, error) {
+	pk := jobPK(jobID)
+	mID := pk + "\x00" + skMembers(index, block)
+	s.membersMu.Lock()
+	mem := s.members[mID]
+	s.membersMu.Unlock()
+	keys := []map[string]types.AttributeValue{key(pk, skPage(index, block))}
+	if mem == nil {
+		keys = append(keys, key(pk, skMembers(index, block)))
+	}
+	recs, err := s.batchGet(ctx, keys)
+	if err != nil {
+		return nil, nil, err
+	}
+	prec := recs[pk+"\x00"+skPage(index, block)]
+	if prec == nil {
+		return nil, nil, nil
+	}
+	pg, err := pageFrom(prec)
+	if err != nil {
+		return nil, nil, fmt.Errorf("page %s/%d/%d: %w", jobID, index, block, err)
+	}
+	if mem == nil || len(mem.seqs) != len(pg.slots) {
+		mrec := recs[mID]
+		if mrec == nil {
+			if mrec, err = s.getItem(ctx, pk, skMembers(index, block)); err != nil {
+				return nil, nil, err
+			}
+		}
+		if mrec == nil {
+			return nil, nil, fmt.Errorf("page %s/%d/%d: %w: member list missing", jobID, index, block, errCorruptPage)
+		}
+		seqs, err := decodeMembers(block, getS(mrec, "m"))
+		if err != nil {
+			return nil, nil, err
+		}
+		mem = &members{account: getS(mrec, "a"), seqs: seqs}
+		if len(seqs) == len(pg.slots) {
+			s.membersMu.Lock()
+			if len(s.members) >= maxCachedMembers {
+				clear(s.members)
+			}
+			s.members[mID] = mem
+			s.membersMu.Unlock()
+		}
+	}
+	if len(mem.seqs) != len(pg.slots) {
+		return nil, nil, fmt.Errorf("page %s/%d/%d: %w: %d members, %d states", jobID, index, block, errCorruptPage, len(mem.seqs), len(pg.slots))
+	}
+	return pg, mem, nil
+}
+
+// materialize builds the port's items for some slots of one page, reading
+// their payload records and, for items with an error, their error records.
+func (s *Store) materialize(ctx context.Context, jobID string, index int, pg *page, mem *members, ords []int) ([]store.Item, error) {
+	pk := jobPK(jobID)
+	var keys []map[string]types.AttributeValue
+	for _, o := range ords {
+		keys = append(keys, key(pk, skData(mem.seqs[o]/dataWidth)))
+		if pg.slots[o].category != "" {
+			keys = append(keys, key(pk, skErr(index, mem.seqs[o])))
+		}
+	}
+	recs, err := s.batchGet(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	datas := map[int64]map[string]payload{}
+	items := make([]store.Item, 0, len(ords))
+	for _, o := range ords {
+		seq, sl := mem.seqs[o], pg.slots[o]
+		d := seq / dataWidth
+		if _, ok := datas[d]; !ok {
+			data := map[string]payload{}
+			if r := recs[pk+"\x00"+skData(d)]; r != nil {
+				if err := json.Unmarshal([]byte(getS(r, "d")), &data); err != nil {
+					return nil, fmt.Errorf("payload record %s/%d: %w", jobID, d, err)
+				}
+			}
+			datas[d] = data
+		}
+		pl := datas[d][strconv.FormatInt(seq, 10)]
+		it := store.Item{
+			JobID: jobID, Shard: index, Seq: seq, Account: mem.account, To: pl.To, Vars: pl.Vars,
+			Status: statusOf(sl.status), Attempts: sl.attempts, NextAttemptAt: fromNanos(sl.next),
+		}
+		if sl.status == 's' && sl.claim >= 0 && sl.claim < len(pg.claims) {
+			it.ClaimID = pg.claims[sl.claim].id
+			it.SubmittedAt = fromNanos(pg.claims[sl.claim].at)
+		}
+		if sl.category != "" {
+			it.Error = &store.ItemError{Category: sl.category}
+			if r := recs[pk+"\x00"+skErr(index, seq)]; r != nil && getS(r, "cat") == sl.category {
+				it.Error.Code, it.Error.Message = getS(r, "code"), getS(r, "msg")
+			}
+		}
+		items = append(items, it)
+	}
+	return items, nil
+}
+
+// ClaimItems finds the shard's first page with due items through the due
+// index, and claims up to p.Max of them with one conditional write of that
+// page (retrying on a lost race).
+func (s *Store) ClaimItems(ctx context.Context, p store.ClaimItemsParams) (store.ClaimItemsResult, error) {
+	if p.Max <= 0 || p.ClaimID == "" || p.JobID == "" || p.Index < 0 {
+		return store.ClaimItemsResult{}, fmt.Errorf("claim items of %s/%d: %w: max > 0 and a claim id are required", p.JobID, p.Index, store.ErrInvalidArgument)
+	}
+	now := nanos(p.Now)
+	for attempt := 0; attempt < s.opts.MaxRetries; attempt++ {
+		cands, err := s.query(ctx, &dynamodb.QueryInput{
+			IndexName:                 aws.String(indexDue),
+			KeyConditionExpression:    aws.String("g3pk = :pk"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": attrS(duePK(p.JobID, p.Index))},
+		}, 4)
+		if err != nil {
+			return store.ClaimItemsResult{}, fmt.Errorf("claim items of %s/%d: %w", p.JobID, p.Index, err)
+		}
+		if len(cands) == 0 {
+			if _, err := s.readShard(ctx, p.JobID, p.Index); err != nil {
+				return store.ClaimItemsResult{}, err
+			}
+			return store.ClaimItemsResult{}, nil
+		}
+		res, done, err := s.claimFrom(ctx, p, now, cands)
+		if err != nil {
+			return store.ClaimItemsResult{}, fmt.Errorf("claim items of %s/%d: %w", p.JobID, p.Index, err)
+		}
+		if done {
+			return res, nil
+		}
+	}
+	return store.ClaimItemsResult{}, fmt.Errorf("claim items of %s/%d: %w", p.JobID, p.Index, store.ErrConflict)
+}
+
+// dueKey splits a due index key into its time and block.
+func dueKey(rec map[string]types.AttributeValue) (next, block int64) {
+	t, b, _ := strings.Cut(getS(rec, "g3sk"), "#")
+	next, _ = strconv.ParseInt(t, 10, 64)
+	block, _ = strconv.ParseInt(b, 10, 64)
+	return next, block
+}
+
+// claimFrom tries the candidate pages in index order; done is false when a
+// conditional write lost and the caller should look again.
+func (s *Store) claimFrom(ctx context.Context, p store.ClaimItemsParams, now int64, cands []map[string]types.AttributeValue) (store.ClaimItemsResult, bool, error) {
+	var res store.ClaimItemsResult
+	for ci, c := range cands {
+		next, block := dueKey(c)
+		if next > now {
+			res.NextDueAt = fromNanos(next)
+			return res, true, nil
+		}
+		pg, mem, err := s.loadPage(ctx, p.JobID, p.Index, block)
+		if err != nil {
+			return res, false, err
+		}
+		if pg == nil {
+			continue
+		}
+		var ords []int
+		for o, sl := range pg.slots {
+			if len(ords) == p.Max {
+				break
+			}
+			if sl.status == 'p' && sl.next <= now {
+				ords = append(ords, o)
+			}
+		}
+		if len(ords) == 0 {
+			continue // the index lags behind the page
+		}
+		claim := pg.addClaim(p.ClaimID, now)
+		for _, o := range ords {
+			sl := &pg.slots[o]
+			sl.status, sl.attempts, sl.claim = 's', sl.attempts+1, claim
+			res.Delta.Move(store.ItemPending, store.ItemSubmitted)
+		}
+		if err := s.writePage(ctx, p.JobID, p.Index, block, pg); err != nil {
+			if isConditionFailed(err) {
+				return res, false, nil
+			}
+			return res, false, err
+		}
+		if res.Items, err = s.materialize(ctx, p.JobID, p.Index, pg, mem, ords); err != nil {
+			return res, false, err
+		}
+		var nextDue int64
+		found := false
+		if n, ok := pg.minPendingNext(); ok {
+			nextDue, found = n, true
+		}
+		for _, o := range cands[ci+1:] {
+			if n, b := dueKey(o); b != block && (!found || n < nextDue) {
+				nextDue, found = n, true
+			}
+		}
+		if found {
+			res.NextDueAt = fromNanos(nextDue)
+		}
+		return res, true, nil
+	}
+	// Every candidate was stale: look at the first not-yet-due one, if any.
+	return res, true, nil
+}
+
+// UpdateItems applies the updates page by page: read the page, check each
+// update's condition, write the error records of accepted failures, then
+// write the page on condition of its version (redoing the page on a lost
+// race).
+func (s *Store) UpdateItems(ctx context.Context, p store.UpdateItemsParams) (store.UpdateItemsResult, error) {
+	res := store.UpdateItemsResult{FailuresDelta: map[string]int64{}}
+	if p.JobID == "" || p.Index < 0 {
+		return res, fmt.Errorf("update items of %s/%d: %w", p.JobID, p.Index, store.ErrNotFound)
+	}
+	byBlock := map[int64][]store.ItemUpdate{}
+	var blocks []int64
+	for _, u := range p.Updates {
+		if _, ok := statusCode(u.From); !ok {
+			return res, fmt.Errorf("update item %d: %w: from %q", u.Seq, store.ErrInvalidArgument, u.From)
+		}
+		if _, ok := statusCode(u.To); !ok {
+			return res, fmt.Errorf("update item %d: %w: to %q", u.Seq, store.ErrInvalidArgument, u.To)
+		}
+		b := u.Seq / pageWidth
+		if u.Seq < 0 {
+			b = -1
+		}
+		if _, ok := byBlock[b]; !ok {
+			blocks = append(blocks, b)
+		}
+		byBlock[b] = append(byBlock[b], u)
+	}
+	sort.Slice(blocks, func(i, j int) bool { return blocks[i] < blocks[j] })
+	anyPage := false
+	for _, b := range blocks {
+		ok, err := s.updatePage(ctx, p, b, byBlock[b], &res)
+		if err != nil {
+			return store.UpdateItemsResult{}, fmt.Errorf("update items of %s/%d: %w", p.JobID, p.Index, err)
+		}
+		anyPage = anyPage || ok
+	}
+	if !anyPage && len(p.Updates) > 0 {
+		if _, err := s.readShard(ctx, p.JobID, p.Index); err != nil {
+			return store.UpdateItemsResult{}, err
+		}
+	}
+	for c, n := range res.FailuresDelta {
+		if n == 0 {
+			delete(res.FailuresDelta, c)
+		}
+	}
+	return res, nil
+}
+
+func (s *Store) updatePage(ctx context.Context, p store.UpdateItemsParams, block int64, updates []store.ItemUpdate, res *store.UpdateItemsResult) (bool, error) {
+	reject := func() {
+		for _, u := range updates {
+			res.Rejected = append(res.Rejected, u.Seq)
+		}
+	}
+	if block < 0 {
+		reject()
+		return false, nil
+	}
+	at := nanos(p.At)
+	for attempt := 0; attempt < s.opts.MaxRetries; attempt++ {
+		pg, mem, err := s.loadPage(ctx, p.JobID, p.Index, block)
+		if err != nil {
+			return false, err
+		}
+		if pg == nil {
+			reject()
+			return false, nil
+		}
+		var (
+			delta    store.Counts
+			failures = map[string]int64{}
+			rejected []int64
+			errRecs  []types.WriteRequest
+			applied  int
+		)
+		for _, u := range updates {
+			o := mem.ordinal(u.Seq)
+			if o < 0 {
+				rejected = append(rejected, u.Seq)
+				continue
+			}
+			old := pg.slots[o]
+			from, _ := statusCode(u.From)
+			to, _ := statusCode(u.To)
+			if old.status != from || (u.ClaimID != "" && (old.status != 's' || old.claim < 0 || pg.claims[old.claim].id != u.ClaimID)) {
+				rejected = append(rejected, u.Seq)
+				continue
+			}
+			nw := old
+			nw.status = to
+			if u.ResetAttempts {
+				nw.attempts = 0
+			}
+			nw.attempts = max(0, nw.attempts+u.AttemptsDelta)
+			if to == 'p' {
+				nw.next = nanos(u.NextAttemptAt)
+			}
+			switch {
+			case u.Error != nil:
+				nw.category = u.Error.Category
+				errRecs = append(errRecs, types.WriteRequest{PutRequest: &types.PutRequest{Item: map[string]types.AttributeValue{
+					attrPK: attrS(jobPK(p.JobID)), attrSK: attrS(skErr(p.Index, u.Seq)),
+					"cat": attrS(u.Error.Category), "code": attrS(u.Error.Code), "msg": attrS(u.Error.Message),
+				}}})
+			case !u.KeepError:
+				nw.category = ""
+			}
+			switch {
+			case to != 's':
+				nw.claim = -1
+			case old.status != 's':
+				nw.claim = pg.addClaim(u.ClaimID, at)
+			}
+			pg.slots[o] = nw
+			delta.Move(u.From, u.To)
+			if carriesFailure(old) {
+				failures[old.category]--
+			}
+			if carriesFailure(nw) {
+				failures[nw.category]++
+			}
+			applied++
+		}
+		if applied > 0 {
+			if err := s.batchWrite(ctx, errRecs); err != nil {
+				return true, err
+			}
+			if err := s.writePage(ctx, p.JobID, p.Index, block, pg); err != nil {
+				if isConditionFailed(err) {
+					continue
+				}
+				return true, err
+			}
+		}
+		res.Rejected = append(res.Rejected, rejected...)
+		res.Delta = res.Delta.Add(delta)
+		for c, n := range failures {
+			res.FailuresDelta[c] += n
+		}
+		return true, nil
+	}
+	return true, store.ErrConflict
+}
+
+// listCursor is the position of ListItems: the last seq returned.
+type listCursor struct {
+	After int64 `json:"a"`
+}
+
+// shardPages iterates one shard's status pages in block order.
+type shardPages struct {
+	index int
+	recs  []map[string]types.AttributeValue
+	start map[string]types.AttributeValue
+	done  bool
+}
+
+func (s *Store) nextPages(ctx context.Context, jobID string, sp *shardPages, fromBlock int64) error {
+	in := &dynamodb.QueryInput{
+		TableName:              aws.String(s.table),
+		KeyConditionExpression: aws.String("pk = :pk AND sk BETWEEN :a AND :b"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": attrS(jobPK(jobID)), ":a": attrS(skPage(sp.index, fromBlock)),
+			":b": attrS(fmt.Sprintf("P#%06d#~", sp.index)),
+		},
+		ConsistentRead:         aws.Bool(true),
+		Limit:                  aws.Int32(16),
+		ExclusiveStartKey:      sp.start,
+		ReturnConsumedCapacity: s.capacity(),
+	}
+	out, err := s.db.Query(ctx, in)
+	if err != nil {
+		return err
+	}
+	s.consumed("Query", out.ConsumedCapacity)
+	sp.recs = append(sp.recs, out.Items...)
+	sp.start = out.LastEvaluatedKey
+	sp.done = len(out.LastEvaluatedKey) == 0
+	return nil
+}
+
+// ListItems walks the status pages of the selected shards in block order
+// (one Query per shard per 16 pages), merging shards block by block, and
+// reads payloads and error records only for the items it returns.
+func (s *Store) ListItems(ctx context.Context, p store.ListItemsParams) (store.ListItemsResult, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	j, err := s.getJobRecord(ctx, p.JobID)
+	if err != nil {
+		return store.ListItemsResult{}, err
+	}
+	after := int64(-1)
+	if p.Cursor != "" {
+		var c listCursor
+		if err := decodeCursor(p.Cursor, &c); err != nil {
+			return store.ListItemsResult{}, err
+		}
+		after = c.After
+	}
+	var statusFilter byte
+	if p.Status != "" {
+		var ok bool
+		if statusFilter, ok = statusCode(p.Status); !ok {
+			return store.ListItemsResult{}, fmt.Errorf("list items: %w: status %q", store.ErrInvalidArgument, p.Status)
+		}
+	}
+	var shards []*shardPages
+	if p.Shard != nil {
+		if *p.Shard < 0 || *p.Shard >= j.ShardCount {
+			return store.ListItemsResult{Items: []store.Item{}}, nil
+		}
+		shards = append(shards, &shardPages{index: *p.Shard})
+	} else {
+		for i := 0; i < j.ShardCount; i++ {
+			shards = append(shards, &shardPages{index: i})
+		}
+	}
+	fromBlock := (after + 1) / pageWidth
+	type hit struct {
+		index int
+		pg    *page
+		mem   *members
+		ord   int
+	}
+	var hits []hit
+	for len(hits) <= limit {
+		block := int64(-1)
+		for _, sp := range shards {
+			if len(sp.recs) == 0 && !sp.done {
+				if err := s.nextPages(ctx, p.JobID, sp, fromBlock); err != nil {
+					return store.ListItemsResult{}, fmt.Errorf("list items of %s: %w", p.JobID, err)
+				}
+			}
+			if len(sp.recs) > 0 {
+				if b := getN(sp.recs[0], "blk"); block < 0 || b < block {
+					block = b
+				}
+			}
+		}
+		if block < 0 {
+			break
+		}
+		var blockHits []hit
+		for _, sp := range shards {
+			if len(sp.recs) == 0 || getN(sp.recs[0], "blk") != block {
+				continue
+			}
+			sp.recs = sp.recs[1:]
+			pg, mem, err := s.loadPage(ctx, p.JobID, sp.index, block)
+			if err != nil {
+				return store.ListItemsResult{}, fmt.Errorf("list items of %s: %w", p.JobID, err)
+			}
+			if pg == nil {
+				continue
+			}
+			for o, sl := range pg.slots {
+				if mem.seqs[o] <= after || (statusFilter != 0 && sl.status != statusFilter) ||
+					(p.Category != "" && sl.category != p.Category) {
+					continue
+				}
+				blockHits = append(blockHits, hit{sp.index, pg, mem, o})
+			}
+		}
+		sort.Slice(blockHits, func(a, b int) bool {
+			return blockHits[a].mem.seqs[blockHits[a].ord] < blockHits[b].mem.seqs[blockHits[b].ord]
+		})
+		hits = append(hits, blockHits...)
+	}
+	res := store.ListItemsResult{Items: []store.Item{}}
+	if len(hits) > limit {
+		hits = hits[:limit]
+		last := hits[limit-1]
+		if res.NextCursor, err = encodeCursor(listCursor{After: last.mem.seqs[last.ord]}); err != nil {
+			return store.ListItemsResult{}, err
+		}
+	}
+	for _, h := range hits {
+		items, err := s.materialize(ctx, p.JobID, h.index, h.pg, h.mem, []int{h.ord})
+		if err != nil {
+			return store.ListItemsResult{}, fmt.Errorf("list items of %s: %w", p.JobID, err)
+		}
+		res.Items = append(res.Items, items...)
+	}
+	return res, nil
+}
+
+// submittedCursor is the position of ListSubmittedItems: the index key of
+// the page being listed and the last seq returned from it.
+type submittedCursor struct {
+	Key   keyCursor `json:"k"`
+	After int64     `json:"a"`
+}
+
+// ListSubmittedItems queries the submitted index for pages whose oldest
+// submitted-at is before p.SubmittedBefore and lists their matching items.
+// It also tidies the index: a page without submitted items leaves it, a
+// page whose submitted items are all newer moves up to their oldest time.
+func (s *Store) ListSubmittedItems(ctx context.Context, p store.ListSubmittedItemsParams) (store.ListItemsResult, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	before := nanos(p.SubmittedBefore)
+	in := &dynamodb.QueryInput{
+		TableName:              aws.String(s.table),
+		IndexName:              aws.String(indexSubmitted),
+		KeyConditionExpression: aws.String("g4pk = :pk AND g4sk < :up"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": attrS(submittedPK), ":up": attrS(fmt.Sprintf(pageKeyFmt, max(before, 0))),
+		},
+		Limit:                  aws.Int32(25),
+		ReturnConsumedCapacity: s.capacity(),
+	}
+	var cur submittedCursor
+	cur.After = -1
+	var pageKeys []map[string]types.AttributeValue
+	if p.Cursor != "" {
+		if err := decodeCursor(p.Cursor, &cur); err != nil {
+			return store.ListItemsResult{}, err
+		}
+		pageKeys = append(pageKeys, cur.Key.key())
+		in.ExclusiveStartKey = cur.Key.key()
+	}
+	type hit struct {
+		key  map[string]types.AttributeValue
+		item store.Item
+	}
+	var hits []hit
+	exhausted := false
+	for len(hits) <= limit {
+		if len(pageKeys) == 0 {
+			if exhausted {
+				break
+			}
+			out, err := s.db.Query(ctx, in)
+			if err != nil {
+				return store.ListItemsResult{}, fmt.Errorf("list submitted items: %w", err)
+			}
+			s.consumed("Query", out.ConsumedCapacity)
+			pageKeys = out.Items
+			in.ExclusiveStartKey = out.LastEvaluatedKey
+			exhausted = len(out.LastEvaluatedKey) == 0
+			continue
+		}
+		gk := pageKeys[0]
+		pageKeys = pageKeys[1:]
+		after := int64(-1)
+		if cur.Key != nil && getS(gk, attrSK) == cur.Key[attrSK] && getS(gk, attrPK) == cur.Key[attrPK] {
+			after = cur.After
+		}
+		items, err := s.submittedOfPage(ctx, gk, before, after)
+		if err != nil {
+			return store.ListItemsResult{}, fmt.Errorf("list submitted items: %w", err)
+		}
+		for _, it := range items {
+			hits = append(hits, hit{gk, it})
+		}
+	}
+	res := store.ListItemsResult{Items: []store.Item{}}
+	if len(hits) > limit {
+		hits = hits[:limit]
+		last := hits[limit-1]
+		c := submittedCursor{Key: toKeyCursor(last.key), After: last.item.Seq}
+		var err error
+		if res.NextCursor, err = encodeCursor(c); err != nil {
+			return store.ListItemsResult{}, err
+		}
+	}
+	for _, h := range hits {
+		res.Items = append(res.Items, h.item)
+	}
+	return res, nil
+}
+
+// submittedOfPage lists a page's items submitted before `before` with seq
+// greater than after, and tidies the page's submitted index key.
+func (s *Store) submittedOfPage(ctx context.Context, gk map[string]types.AttributeValue, before, after int64) ([]store.Item, error) {
+	parts := strings.Split(getS(gk, attrSK), "#") // P#<idx>#<block>
+	if len(parts) != 3 {
+		return nil, nil
+	}
+	index, _ := strconv.Atoi(parts[1])
+	block, _ := strconv.ParseInt(parts[2], 10, 64)
+	jobID := strings.TrimPrefix(getS(gk, attrPK), "JOB#")
+	pg, mem, err := s.loadPage(ctx, jobID, index, block)
+	if err != nil || pg == nil {
+		return nil, err
+	}
+	var ords []int
+	for o, sl := range pg.slots {
+		if sl.status == 's' && sl.claim >= 0 && pg.claims[sl.claim].at < before && mem.seqs[o] > after {
+			ords = append(ords, o)
+		}
+	}
+	if oldest, ok := pg.minSubmittedAt(); !ok || oldest >= before {
+		// Tidy the sticky index key; losing a race here is harmless.
+		pg.sub = 0
+		if err := s.writePage(ctx, jobID, index, block, pg); err != nil && !isConditionFailed(err) {
+			return nil, err
+		}
+	}
+	if len(ords) == 0 {
+		return nil, nil
+	}
+	return s.materialize(ctx, jobID, index, pg, mem, ords)
+}

@@ -1,0 +1,473 @@
+package dynamostore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/qunfa/qunfa/internal/store"
+)
+
+// Count attributes of a shard record, and the prefix of its per-category
+// failure counters (top-level numbers, so ADD works on them).
+var countAttrs = [5]string{"cP", "cS", "cC", "cF", "cA"}
+
+const failurePrefix = "f_"
+
+// staleBucket is the granularity of the running index key: the key changes
+// at most once a minute per shard, so AdvanceShard rarely writes the index.
+const staleBucket = int64(time.Minute)
+
+const runningPK = "RUNNING"
+
+func countValues(c store.Counts) [5]int64 {
+	return [5]int64{c.Pending, c.Submitted, c.Confirmed, c.Failed, c.Abandoned}
+}
+
+func staleKey(lastAdv int64, jobID string, index int) string {
+	b := lastAdv - lastAdv%staleBucket
+	if lastAdv < 0 {
+		b = 0
+	}
+	return fmt.Sprintf("%020d#%s#%06d", b, jobID, index)
+}
+
+func shardItem(sh store.Shard) map[string]types.AttributeValue {
+	m := map[string]types.AttributeValue{
+		attrPK: attrS(jobPK(sh.JobID)), attrSK: attrS(skShard(sh.Index)),
+		"job": attrS(sh.JobID), "idx": attrN(int64(sh.Index)), "account": attrS(sh.Account),
+		"status": attrS(string(sh.Status)), "size": attrN(sh.Size), "cursor": attrN(sh.Cursor),
+		"lastAdv": attrN(nanos(sh.LastAdvancedAt)), "slow": attrF(sh.SlowFactor),
+		"turn": attrN(sh.Turn), "dirty": attrBool(sh.Dirty), "sv": attrN(1),
+	}
+	if sh.PauseReason != "" {
+		m["pause"] = attrS(string(sh.PauseReason))
+	}
+	if sh.TurnMessage != "" {
+		m["turnMsg"] = attrS(sh.TurnMessage)
+	}
+	for i, v := range countValues(sh.Counts) {
+		m[countAttrs[i]] = attrN(v)
+	}
+	for cat, n := range sh.Failures {
+		if n != 0 {
+			m[failurePrefix+cat] = attrN(n)
+		}
+	}
+	if sh.Status == store.ShardRunning {
+		m["g2pk"] = attrS(runningPK)
+		m["g2sk"] = attrS(staleKey(nanos(sh.LastAdvancedAt), sh.JobID, sh.Index))
+	}
+	return m
+}
+
+func shardFrom(m map[string]types.AttributeValue) store.Shard {
+	sh := store.Shard{
+		JobID: getS(m, "job"), Index: int(getN(m, "idx")), Account: getS(m, "account"),
+		Status: store.ShardStatus(getS(m, "status")), PauseReason: store.PauseReason(getS(m, "pause")),
+		Size: getN(m, "size"), Cursor: getN(m, "cursor"), LastAdvancedAt: fromNanos(getN(m, "lastAdv")),
+		Counts: store.Counts{
+			Pending: getN(m, "cP"), Submitted: getN(m, "cS"), Confirmed: getN(m, "cC"),
+			Failed: getN(m, "cF"), Abandoned: getN(m, "cA"),
+		},
+		Failures:   map[string]int64{},
+		SlowFactor: getF(m, "slow"), Turn: getN(m, "turn"), TurnMessage: getS(m, "turnMsg"),
+		Dirty: getBool(m, "dirty"),
+	}
+	for name := range m {
+		if cat, ok := strings.CutPrefix(name, failurePrefix); ok {
+			if n := getN(m, name); n != 0 {
+				sh.Failures[cat] = n
+			}
+		}
+	}
+	return sh
+}
+
+func (s *Store) readShard(ctx context.Context, jobID string, index int) (map[string]types.AttributeValue, error) {
+	if jobID == "" || index < 0 {
+		return nil, fmt.Errorf("shard %s/%d: %w", jobID, index, store.ErrNotFound)
+	}
+	rec, err := s.getItem(ctx, jobPK(jobID), skShard(index))
+	if err != nil {
+		return nil, fmt.Errorf("read shard %s/%d: %w", jobID, index, err)
+	}
+	if rec == nil {
+		return nil, fmt.Errorf("shard %s/%d: %w", jobID, index, store.ErrNotFound)
+	}
+	return rec, nil
+}
+
+// GetShard reads one shard record.
+func (s *Store) GetShard(ctx context.Context, jobID string, index int) (store.Shard, error) {
+	rec, err := s.readShard(ctx, jobID, index)
+	if err != nil {
+		return store.Shard{}, err
+	}
+	return shardFrom(rec), nil
+}
+
+// updateBuilder assembles an UpdateExpression.
+type updateBuilder struct {
+	set, add, remove []string
+	names            map[string]string
+	values           map[string]types.AttributeValue
+}
+
+func newUpdate() *updateBuilder {
+	return &updateBuilder{names: map[string]string{}, values: map[string]types.AttributeValue{}}
+}
+
+func (u *updateBuilder) name(attr string) string {
+	n := "#n" + strconv.Itoa(len(u.names))
+	for k, v := range u.names {
+		if v == attr {
+			return k
+		}
+	}
+	u.names[n] = attr
+	return n
+}
+
+func (u *updateBuilder) value(v types.AttributeValue) string {
+	n := ":v" + strconv.Itoa(len(u.values))
+	u.values[n] = v
+	return n
+}
+
+func (u *updateBuilder) Set(attr string, v types.AttributeValue) {
+	u.set = append(u.set, u.name(attr)+" = "+u.value(v))
+}
+
+func (u *updateBuilder) Add(attr string, n int64) {
+	if n != 0 {
+		u.add = append(u.add, u.name(attr)+" "+u.value(attrN(n)))
+	}
+}
+
+func (u *updateBuilder) Remove(attr string) { u.remove = append(u.remove, u.name(attr)) }
+
+func (u *updateBuilder) expr() string {
+	var parts []string
+	if len(u.set) > 0 {
+		parts = append(parts, "SET "+strings.Join(u.set, ", "))
+	}
+	if len(u.add) > 0 {
+		parts = append(parts, "ADD "+strings.Join(u.add, ", "))
+	}
+	if len(u.remove) > 0 {
+		parts = append(parts, "REMOVE "+strings.Join(u.remove, ", "))
+	}
+	return strings.Join(parts, " ")
+}
+
+func (u *updateBuilder) input(jobID string, index int, cond string) *dynamodb.UpdateItemInput {
+	in := &dynamodb.UpdateItemInput{
+		Key:                       key(jobPK(jobID), skShard(index)),
+		UpdateExpression:          aws.String(u.expr()),
+		ExpressionAttributeNames:  u.names,
+		ExpressionAttributeValues: u.values,
+	}
+	if cond != "" {
+		in.ConditionExpression = aws.String(cond)
+	}
+	return in
+}
+
+func (u *updateBuilder) addDelta(d store.Counts, failures map[string]int64) {
+	for i, v := range countValues(d) {
+		u.Add(countAttrs[i], v)
+	}
+	cats := make([]string, 0, len(failures))
+	for c := range failures {
+		cats = append(cats, c)
+	}
+	sort.Strings(cats)
+	for _, c := range cats {
+		u.Add(failurePrefix+c, failures[c])
+	}
+	u.Add("sv", 1)
+}
+
+// setRecount replaces the counts and failure counters of rec.
+func (u *updateBuilder) setRecount(rec map[string]types.AttributeValue, c store.Counts, failures map[string]int64) {
+	for i, v := range countValues(c) {
+		u.Set(countAttrs[i], attrN(v))
+	}
+	for name := range rec {
+		if cat, ok := strings.CutPrefix(name, failurePrefix); ok && failures[cat] == 0 {
+			u.Remove(name)
+		}
+	}
+	for cat, n := range failures {
+		if n != 0 {
+			u.Set(failurePrefix+cat, attrN(n))
+		}
+	}
+}
+
+// recount tallies a shard's items from its status pages (one Query).
+func (s *Store) recount(ctx context.Context, jobID string, index int) (store.Counts, map[string]int64, error) {
+	recs, err := s.query(ctx, &dynamodb.QueryInput{
+		KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :p)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": attrS(jobPK(jobID)), ":p": attrS(fmt.Sprintf("P#%06d#", index)),
+		},
+		ConsistentRead: aws.Bool(true),
+	}, 0)
+	if err != nil {
+		return store.Counts{}, nil, fmt.Errorf("recount shard %s/%d: %w", jobID, index, err)
+	}
+	var c store.Counts
+	failures := map[string]int64{}
+	for _, r := range recs {
+		pg, err := pageFrom(r)
+		if err != nil {
+			return store.Counts{}, nil, fmt.Errorf("recount shard %s/%d: %w", jobID, index, err)
+		}
+		pg.counts(&c, failures)
+	}
+	return c, failures, nil
+}
+
+// BeginTurn reads the shard, checks the turn, recounts a dirty shard from
+// its status pages, and writes the turn on condition the shard version is
+// unchanged.
+func (s *Store) BeginTurn(ctx context.Context, p store.BeginTurnParams) (store.Shard, error) {
+	for attempt := 0; attempt < s.opts.MaxRetries; attempt++ {
+		rec, err := s.readShard(ctx, p.JobID, p.Index)
+		if err != nil {
+			return store.Shard{}, err
+		}
+		sh := shardFrom(rec)
+		newTurn := p.Turn == sh.Turn+1
+		redelivery := p.Turn == sh.Turn && p.MessageID == sh.TurnMessage
+		if !newTurn && !redelivery {
+			return store.Shard{}, fmt.Errorf("begin turn %d of shard %s/%d (current %d): %w", p.Turn, p.JobID, p.Index, sh.Turn, store.ErrConflict)
+		}
+		u := newUpdate()
+		u.Set("turn", attrN(p.Turn))
+		if p.MessageID != "" {
+			u.Set("turnMsg", attrS(p.MessageID))
+		} else {
+			u.Remove("turnMsg")
+		}
+		u.Set("dirty", attrBool(true))
+		u.Add("sv", 1)
+		if sh.Dirty {
+			c, f, err := s.recount(ctx, p.JobID, p.Index)
+			if err != nil {
+				return store.Shard{}, err
+			}
+			u.setRecount(rec, c, f)
+		}
+		u.values[":sv"] = attrN(getN(rec, "sv"))
+		out, err := s.updateItem(ctx, u.input(p.JobID, p.Index, "sv = :sv"))
+		if isConditionFailed(err) {
+			continue
+		}
+		if err != nil {
+			return store.Shard{}, fmt.Errorf("begin turn of shard %s/%d: %w", p.JobID, p.Index, err)
+		}
+		return shardFrom(out), nil
+	}
+	return store.Shard{}, fmt.Errorf("begin turn of shard %s/%d: %w", p.JobID, p.Index, store.ErrConflict)
+}
+
+// AdvanceShard is one UpdateItem conditional on the turn (and, to move the
+// cursor forward only, on the cursor); if only the cursor condition fails it
+// retries without moving the cursor.
+func (s *Store) AdvanceShard(ctx context.Context, p store.AdvanceShardParams) (store.Shard, error) {
+	if p.Cursor < 0 || p.SlowFactor < 0 {
+		return store.Shard{}, fmt.Errorf("advance shard %s/%d: %w", p.JobID, p.Index, store.ErrInvalidArgument)
+	}
+	if p.JobID == "" || p.Index < 0 {
+		return store.Shard{}, fmt.Errorf("shard %s/%d: %w", p.JobID, p.Index, store.ErrNotFound)
+	}
+	moveCursor := true
+	for attempt := 0; attempt < 3; attempt++ {
+		u := newUpdate()
+		u.Set("lastAdv", attrN(nanos(p.At)))
+		u.Set("g2pk", attrS(runningPK))
+		u.Set("g2sk", attrS(staleKey(nanos(p.At), p.JobID, p.Index)))
+		if p.SlowFactor > 0 {
+			u.Set("slow", attrF(p.SlowFactor))
+		}
+		if p.EndTurn {
+			u.Set("dirty", attrBool(false))
+		}
+		u.addDelta(p.Delta, p.FailuresDelta)
+		u.values[":turn"] = attrN(p.Turn)
+		cond := "attribute_exists(pk) AND turn = :turn"
+		if moveCursor {
+			c := u.value(attrN(p.Cursor))
+			u.set = append(u.set, u.name("cursor")+" = "+c)
+			cond += " AND " + u.name("cursor") + " <= " + c
+		}
+		out, err := s.updateItem(ctx, u.input(p.JobID, p.Index, cond))
+		if err == nil {
+			return shardFrom(out), nil
+		}
+		if !isConditionFailed(err) {
+			return store.Shard{}, fmt.Errorf("advance shard %s/%d: %w", p.JobID, p.Index, err)
+		}
+		rec, err := s.readShard(ctx, p.JobID, p.Index)
+		if err != nil {
+			return store.Shard{}, err
+		}
+		if getN(rec, "turn") != p.Turn {
+			return store.Shard{}, fmt.Errorf("advance shard %s/%d: turn %d is not current (%d): %w", p.JobID, p.Index, p.Turn, getN(rec, "turn"), store.ErrConflict)
+		}
+		moveCursor = false
+	}
+	return store.Shard{}, fmt.Errorf("advance shard %s/%d: %w", p.JobID, p.Index, store.ErrConflict)
+}
+
+// AddShardCounts is one UpdateItem with ADD.
+func (s *Store) AddShardCounts(ctx context.Context, p store.AddShardCountsParams) (store.Shard, error) {
+	if p.JobID == "" || p.Index < 0 {
+		return store.Shard{}, fmt.Errorf("shard %s/%d: %w", p.JobID, p.Index, store.ErrNotFound)
+	}
+	u := newUpdate()
+	u.addDelta(p.Delta, p.FailuresDelta)
+	out, err := s.updateItem(ctx, u.input(p.JobID, p.Index, "attribute_exists(pk)"))
+	if isConditionFailed(err) {
+		return store.Shard{}, fmt.Errorf("shard %s/%d: %w", p.JobID, p.Index, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Shard{}, fmt.Errorf("add shard counts %s/%d: %w", p.JobID, p.Index, err)
+	}
+	return shardFrom(out), nil
+}
+
+// RecountShard queries the shard's status pages and stores the tally on
+// condition the shard version is unchanged.
+func (s *Store) RecountShard(ctx context.Context, jobID string, index int) (store.Shard, error) {
+	for attempt := 0; attempt < s.opts.MaxRetries; attempt++ {
+		rec, err := s.readShard(ctx, jobID, index)
+		if err != nil {
+			return store.Shard{}, err
+		}
+		c, f, err := s.recount(ctx, jobID, index)
+		if err != nil {
+			return store.Shard{}, err
+		}
+		u := newUpdate()
+		u.setRecount(rec, c, f)
+		u.Add("sv", 1)
+		u.values[":sv"] = attrN(getN(rec, "sv"))
+		out, err := s.updateItem(ctx, u.input(jobID, index, "sv = :sv"))
+		if isConditionFailed(err) {
+			continue
+		}
+		if err != nil {
+			return store.Shard{}, fmt.Errorf("recount shard %s/%d: %w", jobID, index, err)
+		}
+		return shardFrom(out), nil
+	}
+	return store.Shard{}, fmt.Errorf("recount shard %s/%d: %w", jobID, index, store.ErrConflict)
+}
+
+// TransitionShard reads the shard and writes the new status on condition it
+// is unchanged; entering running puts the shard into the running index.
+func (s *Store) TransitionShard(ctx context.Context, p store.TransitionShardParams) (store.Shard, error) {
+	for attempt := 0; attempt < s.opts.MaxRetries; attempt++ {
+		rec, err := s.readShard(ctx, p.JobID, p.Index)
+		if err != nil {
+			return store.Shard{}, err
+		}
+		cur := store.ShardStatus(getS(rec, "status"))
+		if (len(p.From) > 0 && !slices.Contains(p.From, cur)) || !store.ShardTransitionAllowed(cur, p.To) {
+			return store.Shard{}, fmt.Errorf("shard %s/%d %s → %s: %w", p.JobID, p.Index, cur, p.To, store.ErrInvalidTransition)
+		}
+		u := newUpdate()
+		u.Set("status", attrS(string(p.To)))
+		if p.To == store.ShardPaused && p.PauseReason != "" {
+			u.Set("pause", attrS(string(p.PauseReason)))
+		} else if p.To != store.ShardPaused {
+			u.Remove("pause")
+		}
+		if p.To == store.ShardRunning {
+			last := getN(rec, "lastAdv")
+			if !p.At.IsZero() {
+				last = nanos(p.At)
+				u.Set("lastAdv", attrN(last))
+			}
+			u.Set("g2pk", attrS(runningPK))
+			u.Set("g2sk", attrS(staleKey(last, p.JobID, p.Index)))
+		} else {
+			u.Remove("g2pk")
+			u.Remove("g2sk")
+		}
+		u.values[":from"] = attrS(string(cur))
+		out, err := s.updateItem(ctx, u.input(p.JobID, p.Index, u.name("status")+" = :from"))
+		if isConditionFailed(err) {
+			continue
+		}
+		if err != nil {
+			return store.Shard{}, fmt.Errorf("transition shard %s/%d: %w", p.JobID, p.Index, err)
+		}
+		return shardFrom(out), nil
+	}
+	return store.Shard{}, fmt.Errorf("transition shard %s/%d: %w", p.JobID, p.Index, store.ErrConflict)
+}
+
+// ListStaleShards queries the running index up to the minute of p.Before
+// and keeps the shards whose record is still running and older than
+// p.Before.
+func (s *Store) ListStaleShards(ctx context.Context, p store.ListStaleShardsParams) ([]store.ShardRef, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	before := nanos(p.Before)
+	upper := fmt.Sprintf("%020d", before-before%staleBucket+staleBucket)
+	in := &dynamodb.QueryInput{
+		TableName:              aws.String(s.table),
+		IndexName:              aws.String(indexRunning),
+		KeyConditionExpression: aws.String("g2pk = :pk AND g2sk < :up"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": attrS(runningPK), ":up": attrS(upper),
+		},
+		Limit:                  aws.Int32(100),
+		ReturnConsumedCapacity: s.capacity(),
+	}
+	refs := []store.ShardRef{}
+	for {
+		out, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("list stale shards: %w", err)
+		}
+		s.consumed("Query", out.ConsumedCapacity)
+		keys := make([]map[string]types.AttributeValue, len(out.Items))
+		for i, k := range out.Items {
+			keys[i] = key(getS(k, attrPK), getS(k, attrSK))
+		}
+		recs, err := s.batchGet(ctx, keys)
+		if err != nil {
+			return nil, fmt.Errorf("list stale shards: %w", err)
+		}
+		for _, k := range keys {
+			r, ok := recs[recordID(k)]
+			if !ok || getS(r, "status") != string(store.ShardRunning) || getN(r, "lastAdv") >= before {
+				continue
+			}
+			refs = append(refs, store.ShardRef{JobID: getS(r, "job"), Index: int(getN(r, "idx"))})
+			if len(refs) == limit {
+				return refs, nil
+			}
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return refs, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
