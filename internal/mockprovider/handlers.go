@@ -352,11 +352,22 @@ func (m *Mock) handlePutAccount(w http.ResponseWriter, r *http.Request) {
 	}
 	a.setBehaviour(b, m.cfg.Clock.Now())
 	m.cfg.Logger.Info("mock provider account changed", slog.String("guid", guid))
-	writeJSON(w, http.StatusOK, b)
+	writeJSON(w, http.StatusOK, b.forJSON())
 }
 
 func (m *Mock) handleGetAccount(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, m.Behaviour(r.PathValue("guid")))
+	writeJSON(w, http.StatusOK, m.Behaviour(r.PathValue("guid")).forJSON())
+}
+
+// forJSON shows absent lists as [] rather than null.
+func (b Behaviour) forJSON() Behaviour {
+	if b.Errors == nil {
+		b.Errors = []InjectedError{}
+	}
+	if b.InvalidToIDs == nil {
+		b.InvalidToIDs = []string{}
+	}
+	return b
 }
 
 // StatsAnswer is the body of a /_mock/stats answer.

@@ -51,6 +51,15 @@ func newFixture(t *testing.T, mcfg mockprovider.Config, ccfg Config) *fixture {
 	return &fixture{mock: m, srv: srv, client: c}
 }
 
+// newLoopbackServer serves the mock on 127.0.0.1 until the test ends.
+func newLoopbackServer(tb testing.TB, m *mockprovider.Mock) string {
+	tb.Helper()
+	srv := httptest.NewServer(m.Handler())
+	tb.Cleanup(srv.Close)
+	tb.Cleanup(func() { _ = m.Close() })
+	return srv.URL
+}
+
 func newClient(t *testing.T, baseURL string, cfg Config) *Client {
 	t.Helper()
 	cfg.BaseURL, cfg.Logger = baseURL, quiet
