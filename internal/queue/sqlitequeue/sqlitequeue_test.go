@@ -1,10 +1,14 @@
 package sqlitequeue_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -292,4 +296,110 @@ func BenchmarkSendReceiveDelete(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// childEnv names the file a re-executed test binary works on in
+// TestSurvivesKill9.
+const childEnv = "SQLITEQUEUE_KILL9_CHILD"
+
+// TestKill9Child is the process TestSurvivesKill9 kills: it sends, receives
+// and deletes until it dies, reporting each committed step on stdout.
+func TestKill9Child(t *testing.T) {
+	path := os.Getenv(childEnv)
+	if path == "" {
+		t.Skip("helper process of TestSurvivesKill9")
+	}
+	ctx := context.Background()
+	q := open(t, path, sqlitequeue.Options{Name: "work", Clock: clock.NewFake(epoch)})
+	for i := 0; ; i++ {
+		body := fmt.Sprint(i)
+		if _, err := q.Send(ctx, queue.SendParams{Group: fmt.Sprint("g", i%4), DedupID: body, Body: []byte(body)}); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("sent %s\n", body)
+		if i%2 == 1 {
+			msgs, err := q.Receive(ctx, queue.ReceiveParams{Max: 1, VisibilityTimeout: time.Hour})
+			if err != nil || len(msgs) != 1 {
+				t.Fatalf("receive: %v %v", msgs, err)
+			}
+			fmt.Printf("received %s\n", msgs[0].Body)
+			if err := q.Delete(ctx, msgs[0].ReceiptHandle); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Printf("deleted %s\n", msgs[0].Body)
+		}
+	}
+}
+
+// TestSurvivesKill9: a process killed with SIGKILL in the middle of its
+// work leaves a file where every committed send is still there and every
+// committed delete stays deleted.
+func TestSurvivesKill9(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "queue.db")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKill9Child$", "-test.count=1")
+	cmd.Env = append(os.Environ(), childEnv+"="+path)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sent, deleted := map[string]bool{}, map[string]bool{}
+	lastReceived := ""
+	lines := bufio.NewScanner(out)
+	killed := false
+	for lines.Scan() { // after the kill, read what the pipe still holds
+		if b, ok := strings.CutPrefix(lines.Text(), "sent "); ok {
+			sent[b] = true
+		} else if b, ok := strings.CutPrefix(lines.Text(), "deleted "); ok {
+			deleted[b] = true
+		} else if b, ok := strings.CutPrefix(lines.Text(), "received "); ok {
+			lastReceived = b
+		}
+		if len(sent) >= 300 && !killed {
+			if err := cmd.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			killed = true
+		}
+	}
+	_ = cmd.Wait()
+	if len(sent) < 300 {
+		t.Fatalf("child reported only %d sends before exiting", len(sent))
+	}
+
+	ctx := context.Background()
+	// Two hours on, the message the child held (for an hour) is visible.
+	q := open(t, path, sqlitequeue.Options{Name: "work", Clock: clock.NewFake(epoch.Add(2 * time.Hour))})
+	left := map[string]bool{}
+	for {
+		msgs, err := q.Receive(ctx, queue.ReceiveParams{Max: queue.MaxReceive})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) == 0 {
+			break
+		}
+		for _, m := range msgs {
+			left[string(m.Body)] = true
+			if err := q.Delete(ctx, m.ReceiptHandle); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for b := range sent {
+		// The last message received may have been deleted just before
+		// the kill, too late to say so.
+		if !deleted[b] && !left[b] && b != lastReceived {
+			t.Errorf("message %s: send committed, neither deleted nor in the queue", b)
+		}
+	}
+	for b := range left {
+		if deleted[b] {
+			t.Errorf("message %s: delete committed, but still in the queue", b)
+		}
+	}
+	t.Logf("child committed %d sends and %d deletes; %d messages left", len(sent), len(deleted), len(left))
 }
