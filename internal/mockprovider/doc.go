@@ -40,7 +40,8 @@
 // GET /message/status?key=<message key> answers {"errcode": 0, "status":
 // "delivered"} when the key is in the log (this run or an earlier one, the
 // log is loaded at start) and {"errcode": 0, "status": "unknown"} otherwise.
-// Keys are global, not per account.
+// Keys are global, not per account (a guid parameter, if given, is
+// ignored).
 //
 // # Behaviour per account
 //

@@ -111,6 +111,9 @@ type sendResult struct {
 // send runs one call through the account's behaviour (see the package
 // doc for the order) and logs what it delivers.
 func (m *Mock) send(ctx context.Context, c sendCall) (sendResult, error) {
+	if m.closed.Load() {
+		return sendResult{callCode: CodeSystemBusy}, nil
+	}
 	a := m.account(c.guid)
 	a.calls.Add(1)
 	b := a.behaviour.Load()

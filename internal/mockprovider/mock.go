@@ -93,6 +93,7 @@ type Mock struct {
 	msgSeq    atomic.Uint64
 
 	closing   chan struct{}
+	closed    atomic.Bool
 	onHold    func() // test hook: a call's answer is being withheld
 	closeOnce sync.Once
 	closeErr  error
@@ -128,8 +129,10 @@ func New(cfg Config) (*Mock, error) {
 func (m *Mock) Handler() http.Handler { return m.mux }
 
 // Close releases held (timed-out) requests and closes the delivery log.
-// Calls arriving afterwards answer -1.
+// Send calls arriving afterwards answer -1 (system busy) and deliver
+// nothing.
 func (m *Mock) Close() error {
+	m.closed.Store(true)
 	m.release()
 	m.closeOnce.Do(func() { m.closeErr = m.log.close() })
 	return m.closeErr

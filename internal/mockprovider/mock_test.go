@@ -423,6 +423,12 @@ func TestCloseReleasesHeldCalls(t *testing.T) {
 	if err := <-errc; err == nil {
 		t.Fatal("a held call got an answer when the mock closed")
 	}
+	if c := code(f.sendText(t, "acct-a", "u", "after-close")); c != CodeSystemBusy {
+		t.Fatalf("send after Close errcode %d, want -1", c)
+	}
+	if f.mock.Delivered("after-close") {
+		t.Fatal("a closed mock delivered")
+	}
 }
 
 // sleepClock is a fake clock that records the waits asked of it.
@@ -618,5 +624,58 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}
 	if _, err := New(Config{LogPath: filepath.Join(t.TempDir(), "missing-dir", "x.jsonl")}); err == nil {
 		t.Fatal("unwritable log path accepted")
+	}
+}
+
+// TestConcurrentSendsKeepLinesWhole sends from many clients to a few
+// accounts at once and checks that every log line parses and the log
+// matches the stats exactly.
+func TestConcurrentSendsKeepLinesWhole(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Config{Clock: clock.NewFake(t0), Rate: 50, Burst: 50})
+	long := strings.Repeat("长内容", 500) // lines over the 4 KiB pipe-atomic size
+	var wg sync.WaitGroup
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 10; i++ {
+				acct := "acct-" + string(rune('a'+(g+i)%3))
+				var body string
+				path := "/message/sendText"
+				if i%2 == 0 {
+					path = "/message/send"
+					body = `{"guid":"` + acct + `","toIds":["x","y","z"],"content":"` + long + `"}`
+				} else {
+					body = `{"guid":"` + acct + `","toId":"x","content":"` + long + `"}`
+				}
+				resp, err := f.srv.Client().Post(f.srv.URL+path, "application/json", strings.NewReader(body))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	lines := readLog(t, f.logPath) // fails on any torn line
+	perAcct := map[string]int64{}
+	for _, l := range lines {
+		if l["content"] != long {
+			t.Fatalf("line content mangled for %v", l["guid"])
+		}
+		perAcct[l["guid"].(string)]++
+	}
+	var total int64
+	for acct, st := range f.mock.Stats() {
+		if st.Accepted != perAcct[acct] || st.Accepted != 50 {
+			t.Errorf("%s: stats accepted %d, log lines %d, want 50 (the burst)", acct, st.Accepted, perAcct[acct])
+		}
+		total += st.Accepted + st.RateLimited
+	}
+	if total != 16*(5*3+5) {
+		t.Fatalf("recipients counted %d, want %d", total, 16*(5*3+5))
 	}
 }
