@@ -2,7 +2,6 @@ package dynamostore
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -153,7 +152,7 @@ func (s *Store) materialize(ctx context.Context, jobID string, index int, pg *pa
 		if _, ok := datas[d]; !ok {
 			data := map[string]payload{}
 			if r := recs[pk+"\x00"+skData(d)]; r != nil {
-				if err := json.Unmarshal([]byte(getS(r, "d")), &data); err != nil {
+				if data, err = decodePayloads(r); err != nil {
 					return nil, fmt.Errorf("payload record %s/%d: %w", jobID, d, err)
 				}
 			}

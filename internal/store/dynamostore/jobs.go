@@ -1,10 +1,13 @@
 package dynamostore
 
 import (
+	"bytes"
+	"compress/flate"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strconv"
@@ -543,7 +546,7 @@ func (s *Store) putItemsOnce(ctx context.Context, p store.PutItemsParams) error 
 		old := existing[recordID(dKey)]
 		data := map[string]payload{}
 		if old != nil {
-			if err := json.Unmarshal([]byte(getS(old, "d")), &data); err != nil {
+			if data, err = decodePayloads(old); err != nil {
 				return fmt.Errorf("payload record %d: %w", d, err)
 			}
 		}
@@ -558,12 +561,12 @@ func (s *Store) putItemsOnce(ctx context.Context, p store.PutItemsParams) error 
 		if !changed {
 			continue
 		}
-		b, err := json.Marshal(data)
+		z, err := encodePayloads(data)
 		if err != nil {
 			return err
 		}
 		writes = append(writes, versioned(map[string]types.AttributeValue{
-			attrPK: attrS(pk), attrSK: attrS(skData(d)), "d": attrS(string(b)),
+			attrPK: attrS(pk), attrSK: attrS(skData(d)), "z": &types.AttributeValueMemberB{Value: z},
 		}, old))
 	}
 	for _, round := range [][]write{writes, pageWrites} {
@@ -575,6 +578,44 @@ func (s *Store) putItemsOnce(ctx context.Context, p store.PutItemsParams) error 
 		}
 	}
 	return nil
+}
+
+// encodePayloads renders a payload record's items as deflated JSON: the
+// snapshot is most of the bytes written per message, and recipients and
+// variables compress well.
+func encodePayloads(data map[string]payload) ([]byte, error) {
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	w, err := flate.NewWriter(&buf, flate.BestCompression)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := w.Write(raw); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func decodePayloads(rec map[string]types.AttributeValue) (map[string]payload, error) {
+	data := map[string]payload{}
+	z, ok := rec["z"].(*types.AttributeValueMemberB)
+	if !ok {
+		return data, nil
+	}
+	raw, err := io.ReadAll(flate.NewReader(bytes.NewReader(z.Value)))
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(raw, &data); err != nil {
+		return nil, err
+	}
+	return data, nil
 }
 
 func mapsEqual(a, b map[string]string) bool {

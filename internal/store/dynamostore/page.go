@@ -18,9 +18,9 @@ import (
 // so it is the same for every writer and every retry.
 const pageWidth = 256
 
-// dataWidth is the seq range of one payload record (to, vars of up to 32
+// dataWidth is the seq range of one payload record (to, vars of up to 64
 // items of any shard).
-const dataWidth = 32
+const dataWidth = 64
 
 // slot is the compact state of one item inside a status page.
 type slot struct {

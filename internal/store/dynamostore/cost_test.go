@@ -1,0 +1,153 @@
+package dynamostore_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/qunfa/qunfa/internal/store"
+	"github.com/qunfa/qunfa/internal/store/dynamostore"
+)
+
+// capacityMeter sums consumed capacity by kind of operation.
+type capacityMeter struct {
+	mu            sync.Mutex
+	write, read   float64
+	writeRequests int
+}
+
+func (m *capacityMeter) observe(op string, c types.ConsumedCapacity) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	units := 0.0
+	if c.CapacityUnits != nil {
+		units = *c.CapacityUnits
+	}
+	switch op {
+	case "PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem":
+		m.write += units
+		m.writeRequests++
+	default:
+		m.read += units
+	}
+}
+
+func (m *capacityMeter) snapshot() (w, r float64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.write, m.read
+}
+
+// runSenderLoop drives one job of n single-recipient items in one shard
+// through the sender's loop: take 10 tokens, claim 10, confirm them,
+// advance the shard. It returns the number of messages confirmed.
+func runSenderLoop(tb testing.TB, s *dynamostore.Store, n int) int {
+	tb.Helper()
+	ctx := context.Background()
+	t0 := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+	jobID := fmt.Sprintf("cost-%d", time.Now().UnixNano())
+	_, err := s.CreateJob(ctx, store.CreateJobParams{
+		Job:    store.Job{ID: jobID, Tenant: "t", IdempotencyKey: jobID, RequestHash: "h", Total: int64(n), ShardCount: 1, CreatedAt: t0},
+		Shards: []store.Shard{{Index: 0, Account: "acct", Size: int64(n), Counts: store.Counts{Pending: int64(n)}, SlowFactor: 1}},
+	})
+	if err != nil {
+		tb.Fatalf("CreateJob: %v", err)
+	}
+	items := make([]store.Item, n)
+	for i := range items {
+		items[i] = store.Item{JobID: jobID, Shard: 0, Seq: int64(i), Account: "acct",
+			To: fmt.Sprintf("user-%06d", i), Vars: map[string]string{"name": fmt.Sprintf("Name %d", i)}}
+	}
+	for start := 0; start < n; start += store.MaxPutItems {
+		if err := s.PutItems(ctx, store.PutItemsParams{JobID: jobID, Items: items[start:min(start+store.MaxPutItems, n)]}); err != nil {
+			tb.Fatalf("PutItems: %v", err)
+		}
+	}
+	if _, err := s.TransitionJob(ctx, store.TransitionJobParams{JobID: jobID, To: store.JobRunning, At: t0}); err != nil {
+		tb.Fatalf("TransitionJob: %v", err)
+	}
+	if _, err := s.TransitionShard(ctx, store.TransitionShardParams{JobID: jobID, Index: 0, To: store.ShardRunning, At: t0}); err != nil {
+		tb.Fatalf("TransitionShard: %v", err)
+	}
+	if _, err := s.BeginTurn(ctx, store.BeginTurnParams{JobID: jobID, Index: 0, Turn: 1, MessageID: "m1", At: t0}); err != nil {
+		tb.Fatalf("BeginTurn: %v", err)
+	}
+	sent := 0
+	now := t0
+	for round := 0; ; round++ {
+		now = now.Add(time.Second)
+		tok, err := s.TakeTokens(ctx, store.TakeTokensParams{Bucket: "acct:t/acct", Want: 10, RatePerSec: 10, Burst: 10, Now: now})
+		if err != nil || tok.Granted != 10 {
+			tb.Fatalf("TakeTokens = %+v, %v", tok, err)
+		}
+		claimID := fmt.Sprintf("c%d", round)
+		cl, err := s.ClaimItems(ctx, store.ClaimItemsParams{JobID: jobID, Index: 0, Max: 10, Now: now, ClaimID: claimID})
+		if err != nil {
+			tb.Fatalf("ClaimItems: %v", err)
+		}
+		if len(cl.Items) == 0 {
+			break
+		}
+		ups := make([]store.ItemUpdate, len(cl.Items))
+		cursor := int64(0)
+		for i, it := range cl.Items {
+			ups[i] = store.ItemUpdate{Seq: it.Seq, From: store.ItemSubmitted, ClaimID: claimID, To: store.ItemConfirmed}
+			cursor = it.Seq + 1
+		}
+		up, err := s.UpdateItems(ctx, store.UpdateItemsParams{JobID: jobID, Index: 0, Updates: ups, At: now})
+		if err != nil || len(up.Rejected) > 0 {
+			tb.Fatalf("UpdateItems = %+v, %v", up, err)
+		}
+		if _, err := s.AdvanceShard(ctx, store.AdvanceShardParams{JobID: jobID, Index: 0, Turn: 1,
+			Delta: cl.Delta.Add(up.Delta), FailuresDelta: up.FailuresDelta, Cursor: cursor, At: now}); err != nil {
+			tb.Fatalf("AdvanceShard: %v", err)
+		}
+		sent += len(cl.Items)
+	}
+	sh, err := s.AdvanceShard(ctx, store.AdvanceShardParams{JobID: jobID, Index: 0, Turn: 1, At: now, EndTurn: true})
+	if err != nil {
+		tb.Fatalf("AdvanceShard(EndTurn): %v", err)
+	}
+	if sh.Counts != (store.Counts{Confirmed: int64(n)}) || sent != n {
+		tb.Fatalf("after the loop: shard counts %+v, %d sent, want %d confirmed", sh.Counts, sent, n)
+	}
+	return sent
+}
+
+// BenchmarkCostPerMessage measures DynamoDB capacity units per delivered
+// single-recipient message over a whole job of 1,000 items (snapshot,
+// turns and the sender loop), on the emulator's accounting of table units
+// (dynalite does not charge index writes; see the package doc for them).
+func BenchmarkCostPerMessage(b *testing.B) {
+	var m capacityMeter
+	s := newStore(b, dynamostore.Options{OnCapacity: m.observe})
+	msgs := 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		msgs += runSenderLoop(b, s, 1000)
+	}
+	w, r := m.snapshot()
+	b.ReportMetric(w/float64(msgs), "WCU/msg")
+	b.ReportMetric(r/float64(msgs), "RCU/msg")
+}
+
+// TestCostPerMessage keeps the cost target from regressing: at most 0.5
+// write units per delivered single-recipient message.
+func TestCostPerMessage(t *testing.T) {
+	t.Parallel()
+	var m capacityMeter
+	s := newStore(t, dynamostore.Options{OnCapacity: m.observe})
+	msgs := runSenderLoop(t, s, 1000)
+	w, r := m.snapshot()
+	t.Logf("%d messages: %.3f WCU/msg, %.3f RCU/msg, %d write requests", msgs, w/float64(msgs), r/float64(msgs), m.writeRequests)
+	if w/float64(msgs) > 0.5 {
+		t.Fatalf("%.3f WCU per message, target 0.5", w/float64(msgs))
+	}
+	if w == 0 {
+		t.Fatalf("no capacity reported: the hook or ReturnConsumedCapacity is not wired")
+	}
+}
