@@ -27,7 +27,7 @@ func (s *Store) ClaimItems(ctx context.Context, p store.ClaimItemsParams) (store
 	now := toNanos(p.Now)
 	var res store.ClaimItemsResult
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		no, err := s.shardExists(ctx, tx, p.JobID, p.Index)
+		no, err := s.jobNo(ctx, tx, p.JobID)
 		if err != nil {
 			return fmt.Errorf("claim items: %w", err)
 		}
@@ -63,6 +63,12 @@ func (s *Store) ClaimItems(ctx context.Context, p store.ClaimItemsParams) (store
 			return fmt.Errorf("claim items of %s/%d: %w", p.JobID, p.Index, err)
 		}
 		_ = rows.Close()
+		if len(res.Items) == 0 {
+			// Nothing claimed: tell an empty shard from a missing one.
+			if _, err := s.shardExists(ctx, tx, p.JobID, p.Index); err != nil {
+				return fmt.Errorf("claim items: %w", err)
+			}
+		}
 		// RETURNING gives no order guarantee.
 		slices.SortFunc(res.Items, func(a, b store.Item) int { return cmpInt(a.Seq, b.Seq) })
 		n := int64(len(res.Items))
@@ -165,13 +171,19 @@ func (s *Store) UpdateItems(ctx context.Context, p store.UpdateItemsParams) (sto
 
 	res := store.UpdateItemsResult{FailuresDelta: map[string]int64{}}
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		no, err := s.shardExists(ctx, tx, p.JobID, p.Index)
+		no, err := s.jobNo(ctx, tx, p.JobID)
 		if err != nil {
 			return fmt.Errorf("update items: %w", err)
 		}
 		state, err := s.itemStates(ctx, tx, no, p.Index, string(seqs))
 		if err != nil {
 			return fmt.Errorf("update items of %s/%d: %w", p.JobID, p.Index, err)
+		}
+		if len(state) == 0 {
+			// Nothing to update: tell an unknown shard from unknown items.
+			if _, err := s.shardExists(ctx, tx, p.JobID, p.Index); err != nil {
+				return fmt.Errorf("update items: %w", err)
+			}
 		}
 		changed := make([]int64, 0, len(p.Updates))
 		for _, u := range p.Updates {

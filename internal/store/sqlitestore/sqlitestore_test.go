@@ -1,8 +1,12 @@
 package sqlitestore
 
 import (
+	"errors"
+	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/qunfa/qunfa/internal/store"
 	"github.com/qunfa/qunfa/internal/store/storetest"
@@ -12,15 +16,198 @@ import (
 // a fresh store file of its own.
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
-		s, err := Open(t.Context(), filepath.Join(t.TempDir(), "data", "store.db"))
-		if err != nil {
-			t.Fatalf("Open: %v", err)
+		return openTemp(t, filepath.Join(t.TempDir(), "data", "store.db"))
+	}, storetest.Capabilities{})
+}
+
+func openTemp(t *testing.T, path string) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
 		}
-		t.Cleanup(func() {
-			if err := s.Close(); err != nil {
-				t.Errorf("Close: %v", err)
+	})
+	return s
+}
+
+// runningTestJob creates a running job with one shard of n items.
+func runningTestJob(t *testing.T, s *Store, id string, n int) {
+	t.Helper()
+	p, items := storetest.NewJob("tenant", 1, n)
+	p.Job.ID = id
+	p.Job.IdempotencyKey = "key-" + id
+	for i := range p.Shards {
+		p.Shards[i].JobID = id
+	}
+	for i := range items {
+		items[i].JobID = id
+	}
+	if _, err := s.CreateJob(t.Context(), p); err != nil {
+		t.Fatalf("CreateJob: %v", err)
+	}
+	for start := 0; start < len(items); start += store.MaxPutItems {
+		if err := s.PutItems(t.Context(), store.PutItemsParams{JobID: id, Items: items[start:min(start+store.MaxPutItems, len(items))]}); err != nil {
+			t.Fatalf("PutItems: %v", err)
+		}
+	}
+	if _, err := s.TransitionJob(t.Context(), store.TransitionJobParams{JobID: id, To: store.JobRunning, At: storetest.Epoch}); err != nil {
+		t.Fatalf("TransitionJob: %v", err)
+	}
+}
+
+func TestReopenKeepsEverything(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "nested", "dir", "store.db")
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	runningTestJob(t, s, "job-1", 10)
+	c, err := s.ClaimItems(ctx, store.ClaimItemsParams{JobID: "job-1", Max: 4, Now: storetest.Epoch, ClaimID: "c"})
+	if err != nil || len(c.Items) != 4 {
+		t.Fatalf("ClaimItems = %d items, %v", len(c.Items), err)
+	}
+	if _, err := s.TakeTokens(ctx, store.TakeTokensParams{Bucket: "b", Want: 3, RatePerSec: 1, Burst: 5, Now: storetest.Epoch}); err != nil {
+		t.Fatalf("TakeTokens: %v", err)
+	}
+	before, err := s.GetJob(ctx, "job-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+
+	s = openTemp(t, path)
+	after, err := s.GetJob(ctx, "job-1")
+	if err != nil {
+		t.Fatalf("GetJob after reopen: %v", err)
+	}
+	if fmt.Sprint(before) != fmt.Sprint(after) {
+		t.Fatalf("job changed across reopen:\n%+v\n%+v", before, after)
+	}
+	res, err := s.ListItems(ctx, store.ListItemsParams{JobID: "job-1", Status: store.ItemSubmitted})
+	if err != nil || len(res.Items) != 4 || res.Items[0].ClaimID != "c" {
+		t.Fatalf("submitted items after reopen = %+v, %v", res.Items, err)
+	}
+	// The bucket kept its 2 tokens: 3 wanted, 2 granted.
+	tk, err := s.TakeTokens(ctx, store.TakeTokensParams{Bucket: "b", Want: 3, RatePerSec: 1, Burst: 5, Now: storetest.Epoch})
+	if err != nil || tk.Granted != 2 || tk.RetryAfter != time.Second {
+		t.Fatalf("TakeTokens after reopen = %+v, %v; want 2 granted, retry after 1s", tk, err)
+	}
+}
+
+func TestNewerSchemaRefused(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "store.db")
+	s, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.w.ExecContext(t.Context(), fmt.Sprintf("PRAGMA user_version = %d", schemaVersion+1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Open(t.Context(), path); err == nil {
+		_ = s.Close()
+		t.Fatalf("Open of a file with a newer schema succeeded")
+	}
+}
+
+// TestTwoHandlesOneFile claims one shard through two stores opened on the
+// same file, as two processes would: no item is returned twice, none is
+// lost.
+func TestTwoHandlesOneFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "store.db")
+	a := openTemp(t, path)
+	b := openTemp(t, path)
+	const n = 600
+	runningTestJob(t, a, "job-1", n)
+
+	var (
+		mu    sync.Mutex
+		owner = map[int64]string{}
+		errs  = make([]error, 4)
+		wg    sync.WaitGroup
+	)
+	for g := range 4 {
+		s := []*Store{a, b}[g%2]
+		wg.Go(func() {
+			for k := 0; ; k++ {
+				claimID := fmt.Sprintf("g%d-%d", g, k)
+				c, err := s.ClaimItems(t.Context(), store.ClaimItemsParams{JobID: "job-1", Max: 7, Now: storetest.Epoch, ClaimID: claimID})
+				if err != nil {
+					errs[g] = err
+					return
+				}
+				if len(c.Items) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, it := range c.Items {
+					if prev, dup := owner[it.Seq]; dup {
+						errs[g] = fmt.Errorf("seq %d claimed by %s and %s", it.Seq, prev, claimID)
+					}
+					owner[it.Seq] = claimID
+				}
+				mu.Unlock()
 			}
 		})
-		return s
-	}, storetest.Capabilities{})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if len(owner) != n {
+		t.Fatalf("%d distinct items claimed, want %d", len(owner), n)
+	}
+}
+
+func TestMalformedCursor(t *testing.T) {
+	t.Parallel()
+	s := openTemp(t, filepath.Join(t.TempDir(), "store.db"))
+	runningTestJob(t, s, "job-1", 3)
+	ctx := t.Context()
+	itemsCursor, err := s.ListItems(ctx, store.ListItemsParams{JobID: "job-1", Limit: 1})
+	if err != nil || itemsCursor.NextCursor == "" {
+		t.Fatalf("ListItems(limit 1) = %+v, %v", itemsCursor, err)
+	}
+	for _, c := range []string{"%%%", "aGVsbG8", itemsCursor.NextCursor} {
+		if _, err := s.ListJobs(ctx, store.ListJobsParams{Tenant: "tenant", Cursor: c}); !errors.Is(err, store.ErrInvalidArgument) {
+			t.Fatalf("ListJobs(cursor %q) error = %v, want ErrInvalidArgument", c, err)
+		}
+	}
+	if _, err := s.ListItems(ctx, store.ListItemsParams{JobID: "job-1", Cursor: "%%%"}); !errors.Is(err, store.ErrInvalidArgument) {
+		t.Fatalf("ListItems(bad cursor) error = %v, want ErrInvalidArgument", err)
+	}
+	if _, err := s.ListSubmittedItems(ctx, store.ListSubmittedItemsParams{SubmittedBefore: storetest.Epoch, Cursor: itemsCursor.NextCursor}); !errors.Is(err, store.ErrInvalidArgument) {
+		t.Fatalf("ListSubmittedItems(items cursor) error = %v, want ErrInvalidArgument", err)
+	}
+}
+
+func TestUnknownShard(t *testing.T) {
+	t.Parallel()
+	s := openTemp(t, filepath.Join(t.TempDir(), "store.db"))
+	runningTestJob(t, s, "job-1", 3)
+	ctx := t.Context()
+	if _, err := s.ClaimItems(ctx, store.ClaimItemsParams{JobID: "job-1", Index: 5, Max: 1, Now: storetest.Epoch, ClaimID: "c"}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("ClaimItems(unknown shard) error = %v, want ErrNotFound", err)
+	}
+	if _, err := s.UpdateItems(ctx, store.UpdateItemsParams{JobID: "job-1", Index: 5, Updates: []store.ItemUpdate{{Seq: 1, From: store.ItemPending, To: store.ItemAbandoned}}}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("UpdateItems(unknown shard) error = %v, want ErrNotFound", err)
+	}
+	if _, err := s.ClaimItems(ctx, store.ClaimItemsParams{JobID: "nope", Max: 1, Now: storetest.Epoch, ClaimID: "c"}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("ClaimItems(unknown job) error = %v, want ErrNotFound", err)
+	}
+	if _, err := s.ClaimItems(ctx, store.ClaimItemsParams{JobID: "job-1", Max: 0, Now: storetest.Epoch, ClaimID: "c"}); !errors.Is(err, store.ErrInvalidArgument) {
+		t.Fatalf("ClaimItems(Max 0) error = %v, want ErrInvalidArgument", err)
+	}
 }
