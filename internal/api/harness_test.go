@@ -30,7 +30,7 @@ const (
 
 // stack is the API over the real embedded store and queue.
 type stack struct {
-	t     *testing.T
+	t     testing.TB
 	store *sqlitestore.Store
 	queue *sqlitequeue.Queue
 	clock *clock.Fake
@@ -40,7 +40,7 @@ type stack struct {
 
 type stackOption func(*api.Deps)
 
-func newStack(t *testing.T, opts ...stackOption) *stack {
+func newStack(t testing.TB, opts ...stackOption) *stack {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -89,7 +89,7 @@ type response struct {
 	body   []byte
 }
 
-func (r response) json(t *testing.T, v any) {
+func (r response) json(t testing.TB, v any) {
 	t.Helper()
 	if err := json.Unmarshal(r.body, v); err != nil {
 		t.Fatalf("answer %d is not JSON: %v\n%s", r.status, err, r.body)
