@@ -133,13 +133,17 @@ func (r *Reconciler) settle(ctx context.Context, rep *Report, touched map[string
 	for k, ups := range updates {
 		for start := 0; start < len(ups); start += store.MaxPutItems {
 			chunk := ups[start:min(start+store.MaxPutItems, len(ups))]
+			sh, err := r.Store.GetShard(ctx, k.job, k.shard) // the epoch our delta is relative to
+			if err != nil {
+				return fmt.Errorf("read shard %s/%d: %w", k.job, k.shard, err)
+			}
 			res, err := r.Store.UpdateItems(ctx, store.UpdateItemsParams{JobID: k.job, Index: k.shard, Updates: chunk, At: now})
 			if err != nil {
 				return fmt.Errorf("settle items of shard %s/%d: %w", k.job, k.shard, err)
 			}
 			if !res.Delta.IsZero() || len(res.FailuresDelta) > 0 {
 				if _, err := r.Store.AddShardCounts(ctx, store.AddShardCountsParams{
-					JobID: k.job, Index: k.shard, Delta: res.Delta, FailuresDelta: res.FailuresDelta,
+					JobID: k.job, Index: k.shard, Epoch: sh.Epoch, Delta: res.Delta, FailuresDelta: res.FailuresDelta,
 				}); err != nil {
 					return fmt.Errorf("fold settled counts of shard %s/%d: %w", k.job, k.shard, err)
 				}

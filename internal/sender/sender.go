@@ -93,6 +93,9 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// errSuperseded: a newer turn owns the shard; this one stops.
+var errSuperseded = errors.New("turn superseded by a newer one")
+
 // Sender runs shard turns.
 type Sender struct {
 	Store    store.Store
@@ -168,6 +171,10 @@ func (s *Sender) HandleTurn(ctx context.Context, m Message) (Result, error) {
 		tr.deadline = d
 	}
 	res, err := tr.run(ctx)
+	if errors.Is(err, errSuperseded) {
+		log.Info("turn superseded by a newer one")
+		return Result{Disposition: Done, Sent: tr.sent, Reason: "superseded"}, nil
+	}
 	if err != nil {
 		// Fold what we know; the next turn repairs the rest (Dirty).
 		tr.flush(context.WithoutCancel(ctx), false)
@@ -274,8 +281,14 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 			}
 			continue
 		}
+		claimed := tr.s.Clock.Now()
 		if err := tr.sendBatch(ctx, claimID, claim.Items); err != nil {
 			return Result{}, err
+		}
+		tr.log.Debug("batch", slog.Int("items", len(claim.Items)), slog.Duration("claim", claimed.Sub(now)),
+			slog.Duration("send_and_record", tr.s.Clock.Now().Sub(claimed)))
+		if res, stop, err := tr.pace(stopCtx, len(claim.Items)); stop || err != nil {
+			return res, err
 		}
 	}
 }
@@ -326,6 +339,11 @@ func (tr *turn) checkState(ctx context.Context) (bool, Result, error) {
 			return true, Result{}, fmt.Errorf("start shard: %w", err)
 		}
 	case store.ShardFinal(tr.shard.Status):
+		// A redelivery after a crash between finishing the shard and the
+		// job: finish the job now.
+		if err := FinishJob(ctx, tr.s.Store, tr.job.ID, tr.s.Clock.Now()); err != nil {
+			return true, Result{}, err
+		}
 		res, err := tr.end(ctx, "shard "+string(tr.shard.Status))
 		return true, res, err
 	}
@@ -339,20 +357,27 @@ func (tr *turn) checkState(ctx context.Context) (bool, Result, error) {
 
 // takeTokens takes up to want tokens from the account bucket (and the job's,
 // when the job caps its rate). It returns how long until more when none.
+//
+// Buckets always refill at their configured rate, whoever takes from them;
+// a shard's slow-down is applied as pacing after its batches (see pace).
+// The sender's bucket holds at most half the account's burst: requests
+// granted together can reach the provider closer together than they were
+// granted (connection set-up, scheduling), and the other half absorbs that
+// jitter so the provider's own bucket never overflows.
 func (tr *turn) takeTokens(ctx context.Context, want int, now time.Time) (int, time.Duration, error) {
-	rate := tr.account.BatchRate() * tr.slow
-	burst := tr.account.Burst
-	if burst <= 0 {
-		burst = math.Max(1, tr.account.BatchRate())
-	}
+	rate := tr.account.BatchRate()
 	if rate <= 0 {
 		return 0, time.Second, nil
 	}
+	burst := tr.account.Burst
+	if burst <= 0 {
+		burst = rate
+	}
+	burst = math.Max(1, math.Floor(burst/2))
 	if tr.job.RatePerSec > 0 {
-		jr := tr.job.RatePerSec * tr.slow
-		jb := math.Max(1, math.Min(burst, tr.job.RatePerSec))
+		jb := math.Max(1, math.Min(burst, math.Floor(tr.job.RatePerSec/2)))
 		res, err := tr.s.Store.TakeTokens(ctx, store.TakeTokensParams{
-			Bucket: "job:" + tr.job.ID, Want: want, RatePerSec: jr, Burst: jb, Now: now,
+			Bucket: "job:" + tr.job.ID, Want: want, RatePerSec: tr.job.RatePerSec, Burst: jb, Now: now,
 		})
 		if err != nil {
 			return 0, 0, fmt.Errorf("take job tokens: %w", err)
@@ -370,6 +395,21 @@ func (tr *turn) takeTokens(ctx context.Context, want int, now time.Time) (int, t
 		return 0, 0, fmt.Errorf("take account tokens: %w", err)
 	}
 	return res.Granted, res.RetryAfter, nil
+}
+
+// pace slows a shard that was told to slow down: after a batch of n items
+// it waits as long as sending n at the slowed rate takes beyond sending
+// them at the full rate, leaving the tokens to the account's other shards.
+func (tr *turn) pace(ctx context.Context, n int) (Result, bool, error) {
+	rate := tr.account.BatchRate()
+	if tr.job.RatePerSec > 0 {
+		rate = math.Min(rate, tr.job.RatePerSec)
+	}
+	if tr.slow >= 1 || rate <= 0 || n == 0 {
+		return Result{}, false, nil
+	}
+	extra := time.Duration(float64(n) / rate * (1/tr.slow - 1) * float64(time.Second))
+	return tr.wait(ctx, extra, "slowed down after rate limiting")
 }
 
 // wait waits d in the handler when short, else hands the shard back.
@@ -477,7 +517,8 @@ func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Ite
 		tr.slow = math.Max(tr.cfg.MinSlowFactor, tr.slow/2)
 		tr.log.Warn("rate limited by provider; slowing down", slog.Int("items", rateLimited), slog.Float64("slow_factor", tr.slow))
 	} else if tr.slow < 1 {
-		tr.slow = math.Min(1, tr.slow*1.1+0.01)
+		// Additive recovery: from half speed to full in five clean batches.
+		tr.slow = math.Min(1, tr.slow+0.1)
 	}
 	if err := tr.flush(ctx, false); err != nil {
 		return err
@@ -601,15 +642,23 @@ func (tr *turn) fold(d store.Counts, f map[string]int64) {
 // flush folds pending progress into the shard.
 func (tr *turn) flush(ctx context.Context, endTurn bool) error {
 	sh, err := tr.s.Store.AdvanceShard(ctx, store.AdvanceShardParams{
-		JobID: tr.job.ID, Index: tr.t.Shard, Turn: tr.t.Turn,
+		JobID: tr.t.JobID, Index: tr.t.Shard, Turn: tr.t.Turn, Epoch: tr.shard.Epoch,
 		Delta: tr.delta, FailuresDelta: tr.failures, Cursor: tr.cursor,
 		SlowFactor: tr.slow, At: tr.s.Clock.Now(), EndTurn: endTurn,
 	})
+	if errors.Is(err, store.ErrConflict) {
+		// A newer turn took the shard over; our unfolded delta is lost, so
+		// make the counts true again from the items.
+		if _, rerr := tr.s.Store.RecountShard(ctx, tr.t.JobID, tr.t.Shard); rerr != nil {
+			return fmt.Errorf("recount superseded shard: %w", rerr)
+		}
+		return errSuperseded
+	}
 	if err != nil {
 		return fmt.Errorf("advance shard: %w", err)
 	}
 	tr.delta, tr.failures = store.Counts{}, nil
-	tr.shard.Counts = sh.Counts
+	tr.shard.Counts, tr.shard.Epoch = sh.Counts, sh.Epoch
 	return nil
 }
 

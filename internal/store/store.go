@@ -15,6 +15,14 @@
 // always add up to its size. A sender turn that dies between an item
 // operation and AdvanceShard leaves the shard Dirty; the next BeginTurn (or
 // RecountShard) recomputes its counts from the items.
+//
+// Count epochs keep deltas and recounts from being applied twice. Every
+// recount increments the shard's Epoch. A delta is folded only if the
+// caller's Epoch (the shard's epoch it read before its item operations) is
+// still the shard's; otherwise the delta is discarded and the counts are
+// recomputed from the items instead (Epoch + 1), because the recount that
+// moved the epoch may already include the delta's changes. The caller adopts
+// the epoch of the shard returned.
 package store
 
 import (
@@ -77,18 +85,19 @@ type Store interface {
 	// current turn's message). Anything else is a stale message:
 	// ErrConflict. If the shard was Dirty (the previous turn did not end
 	// with AdvanceShard{EndTurn: true}) its counts are recomputed from the
-	// items first. Marks the shard Dirty.
+	// items first (Epoch + 1). Marks the shard Dirty.
 	BeginTurn(ctx context.Context, p BeginTurnParams) (Shard, error)
-	// AdvanceShard folds a count delta into the shard and moves its cursor,
-	// last-advanced time and slow-down factor, only while p.Turn is the
-	// shard's current turn (ErrConflict otherwise). EndTurn clears Dirty.
+	// AdvanceShard folds a count delta into the shard (subject to the count
+	// epoch, see the package doc) and moves its cursor, last-advanced time
+	// and slow-down factor, only while p.Turn is the shard's current turn
+	// (ErrConflict otherwise, and nothing changes). EndTurn clears Dirty.
 	AdvanceShard(ctx context.Context, p AdvanceShardParams) (Shard, error)
 	// AddShardCounts folds a count delta into a shard outside any turn (API
-	// actions, reconciler). It does not move the cursor.
+	// actions, reconciler), subject to the count epoch. It does not move the
+	// cursor.
 	AddShardCounts(ctx context.Context, p AddShardCountsParams) (Shard, error)
 	// RecountShard recomputes a shard's counts and failures from its items
-	// and stores them (clearing Dirty when no turn is in progress is the
-	// caller's business: Dirty is left as it was).
+	// and stores them, incrementing Epoch (Dirty is left as it was).
 	RecountShard(ctx context.Context, jobID string, index int) (Shard, error)
 	// TransitionShard changes a shard's status along ShardTransitionAllowed,
 	// like TransitionJob.
@@ -344,6 +353,8 @@ type Shard struct {
 	Turn        int64
 	TurnMessage string
 	Dirty       bool
+	// Epoch counts recounts (see the package doc on count epochs).
+	Epoch int64
 }
 
 // ShardRef names a shard.
@@ -465,9 +476,12 @@ type BeginTurnParams struct {
 
 // AdvanceShardParams folds a sender's progress into its shard.
 type AdvanceShardParams struct {
-	JobID         string
-	Index         int
-	Turn          int64
+	JobID string
+	Index int
+	Turn  int64
+	// Epoch is the shard epoch the delta is relative to; on a mismatch the
+	// delta is replaced by a recount.
+	Epoch         int64
 	Delta         Counts
 	FailuresDelta map[string]int64
 	Cursor        int64   // kept if lower than the current cursor
@@ -478,8 +492,11 @@ type AdvanceShardParams struct {
 
 // AddShardCountsParams folds a delta into a shard outside a turn.
 type AddShardCountsParams struct {
-	JobID         string
-	Index         int
+	JobID string
+	Index int
+	// Epoch is the shard epoch read before the item operations; on a
+	// mismatch the delta is replaced by a recount.
+	Epoch         int64
 	Delta         Counts
 	FailuresDelta map[string]int64
 }

@@ -1,0 +1,294 @@
+package devstack
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/qunfa/qunfa/internal/clock"
+	"github.com/qunfa/qunfa/internal/control"
+	"github.com/qunfa/qunfa/internal/handlers"
+	"github.com/qunfa/qunfa/internal/mockprovider"
+	"github.com/qunfa/qunfa/internal/provider/wecomapi"
+	"github.com/qunfa/qunfa/internal/queue/sqlitequeue"
+	"github.com/qunfa/qunfa/internal/reconcile"
+	"github.com/qunfa/qunfa/internal/sender"
+	"github.com/qunfa/qunfa/internal/store"
+	"github.com/qunfa/qunfa/internal/store/sqlitestore"
+	"github.com/qunfa/qunfa/internal/submit"
+)
+
+// Config configures the local stack (`qunfa dev`).
+type Config struct {
+	Addr            string        // API address (default 127.0.0.1:8080)
+	DataDir         string        // default .qunfa
+	ProviderURL     string        // empty: start the mock provider at MockAddr
+	MockAddr        string        // default 127.0.0.1:8081
+	Workers         int           // concurrent sender invocations (default 8)
+	ReconcileEvery  time.Duration // default 1 min
+	StaleAfter      time.Duration // default 2 min
+	ProviderTimeout time.Duration // provider response timeout (default 10 s)
+	// Token is the API token of the default tenant; empty = generated.
+	Token  string
+	Sender sender.Config
+	Limits submit.Limits
+}
+
+func (c Config) withDefaults() Config {
+	if c.Addr == "" {
+		c.Addr = "127.0.0.1:8080"
+	}
+	if c.DataDir == "" {
+		c.DataDir = ".qunfa"
+	}
+	if c.MockAddr == "" {
+		c.MockAddr = "127.0.0.1:8081"
+	}
+	if c.Workers <= 0 {
+		c.Workers = 8
+	}
+	if c.ReconcileEvery <= 0 {
+		c.ReconcileEvery = time.Minute
+	}
+	if c.StaleAfter <= 0 {
+		c.StaleAfter = 2 * time.Minute
+	}
+	if c.ProviderTimeout <= 0 {
+		c.ProviderTimeout = 10 * time.Second
+	}
+	if c.Sender.ClaimBatch <= 0 {
+		c.Sender.ClaimBatch = 50
+	}
+	if c.Sender.Concurrency <= 0 {
+		c.Sender.Concurrency = 32
+	}
+	if c.Sender.TurnDuration <= 0 {
+		c.Sender.TurnDuration = 20 * time.Second
+	}
+	return c
+}
+
+// DefaultTenant owns the locally generated API token.
+const DefaultTenant = "default"
+
+// Stack is a started local stack.
+type Stack struct {
+	Config     Config
+	Store      *sqlitestore.Store
+	Queue      *sqlitequeue.Queue
+	Mock       *mockprovider.Mock // nil with an external provider
+	Submitter  *submit.Submitter
+	Control    *control.Controller
+	Sender     *sender.Sender
+	Reconciler *reconcile.Reconciler
+	Log        *slog.Logger
+	APIURL     string
+	MockURL    string
+	Token      string
+	// TokenGenerated is true when Token was made up at start.
+	TokenGenerated bool
+
+	closers []func() error
+}
+
+// Open opens the data directory and builds every component, without
+// starting to serve. Close releases what Open acquired.
+func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
+	cfg = cfg.withDefaults()
+	s := &Stack{Config: cfg, Log: log}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	st, err := sqlitestore.Open(ctx, filepath.Join(cfg.DataDir, "store.db"))
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	s.Store = st
+	s.closers = append(s.closers, st.Close)
+	q, err := sqlitequeue.Open(ctx, filepath.Join(cfg.DataDir, "queue.db"), sqlitequeue.Options{
+		Name: "work", DeadLetter: "work-dlq", MaxReceiveCount: 10,
+	})
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open queue: %w", err)
+	}
+	s.Queue = q
+	s.closers = append(s.closers, q.Close)
+
+	s.Token, s.TokenGenerated = cfg.Token, false
+	if s.Token == "" {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		s.Token, s.TokenGenerated = "qf_"+hex.EncodeToString(b[:]), true
+	}
+	if err := st.PutToken(ctx, HashToken(s.Token), DefaultTenant); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("register API token: %w", err)
+	}
+
+	providerURL := cfg.ProviderURL
+	if providerURL == "" {
+		m, err := mockprovider.New(mockprovider.Config{LogPath: filepath.Join(cfg.DataDir, "mock-deliveries.jsonl")})
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("mock provider: %w", err)
+		}
+		s.Mock = m
+		s.closers = append(s.closers, m.Close)
+		s.MockURL = "http://" + cfg.MockAddr
+		providerURL = s.MockURL
+	}
+	prov, err := wecomapi.New(wecomapi.Config{BaseURL: providerURL, ResponseTimeout: cfg.ProviderTimeout})
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("provider: %w", err)
+	}
+	clk := clock.System{}
+	s.Submitter = &submit.Submitter{Store: st, Queue: q, Clock: clk, Limits: cfg.Limits}
+	s.Control = &control.Controller{Store: st, Queue: q, Clock: clk}
+	s.Sender = &sender.Sender{Store: st, Queue: q, Provider: prov, Clock: clk, Log: log, Config: cfg.Sender}
+	s.Reconciler = &reconcile.Reconciler{
+		Store: st, Queue: q, Provider: prov, Clock: clk, Log: log,
+		StaleAfter: cfg.StaleAfter, SettleAfter: max(2*cfg.ProviderTimeout, cfg.StaleAfter/2),
+	}
+	s.APIURL = "http://" + cfg.Addr
+	return s, nil
+}
+
+// Serve runs the API (the given handler), the mock provider, the sender
+// event source and the reconciler schedule until ctx is done, then shuts
+// down cleanly: the API stops accepting, senders finish the batch in hand
+// and hand their shards back.
+func (s *Stack) Serve(ctx context.Context, api http.Handler) error {
+	cfg := s.Config
+	var listeners []net.Listener
+	apiLn, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen for the API: %w", err)
+	}
+	listeners = append(listeners, apiLn)
+	apiSrv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+	var mockSrv *http.Server
+	var mockLn net.Listener
+	if s.Mock != nil {
+		mockLn, err = net.Listen("tcp", cfg.MockAddr)
+		if err != nil {
+			apiLn.Close()
+			return fmt.Errorf("listen for the mock provider: %w", err)
+		}
+		mockSrv = &http.Server{Handler: s.Mock.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	}
+	errc := make(chan error, 2)
+	go func() { errc <- serveHTTP(apiSrv, apiLn) }()
+	if mockSrv != nil {
+		go func() { errc <- serveHTTP(mockSrv, mockLn) }()
+	}
+
+	workCtx, stopWork := context.WithCancel(ctx)
+	defer stopWork()
+	var wg sync.WaitGroup
+	src := &EventSource{
+		Queue: s.Queue, Handler: handlers.Sender(s.Sender, s.Log), Log: s.Log,
+		Workers: cfg.Workers, Timeout: 2 * s.senderTurn(),
+	}
+	wg.Add(2)
+	go func() { defer wg.Done(); src.Run(workCtx) }()
+	go func() { defer wg.Done(); s.schedule(workCtx) }()
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	s.Log.Info("shutting down: finishing batches in hand")
+	stopWork()
+	wg.Wait() // senders handed their shards back
+	shCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = apiSrv.Shutdown(shCtx)
+	if mockSrv != nil {
+		_ = mockSrv.Shutdown(shCtx)
+	}
+	return serveErr
+}
+
+func (s *Stack) senderTurn() time.Duration {
+	return s.Config.Sender.TurnDuration
+}
+
+// schedule fires the reconciler like its EventBridge rule would, with a
+// scheduled-event payload, once at start (to resume after a crash) and then
+// every ReconcileEvery.
+func (s *Stack) schedule(ctx context.Context) {
+	h := handlers.Reconciler(s.Reconciler, s.Log)
+	fire := func(t time.Time) {
+		ev := events.EventBridgeEvent{
+			Version: "0", ID: "local-" + strconv.FormatInt(t.UnixNano(), 36), DetailType: "Scheduled Event",
+			Source: "aws.events", Time: t.UTC(), Region: "local", Resources: []string{"local:rule/qunfa-reconciler"},
+			Detail: []byte("{}"),
+		}
+		if err := h(ctx, ev); err != nil && ctx.Err() == nil {
+			s.Log.Error("reconciler", slog.Any("err", err))
+		}
+	}
+	fire(time.Now())
+	tick := time.NewTicker(s.Config.ReconcileEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case t := <-tick.C:
+			fire(t)
+		}
+	}
+}
+
+func serveHTTP(srv *http.Server, ln net.Listener) error {
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Close releases the store, queue and mock provider.
+func (s *Stack) Close() error {
+	var errs []error
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		errs = append(errs, s.closers[i]())
+	}
+	s.closers = nil
+	return errors.Join(errs...)
+}
+
+// EnsureAccount creates the account for the default tenant if missing.
+func (s *Stack) EnsureAccount(ctx context.Context, a store.Account) error {
+	a.Tenant = DefaultTenant
+	if _, err := s.Store.GetAccount(ctx, a.Tenant, a.ID); err == nil {
+		return nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	_, err := s.Store.PutAccount(ctx, a)
+	return err
+}
+
+// HashToken is how API tokens are stored: hex SHA-256.
+// TODO(api): use api.HashToken once the API package lands.
+func HashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
