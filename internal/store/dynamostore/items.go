@@ -279,7 +279,8 @@ func (s *Store) claimFrom(ctx context.Context, p store.ClaimItemsParams, now int
 		}
 		return res, true, nil
 	}
-	// Every candidate was stale: look at the first not-yet-due one, if any.
+	// Every candidate was due by the index but had nothing due on reading
+	// (the index lags on AWS): report nothing claimed; the next call looks again.
 	return res, true, nil
 }
 
