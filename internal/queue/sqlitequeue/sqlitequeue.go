@@ -8,10 +8,12 @@
 // goroutines and processes. The file is in WAL mode and survives a kill -9
 // of any of them.
 //
-// Only the head (first unsent-and-undeleted message) of a group is ever
-// delivered, and only while it is not in flight, so a group is locked while
-// its message is in flight and its messages are delivered in send order.
-// One Receive therefore returns at most one message per group.
+// Only the head (oldest undeleted message) of a group is ever delivered,
+// and only while it is not in flight, so a group is locked while its
+// message is in flight and its messages are delivered in send order. One
+// Receive therefore returns at most one message per group. A groups table
+// keeps each group's head and hold, so finding available heads costs the
+// number of groups in flight, not the backlog.
 package sqlitequeue
 
 import (
@@ -44,7 +46,8 @@ type Options struct {
 	// Name of the queue in the file (e.g. "work", "work-dlq"). Required.
 	Name string
 	// MaxReceiveCount is how many times a message may be received; the
-	// receive after that moves it to DeadLetter. 0 means never move.
+	// receive after that moves it to the end of its group in DeadLetter,
+	// keeping its ID and receive count (as SQS does). 0 means never move.
 	MaxReceiveCount int
 	// DeadLetter names the queue in the same file that takes messages
 	// received more than MaxReceiveCount times. Required when
@@ -112,6 +115,15 @@ CREATE TABLE IF NOT EXISTS queue_messages (
 );
 CREATE INDEX IF NOT EXISTS queue_messages_group ON queue_messages (queue, grp, seq);
 CREATE UNIQUE INDEX IF NOT EXISTS queue_messages_receipt ON queue_messages (receipt) WHERE receipt IS NOT NULL;
+-- One row per non-empty group: its head message and the head's visible_at.
+CREATE TABLE IF NOT EXISTS queue_groups (
+	queue      TEXT    NOT NULL,
+	grp        TEXT    NOT NULL,
+	head_seq   INTEGER NOT NULL,
+	visible_at INTEGER NOT NULL,
+	PRIMARY KEY (queue, grp)
+);
+CREATE INDEX IF NOT EXISTS queue_groups_order ON queue_groups (queue, head_seq);
 CREATE TABLE IF NOT EXISTS queue_dedup (
 	queue      TEXT    NOT NULL,
 	dedup_id   TEXT    NOT NULL,
@@ -247,9 +259,8 @@ func (q *Queue) Send(ctx context.Context, p queue.SendParams) (queue.SendResult,
 			return fmt.Errorf("look up dedup id: %w", err)
 		}
 		id := rand.Text()
-		if _, err := tx.ExecContext(ctx, `INSERT INTO queue_messages (queue, id, grp, dedup_id, body, sent_at, visible_at) VALUES (?, ?, ?, ?, ?, ?, 0)`,
-			q.opts.Name, id, p.Group, p.DedupID, p.Body, now.UnixNano()); err != nil {
-			return fmt.Errorf("insert message: %w", err)
+		if err := appendMessage(ctx, tx, q.opts.Name, stored{id: id, group: p.Group, dedupID: p.DedupID, body: p.Body, sentAt: now.UnixNano()}); err != nil {
+			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO queue_dedup (queue, dedup_id, message_id, sent_at) VALUES (?, ?, ?, ?)`,
 			q.opts.Name, p.DedupID, id, now.UnixNano()); err != nil {
@@ -306,20 +317,69 @@ func (q *Queue) Receive(ctx context.Context, p queue.ReceiveParams) ([]queue.Mes
 	}
 }
 
-// headsQuery selects the available heads: the first message of each group,
-// unless it is in flight.
+// stored is a message as kept in queue_messages.
+type stored struct {
+	seq     int64
+	id      string
+	group   string
+	dedupID string
+	body    []byte
+	sentAt  int64
+	count   int
+}
+
+// appendMessage adds m at the end of its group in queue name.
+func appendMessage(ctx context.Context, tx *sql.Tx, name string, m stored) error {
+	var seq int64
+	if err := tx.QueryRowContext(ctx, `INSERT INTO queue_messages (queue, id, grp, dedup_id, body, sent_at, visible_at, receive_count)
+		VALUES (?, ?, ?, ?, ?, ?, 0, ?) RETURNING seq`,
+		name, m.id, m.group, m.dedupID, m.body, m.sentAt, m.count).Scan(&seq); err != nil {
+		return fmt.Errorf("insert message: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO queue_groups (queue, grp, head_seq, visible_at) VALUES (?, ?, ?, 0)
+		ON CONFLICT (queue, grp) DO NOTHING`, name, m.group, seq); err != nil {
+		return fmt.Errorf("insert group: %w", err)
+	}
+	return nil
+}
+
+// removeMessage deletes the message seq of group and, if it was the
+// group's head, makes the next message the head (or drops the group).
+func removeMessage(ctx context.Context, tx *sql.Tx, name, group string, seq int64) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM queue_messages WHERE seq = ?`, seq); err != nil {
+		return fmt.Errorf("delete message: %w", err)
+	}
+	var next sql.NullInt64
+	if err := tx.QueryRowContext(ctx, `SELECT MIN(seq) FROM queue_messages WHERE queue = ? AND grp = ?`, name, group).Scan(&next); err != nil {
+		return fmt.Errorf("find next head: %w", err)
+	}
+	if !next.Valid {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM queue_groups WHERE queue = ? AND grp = ?`, name, group); err != nil {
+			return fmt.Errorf("drop group: %w", err)
+		}
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE queue_groups SET head_seq = ?, visible_at = 0 WHERE queue = ? AND grp = ? AND head_seq = ?`,
+		next.Int64, name, group, seq); err != nil {
+		return fmt.Errorf("advance group: %w", err)
+	}
+	return nil
+}
+
+// headsQuery selects the available heads (heads not in flight) in send
+// order.
 const headsQuery = `
-SELECT seq, id, grp, dedup_id, body, sent_at, receive_count FROM queue_messages
-WHERE queue = ? AND visible_at <= ?
-  AND seq IN (SELECT MIN(seq) FROM queue_messages WHERE queue = ? GROUP BY grp)
-ORDER BY seq LIMIT ?`
+SELECT m.seq, m.id, m.grp, m.dedup_id, m.body, m.sent_at, m.receive_count
+FROM queue_groups g JOIN queue_messages m ON m.seq = g.head_seq
+WHERE g.queue = ? AND g.visible_at <= ?
+ORDER BY g.head_seq LIMIT ?`
 
 func (q *Queue) receiveOnce(ctx context.Context, p queue.ReceiveParams) ([]queue.Message, error) {
 	now := q.opts.Clock.Now()
 	// A read first, so an idle poll takes no write lock.
 	var found bool
-	if err := q.db.QueryRowContext(ctx, `SELECT EXISTS (`+headsQuery+`)`,
-		q.opts.Name, now.UnixNano(), q.opts.Name, 1).Scan(&found); err != nil {
+	if err := q.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM queue_groups WHERE queue = ? AND visible_at <= ?)`,
+		q.opts.Name, now.UnixNano()).Scan(&found); err != nil {
 		return nil, fmt.Errorf("sqlitequeue: receive from %s: %w", q.opts.Name, err)
 	}
 	if !found {
@@ -339,8 +399,12 @@ func (q *Queue) receiveOnce(ctx context.Context, p queue.ReceiveParams) ([]queue
 			movedNow := 0
 			for _, h := range heads {
 				if q.opts.MaxReceiveCount > 0 && h.count >= q.opts.MaxReceiveCount {
-					if _, err := tx.ExecContext(ctx, `UPDATE queue_messages SET queue = ?, receipt = NULL, visible_at = 0 WHERE seq = ?`,
-						q.opts.DeadLetter, h.seq); err != nil {
+					// Appended to the dead-letter queue, keeping its id
+					// and receive count (as SQS does).
+					if err := removeMessage(ctx, tx, q.opts.Name, h.group, h.seq); err != nil {
+						return fmt.Errorf("move to dead-letter queue: %w", err)
+					}
+					if err := appendMessage(ctx, tx, q.opts.DeadLetter, h); err != nil {
 						return fmt.Errorf("move to dead-letter queue: %w", err)
 					}
 					movedNow++
@@ -351,6 +415,10 @@ func (q *Queue) receiveOnce(ctx context.Context, p queue.ReceiveParams) ([]queue
 				if _, err := tx.ExecContext(ctx, `UPDATE queue_messages SET receipt = ?, visible_at = ?, receive_count = ? WHERE seq = ?`,
 					m.ReceiptHandle, visibleAt, m.ReceiveCount, h.seq); err != nil {
 					return fmt.Errorf("mark received: %w", err)
+				}
+				if _, err := tx.ExecContext(ctx, `UPDATE queue_groups SET visible_at = ? WHERE queue = ? AND grp = ?`,
+					visibleAt, q.opts.Name, h.group); err != nil {
+					return fmt.Errorf("lock group: %w", err)
 				}
 				out = append(out, m)
 			}
@@ -372,25 +440,15 @@ func (q *Queue) receiveOnce(ctx context.Context, p queue.ReceiveParams) ([]queue
 	return out, nil
 }
 
-type head struct {
-	seq     int64
-	id      string
-	group   string
-	dedupID string
-	body    []byte
-	sentAt  int64
-	count   int
-}
-
-func selectHeads(ctx context.Context, tx *sql.Tx, name string, now int64, limit int) ([]head, error) {
-	rows, err := tx.QueryContext(ctx, headsQuery, name, now, name, limit)
+func selectHeads(ctx context.Context, tx *sql.Tx, name string, now int64, limit int) ([]stored, error) {
+	rows, err := tx.QueryContext(ctx, headsQuery, name, now, limit)
 	if err != nil {
 		return nil, fmt.Errorf("select heads: %w", err)
 	}
 	defer rows.Close()
-	var heads []head
+	var heads []stored
 	for rows.Next() {
-		var h head
+		var h stored
 		if err := rows.Scan(&h.seq, &h.id, &h.group, &h.dedupID, &h.body, &h.sentAt, &h.count); err != nil {
 			return nil, fmt.Errorf("scan head: %w", err)
 		}
@@ -408,20 +466,21 @@ func (q *Queue) Delete(ctx context.Context, receiptHandle string) error {
 	if receiptHandle == "" {
 		return fmt.Errorf("%w: empty receipt handle", queue.ErrInvalidArgument)
 	}
-	var n int64
 	err := q.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM queue_messages WHERE queue = ? AND receipt = ?`, q.opts.Name, receiptHandle)
-		if err != nil {
-			return err
+		var seq int64
+		var group string
+		err := tx.QueryRowContext(ctx, `SELECT seq, grp FROM queue_messages WHERE queue = ? AND receipt = ?`,
+			q.opts.Name, receiptHandle).Scan(&seq, &group)
+		if errors.Is(err, sql.ErrNoRows) {
+			return queue.ErrNotFound
 		}
-		n, err = res.RowsAffected()
-		return err
+		if err != nil {
+			return fmt.Errorf("find message: %w", err)
+		}
+		return removeMessage(ctx, tx, q.opts.Name, group, seq)
 	})
 	if err != nil {
 		return fmt.Errorf("sqlitequeue: delete from %s: %w", q.opts.Name, err)
-	}
-	if n == 0 {
-		return fmt.Errorf("sqlitequeue: delete from %s: %w", q.opts.Name, queue.ErrNotFound)
 	}
 	q.notify() // the group's next message is now its head
 	return nil
@@ -436,22 +495,26 @@ func (q *Queue) ChangeVisibility(ctx context.Context, receiptHandle string, d ti
 	if err := validVisibility(d); err != nil {
 		return err
 	}
-	var n int64
 	err := q.inTx(ctx, func(tx *sql.Tx) error {
 		visibleAt := q.opts.Clock.Now().Add(d).UnixNano()
-		res, err := tx.ExecContext(ctx, `UPDATE queue_messages SET visible_at = ? WHERE queue = ? AND receipt = ?`,
-			visibleAt, q.opts.Name, receiptHandle)
-		if err != nil {
-			return err
+		var seq int64
+		var group string
+		err := tx.QueryRowContext(ctx, `UPDATE queue_messages SET visible_at = ? WHERE queue = ? AND receipt = ? RETURNING seq, grp`,
+			visibleAt, q.opts.Name, receiptHandle).Scan(&seq, &group)
+		if errors.Is(err, sql.ErrNoRows) {
+			return queue.ErrNotFound
 		}
-		n, err = res.RowsAffected()
-		return err
+		if err != nil {
+			return fmt.Errorf("update message: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE queue_groups SET visible_at = ? WHERE queue = ? AND grp = ? AND head_seq = ?`,
+			visibleAt, q.opts.Name, group, seq); err != nil {
+			return fmt.Errorf("update group: %w", err)
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("sqlitequeue: change visibility in %s: %w", q.opts.Name, err)
-	}
-	if n == 0 {
-		return fmt.Errorf("sqlitequeue: change visibility in %s: %w", q.opts.Name, queue.ErrNotFound)
 	}
 	if d == 0 {
 		q.notify()

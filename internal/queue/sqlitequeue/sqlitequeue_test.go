@@ -5,11 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +23,9 @@ import (
 )
 
 var epoch = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// quiet drops the dead-letter warnings the suite provokes on purpose.
+var quiet = slog.New(slog.DiscardHandler)
 
 func open(t testing.TB, path string, opts sqlitequeue.Options) *sqlitequeue.Queue {
 	t.Helper()
@@ -36,7 +42,7 @@ func TestConformance(t *testing.T) {
 	queuetest.Run(t, func(t *testing.T, opts queuetest.Options) queuetest.Fixture {
 		path := filepath.Join(t.TempDir(), "queue.db")
 		clk := clock.NewFake(epoch)
-		work := open(t, path, sqlitequeue.Options{Name: "work", MaxReceiveCount: opts.MaxReceiveCount, DeadLetter: "work-dlq", Clock: clk})
+		work := open(t, path, sqlitequeue.Options{Name: "work", MaxReceiveCount: opts.MaxReceiveCount, DeadLetter: "work-dlq", Clock: clk, Logger: quiet})
 		dlq := open(t, path, sqlitequeue.Options{Name: "work-dlq", Clock: clk})
 		return queuetest.Fixture{Queue: work, DLQ: dlq, Advance: clk.Advance}
 	}, queuetest.Capabilities{FillsBatch: true, ReportsDuplicate: true})
@@ -148,6 +154,7 @@ func TestTwoInstancesShareGroupLock(t *testing.T) {
 				}
 				overlap = max(overlap, len(held))
 				mu.Unlock()
+				runtime.Gosched() // hold the groups while others receive
 				mu.Lock()
 				for _, m := range msgs {
 					delete(held, m.Group)
@@ -168,6 +175,58 @@ func TestTwoInstancesShareGroupLock(t *testing.T) {
 	wg.Wait()
 	if total != groups*perGroup {
 		t.Fatalf("delivered %d of %d (%v)", total, groups*perGroup, ctx.Err())
+	}
+	t.Logf("at most %d groups held at once", overlap)
+}
+
+// TestDeadLetterJoinsTheEndOfItsGroup: a message moved to a dead-letter
+// queue whose group is in flight there waits behind it.
+func TestDeadLetterJoinsTheEndOfItsGroup(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "queue.db")
+	clk := clock.NewFake(epoch)
+	work := open(t, path, sqlitequeue.Options{Name: "work", MaxReceiveCount: 1, DeadLetter: "dlq", Clock: clk})
+	dlq := open(t, path, sqlitequeue.Options{Name: "dlq", Clock: clk})
+	recv := func(q *sqlitequeue.Queue) []queue.Message {
+		t.Helper()
+		vis := time.Minute
+		if q == dlq {
+			vis = time.Hour
+		}
+		msgs, err := q.Receive(ctx, queue.ReceiveParams{Max: queue.MaxReceive, VisibilityTimeout: vis})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return msgs
+	}
+	for _, b := range []string{"first", "second"} {
+		if _, err := work.Send(ctx, queue.SendParams{Group: "g", DedupID: b, Body: []byte(b)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := recv(work)[0]
+	clk.Advance(time.Minute)
+	second := recv(work) // moves "first", delivers "second"
+	if len(second) != 1 || string(second[0].Body) != "second" {
+		t.Fatalf("after the move got %v", second)
+	}
+	held := recv(dlq)
+	if len(held) != 1 || held[0].ID != first.ID || held[0].ReceiveCount != 2 {
+		t.Fatalf("dead letter: %+v, want ID %s with receive count 2", held, first.ID)
+	}
+	clk.Advance(time.Minute) // "second" moves too, behind "first" in flight in dlq
+	if got := recv(work); len(got) != 0 {
+		t.Fatalf("work still delivers %v", got)
+	}
+	if got := recv(dlq); len(got) != 0 {
+		t.Fatalf("dlq delivered %q while its group is in flight", got[0].Body)
+	}
+	if err := dlq.Delete(ctx, held[0].ReceiptHandle); err != nil {
+		t.Fatal(err)
+	}
+	if got := recv(dlq); len(got) != 1 || string(got[0].Body) != "second" {
+		t.Fatalf("after deleting the first dead letter got %v, want second", got)
 	}
 }
 
@@ -402,4 +461,62 @@ func TestSurvivesKill9(t *testing.T) {
 		}
 	}
 	t.Logf("child committed %d sends and %d deletes; %d messages left", len(sent), len(deleted), len(left))
+}
+
+// BenchmarkReceiveWithBacklog measures a trip with 10,000 messages in 1,000
+// groups waiting: the cost of finding group heads grows with the backlog.
+func BenchmarkReceiveWithBacklog(b *testing.B) {
+	ctx := context.Background()
+	q := open(b, filepath.Join(b.TempDir(), "queue.db"), sqlitequeue.Options{Name: "work"})
+	const backlog, groups = 10000, 1000
+	for i := range backlog {
+		id := fmt.Sprint("backlog-", i)
+		if _, err := q.Send(ctx, queue.SendParams{Group: fmt.Sprint("shard-", i%groups), DedupID: id, Body: []byte(id)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		msgs, err := q.Receive(ctx, queue.ReceiveParams{Max: 1, VisibilityTimeout: time.Minute})
+		if err != nil || len(msgs) != 1 {
+			b.Fatalf("receive: %d, %v", len(msgs), err)
+		}
+		if err := q.Delete(ctx, msgs[0].ReceiptHandle); err != nil {
+			b.Fatal(err)
+		}
+		id := fmt.Sprint(i)
+		if _, err := q.Send(ctx, queue.SendParams{Group: msgs[0].Group, DedupID: id, Body: []byte(id)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkParallelTrips measures trips from concurrent goroutines of one
+// process sharing a Queue.
+func BenchmarkParallelTrips(b *testing.B) {
+	ctx := context.Background()
+	q := open(b, filepath.Join(b.TempDir(), "queue.db"), sqlitequeue.Options{Name: "work"})
+	var n atomic.Int64
+	b.SetParallelism(4)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			id := fmt.Sprint(n.Add(1))
+			if _, err := q.Send(ctx, queue.SendParams{Group: "shard-" + id, DedupID: id, Body: []byte(id)}); err != nil {
+				b.Error(err)
+				return
+			}
+			msgs, err := q.Receive(ctx, queue.ReceiveParams{Max: 1, VisibilityTimeout: time.Minute})
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			for _, m := range msgs {
+				if err := q.Delete(ctx, m.ReceiptHandle); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}
+	})
 }
