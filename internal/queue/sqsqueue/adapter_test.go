@@ -458,3 +458,26 @@ func TestCreateQueuesValidates(t *testing.T) {
 		}
 	}
 }
+
+func TestReceiveCancelKeepsContextError(t *testing.T) {
+	t.Parallel()
+	block := make(chan struct{})
+	f := newFakeSQS(t)
+	f.holdRequests(block)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.queue().Receive(ctx, queue.ReceiveParams{Max: 1, VisibilityTimeout: time.Second, Wait: queue.MaxWait})
+		done <- err
+	}()
+	<-f.arrived // the long poll is at the server
+	cancel()
+	err := <-done
+	close(block)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled in the chain", err)
+	}
+	if errors.Is(err, queue.ErrNotFound) || errors.Is(err, queue.ErrInvalidArgument) {
+		t.Fatalf("cancellation mapped to a port sentinel: %v", err)
+	}
+}

@@ -27,6 +27,11 @@ type fakeSQS struct {
 	mu       sync.Mutex
 	requests []fakeRequest
 	answers  map[string][]fakeAnswer // by action, consumed in order; the last one repeats
+
+	// hold, when set, makes every request wait until it is closed or the
+	// client goes away; arrived is signalled as each held request comes in.
+	hold    chan struct{}
+	arrived chan struct{}
 }
 
 // fakeRequest is one recorded call.
@@ -44,7 +49,7 @@ type fakeAnswer struct {
 
 func newFakeSQS(t *testing.T) *fakeSQS {
 	t.Helper()
-	f := &fakeSQS{t: t, answers: map[string][]fakeAnswer{}}
+	f := &fakeSQS{t: t, answers: map[string][]fakeAnswer{}, arrived: make(chan struct{}, 16)}
 	f.server = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.server.Close)
 	return f
@@ -61,6 +66,17 @@ func (f *fakeSQS) serve(w http.ResponseWriter, r *http.Request) {
 	var body map[string]any
 	if err := json.Unmarshal(raw, &body); err != nil {
 		http.Error(w, "bad json", http.StatusBadRequest)
+		return
+	}
+	f.mu.Lock()
+	hold := f.hold
+	f.mu.Unlock()
+	if hold != nil {
+		f.arrived <- struct{}{}
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+		}
 		return
 	}
 	f.mu.Lock()
@@ -86,6 +102,13 @@ func (f *fakeSQS) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(a.Status)
 	_, _ = io.WriteString(w, a.Body)
+}
+
+// holdRequests makes every later request wait until release is closed.
+func (f *fakeSQS) holdRequests(release chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hold = release
 }
 
 // answer scripts the responses to action.
