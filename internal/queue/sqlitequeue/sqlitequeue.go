@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -141,8 +142,10 @@ func Open(ctx context.Context, path string, opts Options) (*Queue, error) {
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("sqlitequeue: %w: %w", queue.ErrInvalidArgument, err)
 	}
+	// The path is escaped: SQLite decodes %XX in a file: URI, and ? or #
+	// would end it.
 	dsn := fmt.Sprintf("file:%s?_txlock=immediate&_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)",
-		path, busyTimeout.Milliseconds())
+		(&url.URL{Path: path}).EscapedPath(), busyTimeout.Milliseconds())
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitequeue: open %s: %w", path, err)

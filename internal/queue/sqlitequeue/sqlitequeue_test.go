@@ -520,3 +520,15 @@ func BenchmarkParallelTrips(b *testing.B) {
 		}
 	})
 }
+
+// TestOddPathNames: the file is created under exactly the name given, even
+// with characters that mean something in a SQLite URI.
+func TestOddPathNames(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	name := "a b%20c?d#e.db"
+	open(t, filepath.Join(dir, name), sqlitequeue.Options{Name: "work"})
+	if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+		t.Fatalf("queue file not created under its name: %v", err)
+	}
+}
