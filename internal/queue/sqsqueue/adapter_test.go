@@ -433,6 +433,12 @@ func TestCreateQueuesRequestShape(t *testing.T) {
 	if policy.DeadLetterTargetArn != "arn:aws:sqs:us-east-1:000000000000:jobs-dlq.fifo" || policy.MaxReceiveCount != "5" {
 		t.Errorf("RedrivePolicy = %+v", policy)
 	}
+	if got := attrsOf(calls[0])["MessageRetentionPeriod"]; got != "1209600" {
+		t.Errorf("DLQ MessageRetentionPeriod = %v, want 1209600 (14 days)", got)
+	}
+	if _, ok := attrsOf(calls[2])["MessageRetentionPeriod"]; ok {
+		t.Errorf("main queue retention set; it should keep the SQS default")
+	}
 }
 
 func TestCreateQueuesValidates(t *testing.T) {

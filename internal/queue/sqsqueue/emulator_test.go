@@ -65,6 +65,9 @@ func TestCreateQueuesOnEndpoint(t *testing.T) {
 	if s := string(policy.MaxReceiveCount); s != `"3"` && s != `3` {
 		t.Errorf("maxReceiveCount = %s, want 3", s)
 	}
+	if dlq["MessageRetentionPeriod"] != "1209600" {
+		t.Errorf("DLQ MessageRetentionPeriod = %q, want 1209600", dlq["MessageRetentionPeriod"])
+	}
 	if _, ok := dlq["RedrivePolicy"]; ok {
 		t.Errorf("the DLQ has a redrive policy of its own: %q", dlq["RedrivePolicy"])
 	}

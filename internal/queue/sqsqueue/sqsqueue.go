@@ -35,6 +35,9 @@ const (
 	MaxReceiveCountLimit = 1000
 	// maxQueueNameLength is the longest SQS queue name, ".fifo" included.
 	maxQueueNameLength = 80
+	// dlqRetentionSeconds is the dead-letter queue's retention: 14 days,
+	// the SQS maximum.
+	dlqRetentionSeconds = 14 * 24 * 60 * 60
 )
 
 // DLQSuffix is appended to a queue's name (before ".fifo") to name its
@@ -59,11 +62,13 @@ func New(client *sqs.Client, queueURL string) *Queue {
 func (q *Queue) URL() string { return q.url }
 
 // CreateQueues creates the FIFO queue name.fifo and its FIFO dead-letter
-// queue name-dlq.fifo, with a redrive policy that moves a message to the
-// dead-letter queue once it has been received maxReceiveCount times.
-// Content-based deduplication is off: every Send carries its own
-// deduplication id. Creating queues that already exist with the same
-// attributes returns their URLs.
+// queue name-dlq.fifo, with a redrive policy that moves a message already
+// received maxReceiveCount times to the dead-letter queue instead of
+// delivering it again. Content-based deduplication is off: every Send
+// carries its own deduplication id. The dead-letter queue keeps messages
+// for the longest period SQS allows (14 days), so operators have time to
+// look. Creating queues that already exist with the same attributes
+// returns their URLs.
 func CreateQueues(ctx context.Context, client *sqs.Client, name string, maxReceiveCount int) (queueURL, dlqURL string, err error) {
 	if err := validateQueueName(name); err != nil {
 		return "", "", err
@@ -75,9 +80,13 @@ func CreateQueues(ctx context.Context, client *sqs.Client, name string, maxRecei
 		string(types.QueueAttributeNameFifoQueue):                 "true",
 		string(types.QueueAttributeNameContentBasedDeduplication): "false",
 	}
+	dlqAttrs := map[string]string{string(types.QueueAttributeNameMessageRetentionPeriod): strconv.Itoa(dlqRetentionSeconds)}
+	for k, v := range fifo {
+		dlqAttrs[k] = v
+	}
 	dlq, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{
 		QueueName:  aws.String(name + DLQSuffix + ".fifo"),
-		Attributes: fifo,
+		Attributes: dlqAttrs,
 	})
 	if err != nil {
 		return "", "", fmt.Errorf("create dead-letter queue %s: %w", name+DLQSuffix, interpretError(err))
@@ -103,13 +112,13 @@ func CreateQueues(ctx context.Context, client *sqs.Client, name string, maxRecei
 	if err != nil {
 		return "", "", fmt.Errorf("encode redrive policy: %w", err)
 	}
-	main := map[string]string{string(types.QueueAttributeNameRedrivePolicy): string(policy)}
+	queueAttrs := map[string]string{string(types.QueueAttributeNameRedrivePolicy): string(policy)}
 	for k, v := range fifo {
-		main[k] = v
+		queueAttrs[k] = v
 	}
 	out, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{
 		QueueName:  aws.String(name + ".fifo"),
-		Attributes: main,
+		Attributes: queueAttrs,
 	})
 	if err != nil {
 		return "", "", fmt.Errorf("create queue %s: %w", name, interpretError(err))
@@ -132,8 +141,8 @@ func validateQueueName(name string) error {
 }
 
 // Send appends p.Body to group p.Group with deduplication id p.DedupID.
-// SQS answers a duplicate with the original message's id and does not say
-// it was a duplicate. The body must be non-empty UTF-8 text in the SQS
+// SQS accepts a duplicate without saying so, so SendResult.Duplicate is
+// always false. The body must be non-empty UTF-8 text in the SQS
 // character set (JSON is); anything else is queue.ErrInvalidArgument.
 func (q *Queue) Send(ctx context.Context, p queue.SendParams) (queue.SendResult, error) {
 	if err := validateID("group", p.Group); err != nil {
