@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/qunfa/qunfa/internal/api"
+)
+
+// maxSubmitBytes bounds a job file read by submit (the API's own limit is
+// the same by default).
+const maxSubmitBytes = api.DefaultMaxBodyBytes
+
+func (c *cli) submit(ctx context.Context, args []string) error {
+	fs := c.newFlagSet("submit")
+	key := fs.String("idempotency-key", "", "idempotency key: submitting again with the same key and file gives the same job")
+	pos, err := c.parse(fs, args, 1, "FILE (the job's JSON body, or - for stdin)")
+	if err != nil {
+		return err
+	}
+	var rd io.Reader = c.stdin
+	if pos[0] != "-" {
+		f, err := os.Open(pos[0])
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		rd = f
+	}
+	body, err := io.ReadAll(io.LimitReader(rd, maxSubmitBytes+1))
+	if err != nil {
+		return fmt.Errorf("read %s: %w", pos[0], err)
+	}
+	if len(body) > maxSubmitBytes {
+		return fmt.Errorf("%s is larger than %d bytes", pos[0], maxSubmitBytes)
+	}
+	if !json.Valid(body) {
+		return fmt.Errorf("%s is not valid JSON", pos[0])
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	job, created, err := cl.SubmitJob(ctx, body, *key)
+	if err != nil {
+		return err
+	}
+	note := ""
+	if !created {
+		note = " (already submitted with this idempotency key)"
+	}
+	fmt.Fprintf(c.stdout, "%s %s%s\n", job.ID, job.Status, note)
+	return nil
+}
+
+func (c *cli) status(ctx context.Context, args []string) error {
+	fs := c.newFlagSet("status")
+	raw := fs.Bool("json", false, "print the job as the API answers it (JSON)")
+	pos, err := c.parse(fs, args, 1, "JOB")
+	if err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	job, err := cl.Job(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if *raw {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(job)
+	}
+	printJob(c.stdout, job)
+	return nil
+}
+
+func (c *cli) jobCommand(ctx context.Context, verb string, args []string) error {
+	fs := c.newFlagSet(verb)
+	pos, err := c.parse(fs, args, 1, "JOB")
+	if err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	run := map[string]func(context.Context, string) (api.Job, error){
+		"pause": cl.Pause, "resume": cl.Resume, "cancel": cl.Cancel,
+	}[verb]
+	job, err := run(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stdout, "%s %s\n", job.ID, statusText(job.Status, job.PauseReason))
+	return nil
+}
+
+func statusText(status string, reason *string) string {
+	if reason != nil && *reason != "" {
+		return status + " (" + *reason + ")"
+	}
+	return status
+}
+
+func timeText(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.Local().Format(time.RFC3339)
+}
+
+// failuresText lists failures by category, largest first: "permanent 3,
+// exhausted 1", or "none".
+func failuresText(f map[string]int64) string {
+	type kv struct {
+		k string
+		n int64
+	}
+	var l []kv
+	for k, n := range f {
+		if n != 0 {
+			l = append(l, kv{k, n})
+		}
+	}
+	if len(l) == 0 {
+		return "none"
+	}
+	sort.Slice(l, func(i, j int) bool { return l[i].n > l[j].n || l[i].n == l[j].n && l[i].k < l[j].k })
+	parts := make([]string, len(l))
+	for i, e := range l {
+		parts[i] = fmt.Sprintf("%s %d", e.k, e.n)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func countsText(j api.Job) string {
+	c := j.Counts
+	return fmt.Sprintf("pending %d, submitted %d, confirmed %d, failed %d, abandoned %d",
+		c.Pending, c.Submitted, c.Confirmed, c.Failed, c.Abandoned)
+}
+
+// printJob writes a human summary of a job.
+func printJob(w io.Writer, j api.Job) {
+	name := ""
+	if j.Name != "" {
+		name = fmt.Sprintf(" %q", j.Name)
+	}
+	fmt.Fprintf(w, "job %s%s: %s\n", j.ID, name, statusText(j.Status, j.PauseReason))
+	done := j.Counts.Confirmed + j.Counts.Failed + j.Counts.Abandoned
+	fmt.Fprintf(w, "  progress:  %d of %d done (%s)\n", done, j.Total, countsText(j))
+	fmt.Fprintf(w, "  failures:  %s\n", failuresText(j.Failures))
+	if j.Budget > 0 || j.RatePerSec > 0 || j.Suppressed > 0 {
+		var parts []string
+		if j.Budget > 0 {
+			parts = append(parts, fmt.Sprintf("budget %d (%d used)", j.Budget, j.BudgetUsed))
+		}
+		if j.RatePerSec > 0 {
+			parts = append(parts, fmt.Sprintf("rate cap %g/s", j.RatePerSec))
+		}
+		if j.Suppressed > 0 {
+			parts = append(parts, fmt.Sprintf("%d suppressed at submit", j.Suppressed))
+		}
+		fmt.Fprintf(w, "  limits:    %s\n", strings.Join(parts, ", "))
+	}
+	fmt.Fprintf(w, "  created:   %s by %s\n", timeText(j.CreatedAt), j.CreatedBy)
+	fmt.Fprintf(w, "  started:   %s\n", timeText(j.StartedAt))
+	fmt.Fprintf(w, "  finished:  %s\n", timeText(j.FinishedAt))
+	if len(j.Shards) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "  shards:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "    #\tACCOUNT\tSTATUS\tDONE\tCONFIRMED\tFAILED\tABANDONED\tLAST ADVANCED")
+	for _, s := range j.Shards {
+		st := statusText(s.Status, s.PauseReason)
+		if s.SlowFactor > 0 && s.SlowFactor < 1 {
+			st += fmt.Sprintf(" slowed ×%.2f", s.SlowFactor)
+		}
+		fmt.Fprintf(tw, "    %d\t%s\t%s\t%d/%d\t%d\t%d\t%d\t%s\n", s.Index, s.Account, st, s.Done(), s.Size,
+			s.Counts.Confirmed, s.Counts.Failed, s.Counts.Abandoned, timeText(s.LastAdvancedAt))
+	}
+	_ = tw.Flush()
+}

@@ -1,0 +1,33 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/qunfa/qunfa/internal/mockprovider"
+)
+
+func (c *cli) mockProvider(ctx context.Context, args []string) error {
+	fs := c.newFlagSet("mock-provider")
+	addr := fs.String("addr", "127.0.0.1:8081", "address to listen on")
+	logPath := fs.String("log", "", "JSON-lines log of delivered messages (created if missing, loaded at start; required)")
+	rate := fs.Float64("rate", 0, "every account's rate in messages per second (0 = unlimited)")
+	burst := fs.Int("burst", 0, "every account's burst (0 = max(1, ceil(rate)))")
+	silentDrop := fs.Bool("silent-drop", false, "accept over-rate messages without delivering them, instead of answering 45009")
+	if _, err := c.parse(fs, args, 0, ""); err != nil {
+		return err
+	}
+	if *logPath == "" {
+		return usagef("--log FILE is required: the delivery log is how tests judge qunfa")
+	}
+	log := slog.New(slog.NewTextHandler(c.stderr, nil))
+	err := mockprovider.Serve(ctx, *addr, mockprovider.Config{
+		LogPath: *logPath, Rate: *rate, Burst: *burst, SilentDrop: *silentDrop, Logger: log,
+	})
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("mock provider: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vbauerster/mpb/v8"
+	"github.com/vbauerster/mpb/v8/decor"
+
+	"github.com/qunfa/qunfa/internal/api"
+	"github.com/qunfa/qunfa/internal/store"
+)
+
+// defaultPollEvery is how often watch reads the job.
+const defaultPollEvery = 500 * time.Millisecond
+
+// maxPollFailures is how many polls in a row may fail (server restarting,
+// network blip) before watch gives up.
+const maxPollFailures = 20
+
+// progressView shows a job's progress as it changes.
+type progressView interface {
+	update(api.Job)
+	// close stops the view after the last update.
+	close()
+}
+
+func (c *cli) watch(ctx context.Context, args []string) error {
+	fs := c.newFlagSet("watch")
+	strict := fs.Bool("strict", false, "exit 3 unless the job ends completed (default: only when it ends failed)")
+	every := fs.Duration("interval", cmpOr(c.pollEvery, defaultPollEvery), "how often to read the job")
+	pos, err := c.parse(fs, args, 1, "JOB")
+	if err != nil {
+		return err
+	}
+	if *every <= 0 {
+		return usagef("--interval must be positive")
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	job, err := cl.Job(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	var view progressView
+	if c.isTerminal() {
+		view = newBarView(c.stdout, job)
+	} else {
+		view = &lineView{w: c.stdout}
+	}
+	ticker := time.NewTicker(*every)
+	defer ticker.Stop()
+	failures := 0
+	for {
+		view.update(job)
+		if store.JobFinal(store.JobStatus(job.Status)) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			view.close()
+			return &exitError{code: exitFailure, msg: "interrupted; the job goes on (qunfa status " + job.ID + ")"}
+		case <-ticker.C:
+		}
+		next, err := cl.Job(ctx, job.ID)
+		if err != nil {
+			var p *api.Problem
+			if ctx.Err() == nil && (!errors.As(err, &p) || p.Status >= 500) && failures < maxPollFailures {
+				failures++
+				continue // transient: try again at the next tick
+			}
+			view.close()
+			return err
+		}
+		failures = 0
+		job = next
+	}
+	view.close()
+	done := job.Counts.Confirmed + job.Counts.Failed + job.Counts.Abandoned
+	fmt.Fprintf(c.stdout, "job %s %s: %d of %d done (%s)\nfailures: %s\n",
+		job.ID, statusText(job.Status, job.PauseReason), done, job.Total, countsText(job), failuresText(job.Failures))
+	if job.Status == string(store.JobFailed) || *strict && job.Status != string(store.JobCompleted) {
+		return &exitError{code: exitJobNotOK, msg: "the job ended " + job.Status}
+	}
+	return nil
+}
+
+func cmpOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// isTerminal reports whether stdout is a terminal (progress bars) rather
+// than a pipe or file (one line per change).
+func (c *cli) isTerminal() bool {
+	if c.terminal != nil {
+		return *c.terminal
+	}
+	f, ok := c.stdout.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// lineView prints one line whenever the job's progress changes, for logs
+// and pipes.
+type lineView struct {
+	w    io.Writer
+	last string
+}
+
+func (v *lineView) update(j api.Job) {
+	done := j.Counts.Confirmed + j.Counts.Failed + j.Counts.Abandoned
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %d/%d done (%s); failures: %s", statusText(j.Status, j.PauseReason), done, j.Total, countsText(j), failuresText(j.Failures))
+	if len(j.Shards) <= 8 {
+		shards := make([]string, len(j.Shards))
+		for i, s := range j.Shards {
+			shards[i] = fmt.Sprintf("#%d %s %d/%d %s", s.Index, s.Account, s.Done(), s.Size, statusText(s.Status, s.PauseReason))
+		}
+		fmt.Fprintf(&b, "; shards: %s", strings.Join(shards, ", "))
+	}
+	if line := b.String(); line != v.last {
+		v.last = line
+		fmt.Fprintf(v.w, "%s %s\n", time.Now().Format("15:04:05"), line)
+	}
+}
+
+func (v *lineView) close() {}
+
+// barView draws live progress bars: the whole job, each shard (account,
+// done/size, status) and a line of failures by category.
+type barView struct {
+	p       *mpb.Progress
+	overall *mpb.Bar
+	shards  []*mpb.Bar
+	failBar *mpb.Bar
+
+	mu       sync.Mutex // guards what the decorators read
+	status   string
+	shardSt  []string
+	failures string
+}
+
+func newBarView(w io.Writer, j api.Job) *barView {
+	v := &barView{
+		p:       mpb.New(mpb.WithOutput(w), mpb.WithWidth(48), mpb.WithRefreshRate(150*time.Millisecond), mpb.ForceTTY()),
+		shardSt: make([]string, len(j.Shards)),
+	}
+	text := func(get func() string) decor.Decorator {
+		return decor.Any(func(decor.Statistics) string {
+			v.mu.Lock()
+			defer v.mu.Unlock()
+			return get()
+		})
+	}
+	nameW := len("all shards")
+	for _, s := range j.Shards {
+		nameW = max(nameW, len(shardName(s)))
+	}
+	v.overall = v.p.AddBar(max(j.Total, 1),
+		mpb.PrependDecorators(decor.Name("all shards", decor.WC{W: nameW, C: decor.DindentRight})),
+		mpb.AppendDecorators(decor.CountersNoUnit("%d / %d", decor.WCSyncSpace), decor.Name(" "), text(func() string { return v.status })),
+	)
+	for i, s := range j.Shards {
+		v.shards = append(v.shards, v.p.AddBar(max(s.Size, 1),
+			mpb.PrependDecorators(decor.Name(shardName(s), decor.WC{W: nameW, C: decor.DindentRight})),
+			mpb.AppendDecorators(decor.CountersNoUnit("%d / %d", decor.WCSyncSpace), decor.Name(" "), text(func() string { return v.shardSt[i] })),
+		))
+	}
+	v.failBar = v.p.New(1, mpb.NopStyle(), mpb.PrependDecorators(text(func() string { return "failures: " + v.failures })))
+	return v
+}
+
+func shardName(s api.Shard) string { return fmt.Sprintf("#%d %s", s.Index, s.Account) }
+
+func (v *barView) update(j api.Job) {
+	v.mu.Lock()
+	v.status = statusText(j.Status, j.PauseReason)
+	v.failures = failuresText(j.Failures)
+	for i, s := range j.Shards {
+		if i < len(v.shardSt) {
+			v.shardSt[i] = statusText(s.Status, s.PauseReason)
+		}
+	}
+	v.mu.Unlock()
+	v.overall.SetCurrent(j.Counts.Confirmed + j.Counts.Failed + j.Counts.Abandoned)
+	for i, s := range j.Shards {
+		if i < len(v.shards) {
+			v.shards[i].SetCurrent(s.Done())
+		}
+	}
+}
+
+// close stops the bars where they stand (a finished job may leave items
+// under review, so not every bar is full) and draws the last frame.
+func (v *barView) close() {
+	for _, b := range append([]*mpb.Bar{v.overall, v.failBar}, v.shards...) {
+		if !b.Completed() {
+			b.Abort(false)
+		}
+	}
+	v.p.Wait()
+}
