@@ -118,8 +118,12 @@ func (r *Reconciler) settle(ctx context.Context, rep *Report, touched map[string
 				u.To = store.ItemConfirmed
 				rep.Confirmed++
 			default:
-				// The provider never accepted it: safe to send again.
-				u.To, u.NextAttemptAt, u.KeepError = store.ItemPending, now, true
+				// The provider never accepted it: safe to send again. The
+				// error must not stay `uncertain` on a pending item (a
+				// later claim would count it as a failure again).
+				u.To, u.NextAttemptAt = store.ItemPending, now
+				u.Error = &store.ItemError{Category: store.CategoryRetryable, Code: "unknown",
+					Message: "sent without an answer, and the provider has no record of it: sending again"}
 				rep.Repended++
 			}
 			k := shardKey{it.JobID, it.Shard}
