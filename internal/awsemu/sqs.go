@@ -19,6 +19,10 @@ import (
 // endpoint (LocalStack, real AWS) instead of a started emulator.
 const SQSEndpointEnv = "QUNFA_TEST_SQS_ENDPOINT"
 
+// FauxqsNoShimEnv, set to 1, runs fauxqs without the receipt-handle shim
+// (see fauxqsLauncher), to measure the emulator's own gaps.
+const FauxqsNoShimEnv = "QUNFA_FAUXQS_NO_SHIM"
+
 // SQSBackendFauxqs and SQSBackendExternal are the values SQSBackend reports.
 const (
 	// SQSBackendFauxqs: the fauxqs emulator, started by SQS.
@@ -78,7 +82,7 @@ func startFauxqs() (*Process, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return Start(ctx, "node", []string{"NODE_NO_WARNINGS=1"}, func(port int) []string {
-		return []string{"--input-type=module", "-e", fauxqsLauncher(dist, port)}
+		return []string{"--input-type=module", "-e", fauxqsLauncher(dist, port, os.Getenv(FauxqsNoShimEnv) != "1")}
 	})
 }
 
@@ -94,8 +98,18 @@ func startFauxqs() (*Process, error) {
 // before DeleteMessage and ChangeMessageVisibility, and answers those two
 // errors for FIFO queues; a second delete with the handle of a message
 // already deleted keeps succeeding. Nothing else is changed.
-func fauxqsLauncher(dist string, port int) string {
+//
+// With shim false (QUNFA_FAUXQS_NO_SHIM=1) fauxqs runs unchanged, to see its
+// own gaps.
+func fauxqsLauncher(dist string, port int, shim bool) string {
 	mod := func(rel string) string { return strconv.Quote("file://" + filepath.Join(dist, rel)) }
+	serve := fmt.Sprintf(`
+const app = buildApp({ logger: false });
+await app.listen({ port: %d, host: "127.0.0.1" });
+`, port)
+	if !shim {
+		return fmt.Sprintf("import { buildApp } from %s;\n", mod("app.js")) + serve
+	}
 	return fmt.Sprintf(`
 import { buildApp } from %s;
 import { SqsRouter } from %s;
@@ -131,10 +145,7 @@ SqsRouter.prototype.register = function (action, handler) {
   }
   return register.call(this, action, handler);
 };
-
-const app = buildApp({ logger: false });
-await app.listen({ port: %d, host: "127.0.0.1" });
-`, mod("app.js"), mod("sqs/sqsRouter.js"), mod("sqs/sqsStore.js"), mod("common/errors.js"), port)
+`, mod("app.js"), mod("sqs/sqsRouter.js"), mod("sqs/sqsStore.js"), mod("common/errors.js")) + serve
 }
 
 // SQSClient returns an SQS client for endpoint with static test credentials.
