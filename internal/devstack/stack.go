@@ -3,7 +3,6 @@ package devstack
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/qunfa/qunfa/internal/api"
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/control"
 	"github.com/qunfa/qunfa/internal/handlers"
@@ -134,7 +134,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 		_, _ = rand.Read(b[:])
 		s.Token, s.TokenGenerated = "qf_"+hex.EncodeToString(b[:]), true
 	}
-	if err := st.PutToken(ctx, HashToken(s.Token), DefaultTenant); err != nil {
+	if err := st.PutToken(ctx, api.HashToken(s.Token), DefaultTenant); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("register API token: %w", err)
 	}
@@ -162,7 +162,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 	s.Sender = &sender.Sender{Store: st, Queue: q, Provider: prov, Clock: clk, Log: log, Config: cfg.Sender}
 	s.Reconciler = &reconcile.Reconciler{
 		Store: st, Queue: q, Provider: prov, Clock: clk, Log: log,
-		StaleAfter: cfg.StaleAfter, SettleAfter: max(2*cfg.ProviderTimeout, cfg.StaleAfter/2),
+		// A call lasts at most connect + 2 × response timeout: never look up
+		// an item whose call may still be in flight.
+		StaleAfter: cfg.StaleAfter, SettleAfter: 3*time.Second + 2*cfg.ProviderTimeout + 5*time.Second,
 	}
 	s.APIURL = "http://" + cfg.Addr
 	return s, nil
@@ -284,11 +286,4 @@ func (s *Stack) EnsureAccount(ctx context.Context, a store.Account) error {
 	}
 	_, err := s.Store.PutAccount(ctx, a)
 	return err
-}
-
-// HashToken is how API tokens are stored: hex SHA-256.
-// TODO(api): use api.HashToken once the API package lands.
-func HashToken(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(sum[:])
 }

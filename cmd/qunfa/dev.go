@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/qunfa/qunfa/internal/api"
+	"github.com/qunfa/qunfa/internal/devstack"
+	"github.com/qunfa/qunfa/internal/mockprovider"
+	"github.com/qunfa/qunfa/internal/store"
+	"github.com/qunfa/qunfa/internal/submit"
+)
+
+// runDev runs the whole stack locally: `qunfa dev`.
+func runDev(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var cfg devstack.Config
+	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "API listen address")
+	fs.StringVar(&cfg.DataDir, "data-dir", ".qunfa", "data directory (store, queue, mock delivery log)")
+	fs.StringVar(&cfg.ProviderURL, "provider-url", "", "wecomapi provider base URL (default: start the mock provider)")
+	fs.StringVar(&cfg.MockAddr, "mock-addr", "127.0.0.1:8081", "mock provider listen address")
+	fs.IntVar(&cfg.Workers, "workers", 8, "concurrent sender invocations")
+	fs.DurationVar(&cfg.ReconcileEvery, "reconcile-every", time.Minute, "reconciler schedule")
+	fs.DurationVar(&cfg.StaleAfter, "stale-after", 2*time.Minute, "re-drive shards without progress for this long")
+	fs.DurationVar(&cfg.ProviderTimeout, "provider-timeout", 10*time.Second, "provider response timeout")
+	demo := fs.Bool("demo", false, "configure demo accounts and submit a demo campaign")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return usagef("%s", flagUsage(fs))
+		}
+		return usagef("%v\n%s", err, flagUsage(fs))
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return usagef("--log-level: %v", err)
+	}
+	var h slog.Handler
+	switch *logFormat {
+	case "text":
+		h = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})
+	case "json":
+		h = slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})
+	default:
+		return usagef("--log-format must be text or json, not %q", *logFormat)
+	}
+	log := slog.New(h)
+	slog.SetDefault(log)
+	cfg.Token = os.Getenv("QUNFA_API_TOKEN")
+
+	stack, err := devstack.Open(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer stack.Close()
+	handler := api.New(api.Deps{Store: stack.Store, Submitter: stack.Submitter, Control: stack.Control, Logger: log})
+
+	served := make(chan error, 1)
+	go func() { served <- stack.Serve(ctx, handler) }()
+
+	fmt.Fprintf(os.Stderr, "\nqunfa dev is running\n  API:    %s\n", stack.APIURL)
+	if stack.MockURL != "" {
+		fmt.Fprintf(os.Stderr, "  mock:   %s (deliveries: %s/mock-deliveries.jsonl)\n", stack.MockURL, stack.Config.DataDir)
+	}
+	if stack.TokenGenerated {
+		fmt.Fprintf(os.Stderr, "  token:  %s   (set QUNFA_API_TOKEN to choose your own)\n", stack.Token)
+	} else {
+		fmt.Fprintf(os.Stderr, "  token:  from QUNFA_API_TOKEN\n")
+	}
+	if *demo {
+		jobID, err := startDemo(ctx, stack)
+		if err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+		fmt.Fprintf(os.Stderr, "\nDemo campaign %s submitted. Follow it with:\n\n  QUNFA_URL=%s QUNFA_API_TOKEN=%s go run ./cmd/qunfa watch %s\n\n",
+			jobID, stack.APIURL, stack.Token, jobID)
+	}
+	return <-served
+}
+
+func flagUsage(fs *flag.FlagSet) string {
+	var b strings.Builder
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	return "usage: qunfa dev [flags]\n" + b.String()
+}
+
+// demoAccount is one account of the demo: its limits in qunfa and how the
+// mock provider treats it.
+type demoAccount struct {
+	account    store.Account
+	behaviour  mockprovider.Behaviour
+	recipients int
+}
+
+func demoAccounts() []demoAccount {
+	return []demoAccount{
+		{
+			account:    store.Account{ID: "acct-fast", RatePerSec: 200, Burst: 20, OnlineReservePerSec: 20, MaxRecipientsPerCall: 1},
+			behaviour:  mockprovider.Behaviour{RatePerSec: 200, Burst: 20},
+			recipients: 1800,
+		},
+		{
+			account:    store.Account{ID: "acct-mid", RatePerSec: 50, Burst: 10, OnlineReservePerSec: 5, MaxRecipientsPerCall: 1},
+			behaviour:  mockprovider.Behaviour{RatePerSec: 50, Burst: 10},
+			recipients: 900,
+		},
+		{
+			// A realistic fault mix: busy answers, unreachable recipients, a
+			// little latency and the odd answer lost after delivery.
+			account: store.Account{ID: "acct-flaky", RatePerSec: 20, Burst: 5, OnlineReservePerSec: 2, MaxRecipientsPerCall: 1},
+			behaviour: mockprovider.Behaviour{RatePerSec: 20, Burst: 5, LatencyMS: 30, TimeoutRatio: 0.01,
+				Errors: []mockprovider.InjectedError{{Errcode: mockprovider.CodeSystemBusy, Ratio: 0.05}, {Errcode: mockprovider.CodeRecipientInvalid, Ratio: 0.02}}},
+			recipients: 300,
+		},
+	}
+}
+
+// startDemo configures the demo accounts and submits the demo campaign. It
+// is idempotent: a restart on the same data directory finds the same job.
+func startDemo(ctx context.Context, s *devstack.Stack) (string, error) {
+	var rcs []submit.Recipient
+	for _, d := range demoAccounts() {
+		if err := s.EnsureAccount(ctx, d.account); err != nil {
+			return "", err
+		}
+		if s.Mock != nil {
+			if err := s.Mock.SetBehaviour(d.account.ID, d.behaviour); err != nil {
+				return "", err
+			}
+		}
+		for i := range d.recipients {
+			rcs = append(rcs, submit.Recipient{
+				Account: d.account.ID, To: fmt.Sprintf("%s-user-%04d", d.account.ID, i),
+				Vars: map[string]string{"name": fmt.Sprintf("客户%04d", i)},
+			})
+		}
+	}
+	res, err := s.Submitter.Submit(ctx, submit.Params{
+		Tenant: devstack.DefaultTenant, CreatedBy: "demo", IdempotencyKey: "demo-campaign-1",
+		Request: submit.Request{Name: "Demo campaign", Template: "{{name}}，您好！双十二活动已开始，回复 TD 退订。", Recipients: rcs},
+	})
+	if err != nil {
+		return "", err
+	}
+	return res.Job.Job.ID, nil
+}
