@@ -116,7 +116,7 @@ func timeText(t *time.Time) string {
 	if t == nil {
 		return "-"
 	}
-	return t.Local().Format(time.RFC3339)
+	return t.UTC().Format(time.RFC3339)
 }
 
 // failuresText lists failures by category, largest first: "permanent 3,

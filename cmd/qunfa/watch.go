@@ -58,10 +58,10 @@ func (c *cli) watch(ctx context.Context, args []string) error {
 	}
 	ticker := time.NewTicker(*every)
 	defer ticker.Stop()
-	failures := 0
+	failures, still := 0, 0
 	for {
 		view.update(job)
-		if store.JobFinal(store.JobStatus(job.Status)) {
+		if settled(job, &still) {
 			break
 		}
 		select {
@@ -81,6 +81,9 @@ func (c *cli) watch(ctx context.Context, args []string) error {
 			return err
 		}
 		failures = 0
+		if !sameProgress(job, next) {
+			still = 0
+		}
 		job = next
 	}
 	view.close()
@@ -91,6 +94,40 @@ func (c *cli) watch(ctx context.Context, args []string) error {
 		return &exitError{code: exitJobNotOK, msg: "the job ended " + job.Status}
 	}
 	return nil
+}
+
+// settleRounds is how many polls without change a job in a final status
+// may keep shards unfinished (a cancelled job's senders are abandoning its
+// items) before watch stops waiting for them.
+const settleRounds = 4
+
+// settled reports whether watching is over: the job is in a final status
+// and its shards have caught up, or have stopped moving.
+func settled(j api.Job, still *int) bool {
+	if !store.JobFinal(store.JobStatus(j.Status)) {
+		return false
+	}
+	allFinal := true
+	for _, s := range j.Shards {
+		if !store.ShardFinal(store.ShardStatus(s.Status)) {
+			allFinal = false
+		}
+	}
+	*still++
+	return allFinal || *still > settleRounds
+}
+
+// sameProgress reports whether two reads of a job show the same progress.
+func sameProgress(a, b api.Job) bool {
+	if a.Status != b.Status || a.Counts != b.Counts || len(a.Shards) != len(b.Shards) {
+		return false
+	}
+	for i := range a.Shards {
+		if a.Shards[i].Status != b.Shards[i].Status || a.Shards[i].Counts != b.Shards[i].Counts {
+			return false
+		}
+	}
+	return true
 }
 
 func cmpOr(d, def time.Duration) time.Duration {
@@ -144,6 +181,7 @@ func (v *lineView) close() {}
 // done/size, status) and a line of failures by category.
 type barView struct {
 	p       *mpb.Progress
+	refresh chan any // one render per update: frames match polls
 	overall *mpb.Bar
 	shards  []*mpb.Bar
 	failBar *mpb.Bar
@@ -155,10 +193,8 @@ type barView struct {
 }
 
 func newBarView(w io.Writer, j api.Job) *barView {
-	v := &barView{
-		p:       mpb.New(mpb.WithOutput(w), mpb.WithWidth(48), mpb.WithRefreshRate(150*time.Millisecond), mpb.ForceTTY()),
-		shardSt: make([]string, len(j.Shards)),
-	}
+	v := &barView{refresh: make(chan any), shardSt: make([]string, len(j.Shards))}
+	v.p = mpb.New(mpb.WithOutput(w), mpb.WithWidth(48), mpb.WithManualRefresh(v.refresh), mpb.ForceTTY())
 	text := func(get func() string) decor.Decorator {
 		return decor.Any(func(decor.Statistics) string {
 			v.mu.Lock()
@@ -171,12 +207,12 @@ func newBarView(w io.Writer, j api.Job) *barView {
 		nameW = max(nameW, len(shardName(s)))
 	}
 	v.overall = v.p.AddBar(max(j.Total, 1),
-		mpb.PrependDecorators(decor.Name("all shards", decor.WC{W: nameW, C: decor.DindentRight})),
+		mpb.PrependDecorators(decor.Name("all shards", decor.WC{W: nameW, C: decor.DindentRight | decor.DSyncWidth})),
 		mpb.AppendDecorators(decor.CountersNoUnit("%d / %d", decor.WCSyncSpace), decor.Name(" "), text(func() string { return v.status })),
 	)
 	for i, s := range j.Shards {
 		v.shards = append(v.shards, v.p.AddBar(max(s.Size, 1),
-			mpb.PrependDecorators(decor.Name(shardName(s), decor.WC{W: nameW, C: decor.DindentRight})),
+			mpb.PrependDecorators(decor.Name(shardName(s), decor.WC{W: nameW, C: decor.DindentRight | decor.DSyncWidth})),
 			mpb.AppendDecorators(decor.CountersNoUnit("%d / %d", decor.WCSyncSpace), decor.Name(" "), text(func() string { return v.shardSt[i] })),
 		))
 	}
@@ -202,6 +238,7 @@ func (v *barView) update(j api.Job) {
 			v.shards[i].SetCurrent(s.Done())
 		}
 	}
+	v.refresh <- time.Now()
 }
 
 // close stops the bars where they stand (a finished job may leave items
@@ -212,5 +249,6 @@ func (v *barView) close() {
 			b.Abort(false)
 		}
 	}
+	v.refresh <- time.Now()
 	v.p.Wait()
 }
