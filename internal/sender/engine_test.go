@@ -1,0 +1,304 @@
+package sender_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/qunfa/qunfa/internal/clock"
+	"github.com/qunfa/qunfa/internal/control"
+	"github.com/qunfa/qunfa/internal/mockprovider"
+	"github.com/qunfa/qunfa/internal/queue"
+	"github.com/qunfa/qunfa/internal/sender"
+	"github.com/qunfa/qunfa/internal/store"
+	"github.com/qunfa/qunfa/internal/submit"
+)
+
+var t0 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+
+// fakePipeline is the engine on a fake clock: the store, queue, mock and
+// sender all read the same clock, and in-handler waits advance it.
+func fakePipeline(t *testing.T, cfg sender.Config) (*pipeline, *clock.Fake) {
+	t.Helper()
+	clk := clock.NewFake(t0)
+	p := newPipeline(t, pipelineOptions{clock: clk, sender: cfg, responseTimeout: 200 * time.Millisecond})
+	return p, clk
+}
+
+// step receives every available turn message and works it once, like the
+// event source would; it deletes the messages that are done.
+func (p *pipeline) step(ctx context.Context) []sender.Result {
+	p.t.Helper()
+	msgs, err := p.queue.Receive(ctx, queue.ReceiveParams{Max: 10, VisibilityTimeout: 5 * time.Minute})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	var out []sender.Result
+	for _, m := range msgs {
+		res, err := p.sender.HandleTurn(ctx, sender.Message{ID: m.ID, Body: m.Body, ReceiptHandle: m.ReceiptHandle, ReceiveCount: m.ReceiveCount})
+		if err != nil {
+			p.t.Fatalf("turn: %v", err)
+		}
+		if res.Disposition == sender.Done {
+			if err := p.queue.Delete(ctx, m.ReceiptHandle); err != nil && !errors.Is(err, queue.ErrNotFound) {
+				p.t.Fatal(err)
+			}
+		}
+		out = append(out, res)
+	}
+	return out
+}
+
+// driveUntil steps the fake clock forward until cond holds.
+func (p *pipeline) driveUntil(clk *clock.Fake, cond func(store.JobView) bool, jobID string) store.JobView {
+	p.t.Helper()
+	ctx := context.Background()
+	for i := 0; i < 2000; i++ {
+		p.step(ctx)
+		v, err := p.store.GetJob(ctx, jobID)
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		if cond(v) {
+			return v
+		}
+		clk.Advance(250 * time.Millisecond)
+		if i%20 == 19 {
+			if _, err := p.reconciler.Run(ctx); err != nil {
+				p.t.Fatal(err)
+			}
+		}
+	}
+	v, _ := p.store.GetJob(ctx, jobID)
+	p.t.Fatalf("condition not reached: status %s counts %+v", v.Job.Status, v.Counts())
+	return v
+}
+
+func final(v store.JobView) bool { return store.JobFinal(v.Job.Status) }
+
+// TestHandBackInsteadOfSleeping: when the next token is further away than
+// MaxWait, the turn hands the shard back to the queue with that delay
+// instead of waiting in the handler.
+func TestHandBackInsteadOfSleeping(t *testing.T) {
+	t.Parallel()
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 10, MaxWait: 300 * time.Millisecond})
+	p.account("a", 2, 2, 0, 1) // 2/s: a token every 500 ms
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 5)}, "hb")
+	ctx := context.Background()
+	msgs, err := p.queue.Receive(ctx, queue.ReceiveParams{Max: 1, VisibilityTimeout: time.Minute})
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("receive: %v %d", err, len(msgs))
+	}
+	before := clk.Now()
+	res, err := p.sender.HandleTurn(ctx, sender.Message{ID: msgs[0].ID, Body: msgs[0].Body, ReceiptHandle: msgs[0].ReceiptHandle, ReceiveCount: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if waited := clk.Now().Sub(before); waited > 300*time.Millisecond {
+		t.Fatalf("handler waited %v in total; must hand back instead of waiting over 300ms", waited)
+	}
+	if res.Disposition != sender.HandedBack || res.Delay < 500*time.Millisecond {
+		t.Fatalf("result %+v, want handed back with a delay of at least 500ms", res)
+	}
+	if res.Sent != 1 {
+		t.Fatalf("sent %d before handing back, want 1 (burst)", res.Sent)
+	}
+	// The message is invisible until the delay passes, then comes back.
+	if again, _ := p.queue.Receive(ctx, queue.ReceiveParams{Max: 1, VisibilityTimeout: time.Minute}); len(again) != 0 {
+		t.Fatal("handed-back message visible before its delay")
+	}
+	clk.Advance(res.Delay)
+	again, err := p.queue.Receive(ctx, queue.ReceiveParams{Max: 1, VisibilityTimeout: time.Minute})
+	if err != nil || len(again) != 1 || again[0].ID != msgs[0].ID || again[0].ReceiveCount != 2 {
+		t.Fatalf("after the delay: %v %+v", err, again)
+	}
+	_ = job
+}
+
+// TestBudgetPausesExactly: a job with budget B never has more than B items
+// sent; reaching it pauses the job (reason budget); raising the budget and
+// resuming continues with no overshoot.
+func TestBudgetPausesExactly(t *testing.T) {
+	t.Parallel()
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 4})
+	p.account("a", 1000, 1000, 0, 1)
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 20), Budget: 7}, "budget")
+	v := p.driveUntil(clk, func(v store.JobView) bool { return v.Job.Status == store.JobPaused }, job.Job.ID)
+	if v.Job.PauseReason != store.PauseBudget {
+		t.Fatalf("paused for %q, want budget", v.Job.PauseReason)
+	}
+	if n := len(p.deliveries()); n != 7 {
+		t.Fatalf("delivered %d, want exactly the budget of 7", n)
+	}
+	// More turns do nothing while paused.
+	for range 5 {
+		p.step(context.Background())
+		clk.Advance(time.Second)
+	}
+	if n := len(p.deliveries()); n != 7 {
+		t.Fatalf("delivered %d while paused", n)
+	}
+	ctl := &control.Controller{Store: p.store, Queue: p.queue, Clock: clk}
+	b := int64(12)
+	if _, err := ctl.UpdateLimits(context.Background(), job.Job.ID, nil, &b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ctl.Resume(context.Background(), job.Job.ID); err != nil {
+		t.Fatal(err)
+	}
+	v = p.driveUntil(clk, func(v store.JobView) bool { return v.Job.Status == store.JobPaused }, job.Job.ID)
+	if n := len(p.deliveries()); n != 12 {
+		t.Fatalf("delivered %d after raising the budget to 12", n)
+	}
+	if c := v.Counts(); c.Confirmed != 12 || c.Pending != 8 {
+		t.Fatalf("counts %+v", c)
+	}
+	p.checkExactlyOnce(job.Job.ID)
+}
+
+// TestPauseResumeCancel: pause stops at a batch boundary and is resumable;
+// cancel abandons what remains, irreversibly, undoing nothing sent.
+func TestPauseResumeCancel(t *testing.T) {
+	t.Parallel()
+	// Short turns, so operator commands land between them.
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 5, TurnDuration: time.Second})
+	p.account("a", 10, 10, 0, 1) // half burst 5, then 10/s
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 60)}, "prc")
+	ctx := context.Background()
+	ctl := &control.Controller{Store: p.store, Queue: p.queue, Clock: clk}
+	p.driveUntil(clk, func(v store.JobView) bool { return v.Counts().Confirmed >= 10 }, job.Job.ID)
+	if _, err := ctl.Pause(ctx, job.Job.ID); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 { // let in-flight turns notice
+		p.step(ctx)
+		clk.Advance(time.Second)
+	}
+	paused := len(p.deliveries())
+	for range 20 {
+		p.step(ctx)
+		clk.Advance(time.Second)
+	}
+	if n := len(p.deliveries()); n != paused {
+		t.Fatalf("sent %d more while paused", n-paused)
+	}
+	if _, err := ctl.Pause(ctx, job.Job.ID); !errors.Is(err, control.ErrNotAllowed) {
+		t.Fatalf("pausing a paused job: %v, want ErrNotAllowed", err)
+	}
+	if _, err := ctl.Resume(ctx, job.Job.ID); err != nil {
+		t.Fatal(err)
+	}
+	p.driveUntil(clk, func(v store.JobView) bool { return v.Counts().Confirmed >= int64(paused)+10 }, job.Job.ID)
+	if _, err := ctl.Cancel(ctx, job.Job.ID); err != nil {
+		t.Fatal(err)
+	}
+	v := p.driveUntil(clk, func(v store.JobView) bool {
+		return v.Shards[0].Status == store.ShardCancelled
+	}, job.Job.ID)
+	if v.Job.Status != store.JobCancelled {
+		t.Fatalf("status %s", v.Job.Status)
+	}
+	c := v.Counts()
+	if c.Abandoned == 0 || c.Pending != 0 || c.Confirmed+c.Abandoned+c.Failed+c.Submitted != 60 {
+		t.Fatalf("counts after cancel %+v", c)
+	}
+	if int64(len(p.deliveries())) != c.Confirmed {
+		t.Fatalf("log has %d, confirmed %d", len(p.deliveries()), c.Confirmed)
+	}
+	if _, err := ctl.Resume(ctx, job.Job.ID); !errors.Is(err, control.ErrNotAllowed) {
+		t.Fatalf("resuming a cancelled job: %v, want ErrNotAllowed", err)
+	}
+	p.checkExactlyOnce(job.Job.ID)
+}
+
+// TestErrorCategories: rate limits return items to pending without using an
+// attempt and slow the shard; retryable errors back off then exhaust;
+// permanent errors never retry; lost answers stay submitted until the
+// reconciler's status look-up settles them.
+func TestErrorCategories(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name      string
+		behaviour mockprovider.Behaviour
+		check     func(t *testing.T, p *pipeline, v store.JobView, items []store.Item)
+	}{
+		{"permanent", mockprovider.Behaviour{Errors: []mockprovider.InjectedError{{Errcode: 81013, Ratio: 1}}},
+			func(t *testing.T, p *pipeline, v store.JobView, items []store.Item) {
+				for _, it := range items {
+					if it.Status != store.ItemFailed || it.Error == nil || it.Error.Category != store.CategoryPermanent || it.Attempts != 1 {
+						t.Fatalf("item %+v, want failed permanent after 1 attempt", it)
+					}
+				}
+				if v.Job.Status != store.JobFailed || v.Failures()[store.CategoryPermanent] != 6 {
+					t.Fatalf("job %s failures %v", v.Job.Status, v.Failures())
+				}
+			}},
+		{"retryable then exhausted", mockprovider.Behaviour{Errors: []mockprovider.InjectedError{{Errcode: -1, Ratio: 1}}},
+			func(t *testing.T, p *pipeline, v store.JobView, items []store.Item) {
+				for _, it := range items {
+					if it.Status != store.ItemFailed || it.Error.Category != store.CategoryExhausted || it.Attempts != 3 {
+						t.Fatalf("item %+v, want exhausted after 3 attempts", it)
+					}
+				}
+				if s := p.mock.Stats()["a"]; s.Calls != 18 {
+					t.Fatalf("mock saw %d calls, want 6 items × 3 attempts", s.Calls)
+				}
+			}},
+		{"uncertain settled by look-up", mockprovider.Behaviour{TimeoutRatio: 1},
+			func(t *testing.T, p *pipeline, v store.JobView, items []store.Item) {
+				if v.Job.Status != store.JobCompleted {
+					t.Fatalf("status %s counts %+v", v.Job.Status, v.Counts())
+				}
+				if s := p.mock.Stats()["a"]; s.Calls != 6 {
+					t.Fatalf("mock saw %d calls: an uncertain item was resent blindly", s.Calls)
+				}
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p, clk := fakePipeline(t, sender.Config{ClaimBatch: 3, MaxAttempts: 3, BackoffBase: time.Second, BackoffCap: 4 * time.Second})
+			p.account("a", 1000, 1000, 0, 1)
+			if err := p.mock.SetBehaviour("a", tc.behaviour); err != nil {
+				t.Fatal(err)
+			}
+			job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 6)}, tc.name)
+			v := p.driveUntil(clk, final, job.Job.ID)
+			tc.check(t, p, v, p.items(job.Job.ID))
+			p.checkExactlyOnce(job.Job.ID)
+		})
+	}
+}
+
+// TestRateLimitedReturnsToPendingAndSlowsDown: a 45009 answer uses no
+// attempt, returns the item to pending, and slows the shard.
+func TestRateLimitedReturnsToPendingAndSlowsDown(t *testing.T) {
+	t.Parallel()
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 5})
+	p.account("a", 100, 100, 0, 1)
+	if err := p.mock.SetBehaviour("a", mockprovider.Behaviour{Errors: []mockprovider.InjectedError{{Errcode: 45009, Ratio: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 5)}, "rl")
+	ctx := context.Background()
+	p.step(ctx)
+	v, err := p.store.GetJob(ctx, job.Job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sf := v.Shards[0].SlowFactor; sf >= 1 || sf <= 0 {
+		t.Fatalf("slow factor %v after rate limiting, want in (0,1)", sf)
+	}
+	for _, it := range p.items(job.Job.ID) {
+		if it.Status != store.ItemPending || it.Attempts != 0 {
+			t.Fatalf("item %+v, want pending with no attempt used", it)
+		}
+	}
+	_ = p.mock.SetBehaviour("a", mockprovider.Behaviour{})
+	v = p.driveUntil(clk, final, job.Job.ID)
+	if v.Job.Status != store.JobCompleted {
+		t.Fatalf("status %s", v.Job.Status)
+	}
+	p.checkExactlyOnce(job.Job.ID)
+}
