@@ -180,7 +180,12 @@ func (s *Submitter) Submit(ctx context.Context, p Params) (Result, error) {
 	if job.Status == store.JobCreating {
 		// New, or an earlier submission of the same request was interrupted:
 		// (re)write the snapshot — deterministic from the request — and release.
-		if err := s.writeSnapshot(ctx, job.ID, plan.items); err != nil {
+		err := s.writeSnapshot(ctx, job.ID, plan.items)
+		switch {
+		case errors.Is(err, store.ErrInvalidTransition):
+			// A concurrent submission of the same request finished the
+			// snapshot and released the job first: nothing left to do.
+		case err != nil:
 			return Result{}, err
 		}
 		if _, err := s.Store.TransitionJob(ctx, store.TransitionJobParams{
