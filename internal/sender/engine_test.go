@@ -302,3 +302,35 @@ func TestRateLimitedReturnsToPendingAndSlowsDown(t *testing.T) {
 	}
 	p.checkExactlyOnce(job.Job.ID)
 }
+
+// TestReconcilerRedrivesALostShard: a shard whose turn message is lost
+// makes no progress; after StaleAfter the reconciler re-drives it and the
+// job completes, every recipient once.
+func TestReconcilerRedrivesALostShard(t *testing.T) {
+	t.Parallel()
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 5})
+	p.account("a", 1000, 1000, 0, 1)
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 12)}, "lost")
+	ctx := context.Background()
+	msgs, err := p.queue.Receive(ctx, queue.ReceiveParams{Max: 10, VisibilityTimeout: time.Minute})
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("receive: %v %d", err, len(msgs))
+	}
+	if err := p.queue.Delete(ctx, msgs[0].ReceiptHandle); err != nil { // the message is lost
+		t.Fatal(err)
+	}
+	rep, err := p.reconciler.Run(ctx)
+	if err != nil || rep.Redriven != 0 {
+		t.Fatalf("fresh shard re-driven too early: %+v %v", rep, err)
+	}
+	clk.Advance(31 * time.Second) // past StaleAfter (30 s in the pipeline)
+	rep, err = p.reconciler.Run(ctx)
+	if err != nil || rep.Redriven != 1 {
+		t.Fatalf("reconcile: %+v %v", rep, err)
+	}
+	v := p.driveUntil(clk, final, job.Job.ID)
+	if v.Job.Status != store.JobCompleted {
+		t.Fatalf("status %s", v.Job.Status)
+	}
+	p.checkExactlyOnce(job.Job.ID)
+}
