@@ -167,3 +167,45 @@ func TestCreateJobFinishesAfterCrash(t *testing.T) {
 		t.Fatalf("CreateJob with another body: %v, want ErrConflict", err)
 	}
 }
+
+// TestAdvanceShardEpochWrites checks what the cost rests on: an advance in
+// the current count epoch is a single write whose condition checks the
+// epoch, and a shard record from before epochs (no epoch attribute) is in
+// epoch 0.
+func TestAdvanceShardEpochWrites(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var m capacityMeter
+	s := newStore(t, dynamostore.Options{OnCapacity: m.observe})
+	oneShardJob(t, s, "epochs", 20)
+	if err := s.RemoveShardEpochForTest(ctx, "epochs", 0); err != nil {
+		t.Fatalf("remove epoch: %v", err)
+	}
+	sh, err := s.BeginTurn(ctx, store.BeginTurnParams{JobID: "epochs", Turn: 1, MessageID: "m1", At: t0})
+	if err != nil || sh.Epoch != 0 {
+		t.Fatalf("BeginTurn on a record without epoch = epoch %d, %v; want 0", sh.Epoch, err)
+	}
+	c, err := s.ClaimItems(ctx, store.ClaimItemsParams{JobID: "epochs", Max: 5, Now: t0, ClaimID: "c1"})
+	if err != nil || len(c.Items) != 5 {
+		t.Fatalf("ClaimItems = %d items, %v", len(c.Items), err)
+	}
+	m.mu.Lock()
+	m.writeRequests = 0
+	m.mu.Unlock()
+	sh, err = s.AdvanceShard(ctx, store.AdvanceShardParams{JobID: "epochs", Turn: 1, Epoch: 0, Delta: c.Delta, Cursor: 5, At: t0})
+	if err != nil || sh.Epoch != 0 || sh.Counts != (store.Counts{Pending: 15, Submitted: 5}) {
+		t.Fatalf("AdvanceShard(epoch 0) = %+v, %v", sh, err)
+	}
+	if m.writeRequests != 1 {
+		t.Fatalf("AdvanceShard in the current epoch made %d write requests, want 1", m.writeRequests)
+	}
+
+	// A recount moves the epoch; the same delta again is not folded.
+	if sh, err = s.RecountShard(ctx, "epochs", 0); err != nil || sh.Epoch != 1 {
+		t.Fatalf("RecountShard = epoch %d, %v; want 1", sh.Epoch, err)
+	}
+	sh, err = s.AdvanceShard(ctx, store.AdvanceShardParams{JobID: "epochs", Turn: 1, Epoch: 0, Delta: c.Delta, Cursor: 5, At: t0.Add(time.Second)})
+	if err != nil || sh.Epoch != 2 || sh.Counts != (store.Counts{Pending: 15, Submitted: 5}) || sh.Cursor != 5 {
+		t.Fatalf("AdvanceShard(stale epoch) = %+v, %v; want epoch 2, counts unchanged", sh, err)
+	}
+}

@@ -12,7 +12,8 @@
 //	entity            pk                  sk                     notes
 //	job               JOB#<job>           J                      g1pk TENANT#<tenant>, g1sk <createdAt ns 20d>#<job>
 //	shard             JOB#<job>           K#<index 6d>           counts cP cS cC cF cA, failures f_<category>,
-//	                                                             sv (version), g2pk RUNNING + g2sk <minute>#<job>#<index> while running
+//	                                                             sv (version), epoch (count epoch; absent = 0),
+//	                                                             g2pk RUNNING + g2sk <minute>#<job>#<index> while running
 //	status page       JOB#<job>           P#<index>#<block 10d>  state of the shard's items with seq in the block (256 seqs),
 //	                                                             v (version), g3 due key, g4 submitted key
 //	member list       JOB#<job>           M#<index>#<block>      the page's seqs (write-once) and account
@@ -55,13 +56,18 @@
 //	                   before status pages
 //	GetJob             Query pk = JOB#<job>, sk BETWEEN "J" AND "K#~"
 //	ListJobs           Query tenantJobs descending (Limit+1) + BatchGetItem; cursor = index key
-//	TransitionJob, UpdateJobLimits, ReserveBudget
+//	TransitionJob, UpdateJobLimits
 //	                   GetItem + UpdateItem conditional on the value read (retry on conflict)
+//	ReserveBudget      GetItem + UpdateItem ADD conditional on the grant still fitting (no budget,
+//	                   or used <= budget − n); a partial grant: UpdateItem SET conditional on the
+//	                   value read; retry on conflict with jittered backoff
 //	GetShard           GetItem
-//	BeginTurn          GetItem; if Dirty, Query the shard's P# pages and recount; UpdateItem on sv
-//	AdvanceShard       UpdateItem ADD counts/failures, condition turn (and cursor <= new cursor)
-//	AddShardCounts     UpdateItem ADD
-//	RecountShard       Query P# pages + UpdateItem on sv
+//	BeginTurn          GetItem; if Dirty, Query the shard's P# pages and recount (epoch + 1);
+//	                   UpdateItem on sv
+//	AdvanceShard       UpdateItem ADD counts/failures, condition turn, epoch (and cursor <= new
+//	                   cursor); on a stale epoch GetItem + recount + UpdateItem SET on sv instead
+//	AddShardCounts     UpdateItem ADD, condition epoch; on a stale epoch as RecountShard
+//	RecountShard       GetItem + Query P# pages + UpdateItem on sv (epoch + 1)
 //	TransitionShard    GetItem + UpdateItem on status; enters/leaves the running index
 //	ListStaleShards    Query running (g2sk < next minute of Before) + BatchGetItem, exact filter
 //	ClaimItems         Query due (Limit 4) → first due page; BatchGetItem page (+ member list,
@@ -89,6 +95,13 @@
 // enters and leaves the due index once per pass over it, the submitted index
 // once per page between reconciler runs, the running index once per shard
 // per minute — a few hundredths of a unit per message.
+//
+// Recounts and count epochs. A recount reads the shard record, then the
+// status pages, and stores the tally with epoch + 1 on condition the record's
+// version (sv) is still the one read; every fold and recount adds to sv, so
+// no delta folded meanwhile is overwritten. A fold is conditional on the
+// epoch its caller read, so a delta the recount may already include is never
+// added on top of it.
 //
 // Known limits: items of a shard interleaved with many other shards' share
 // blocks with them, so a status page holds fewer of the shard's items (the

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
@@ -318,6 +319,22 @@ func (s *Store) batchWrite(ctx context.Context, reqs []types.WriteRequest) error
 func backoff(ctx context.Context, attempt int) error {
 	d := time.Duration(min(attempt, 8)) * 20 * time.Millisecond
 	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// contendedBackoff waits before retrying a conditional write lost to a
+// concurrent writer of the same record: a random ("full jitter") wait of up
+// to 2 ms × 2^attempt, at most 100 ms, so that contenders spread out
+// instead of colliding again in lockstep.
+func contendedBackoff(ctx context.Context, attempt int) error {
+	ceiling := min(2*time.Millisecond<<min(attempt, 6), 100*time.Millisecond)
+	t := time.NewTimer(rand.N(ceiling) + time.Millisecond/2)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

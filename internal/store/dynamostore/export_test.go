@@ -14,3 +14,14 @@ func (s *Store) PutIdempotencyRecordForTest(ctx context.Context, tenant, key, jo
 		"job": attrS(jobID), "hash": attrS(hash),
 	}, "", nil, nil)
 }
+
+// RemoveShardEpochForTest removes the epoch attribute of a shard record, as
+// records written before count epochs existed lack it.
+func (s *Store) RemoveShardEpochForTest(ctx context.Context, jobID string, index int) error {
+	u := newUpdate()
+	u.Remove("epoch")
+	in := u.input(jobID, index, "attribute_exists(pk)")
+	in.ExpressionAttributeValues = nil
+	_, err := s.updateItem(ctx, in)
+	return err
+}

@@ -383,33 +383,62 @@ func (s *Store) UpdateJobLimits(ctx context.Context, p store.UpdateJobLimitsPara
 	return jobFrom(rec), nil
 }
 
-// ReserveBudget reads BudgetUsed and Budget and writes the new usage on
-// condition both are unchanged.
+// ReserveBudget changes the job's used budget with one conditional ADD
+// when the whole of n can be granted: for n > 0 when the job has no budget
+// or at least n of it is left, for n < 0 when at least −n is used. The
+// condition re-checks that against the record, so concurrent callers do not
+// conflict while the budget lasts. Only a partial grant (the last of the
+// budget, or giving back more than is used) sets the new usage on condition
+// it is unchanged. A lost race re-reads the job and retries after a
+// jittered wait.
 func (s *Store) ReserveBudget(ctx context.Context, jobID string, n int64) (int64, error) {
 	for attempt := 0; attempt < s.opts.MaxRetries; attempt++ {
+		if attempt > 0 {
+			if err := contendedBackoff(ctx, attempt); err != nil {
+				return 0, fmt.Errorf("reserve budget of %s: %w", jobID, err)
+			}
+		}
 		j, err := s.getJobRecord(ctx, jobID)
 		if err != nil {
 			return 0, err
 		}
 		grant := n
-		if n > 0 && j.Budget > 0 {
+		switch {
+		case n > 0 && j.Budget > 0:
 			grant = max(0, min(n, j.Budget-j.BudgetUsed))
-		}
-		if n < 0 {
+		case n < 0:
 			grant = max(n, -j.BudgetUsed)
 		}
 		if grant == 0 {
 			return 0, nil
 		}
-		_, err = s.updateItem(ctx, &dynamodb.UpdateItemInput{
-			Key:                 key(jobPK(jobID), skJob),
-			UpdateExpression:    aws.String("SET used = :new"),
-			ConditionExpression: aws.String("used = :old AND budget = :b"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":new": attrN(j.BudgetUsed + grant), ":old": attrN(j.BudgetUsed), ":b": attrN(j.Budget),
-			},
+		in := &dynamodb.UpdateItemInput{
+			Key:          key(jobPK(jobID), skJob),
 			ReturnValues: types.ReturnValueNone,
-		})
+		}
+		switch {
+		case grant == n && n > 0 && j.Budget == 0:
+			in.UpdateExpression = aws.String("ADD used :n")
+			in.ConditionExpression = aws.String("attribute_exists(pk) AND budget = :zero")
+			in.ExpressionAttributeValues = map[string]types.AttributeValue{":n": attrN(n), ":zero": attrN(0)}
+		case grant == n && n > 0:
+			// At least n left: used + n <= budget.
+			in.UpdateExpression = aws.String("ADD used :n")
+			in.ConditionExpression = aws.String("budget = :b AND used <= :most")
+			in.ExpressionAttributeValues = map[string]types.AttributeValue{":n": attrN(n), ":b": attrN(j.Budget), ":most": attrN(j.Budget - n)}
+		case grant == n:
+			// Giving back at most what is used: used + n >= 0.
+			in.UpdateExpression = aws.String("ADD used :n")
+			in.ConditionExpression = aws.String("attribute_exists(pk) AND used >= :least")
+			in.ExpressionAttributeValues = map[string]types.AttributeValue{":n": attrN(n), ":least": attrN(-n)}
+		default:
+			in.UpdateExpression = aws.String("SET used = :new")
+			in.ConditionExpression = aws.String("used = :old AND budget = :b")
+			in.ExpressionAttributeValues = map[string]types.AttributeValue{
+				":new": attrN(j.BudgetUsed + grant), ":old": attrN(j.BudgetUsed), ":b": attrN(j.Budget),
+			}
+		}
+		_, err = s.updateItem(ctx, in)
 		if isConditionFailed(err) {
 			continue
 		}

@@ -46,7 +46,7 @@ func shardItem(sh store.Shard) map[string]types.AttributeValue {
 		"job": attrS(sh.JobID), "idx": attrN(int64(sh.Index)), "account": attrS(sh.Account),
 		"status": attrS(string(sh.Status)), "size": attrN(sh.Size), "cursor": attrN(sh.Cursor),
 		"lastAdv": attrN(nanos(sh.LastAdvancedAt)), "slow": attrF(sh.SlowFactor),
-		"turn": attrN(sh.Turn), "dirty": attrBool(sh.Dirty), "sv": attrN(1),
+		"turn": attrN(sh.Turn), "dirty": attrBool(sh.Dirty), "sv": attrN(1), "epoch": attrN(sh.Epoch),
 	}
 	if sh.PauseReason != "" {
 		m["pause"] = attrS(string(sh.PauseReason))
@@ -80,7 +80,7 @@ func shardFrom(m map[string]types.AttributeValue) store.Shard {
 		},
 		Failures:   map[string]int64{},
 		SlowFactor: getF(m, "slow"), Turn: getN(m, "turn"), TurnMessage: getS(m, "turnMsg"),
-		Dirty: getBool(m, "dirty"),
+		Dirty: getBool(m, "dirty"), Epoch: getN(m, "epoch"),
 	}
 	for name := range m {
 		if cat, ok := strings.CutPrefix(name, failurePrefix); ok {
@@ -197,8 +197,11 @@ func (u *updateBuilder) addDelta(d store.Counts, failures map[string]int64) {
 	u.Add("sv", 1)
 }
 
-// setRecount replaces the counts and failure counters of rec.
+// setRecount replaces the counts and failure counters of rec and starts
+// the next count epoch. The write must be conditional on rec's version
+// (sv), so that no delta folded since rec was read is overwritten.
 func (u *updateBuilder) setRecount(rec map[string]types.AttributeValue, c store.Counts, failures map[string]int64) {
+	u.Set("epoch", attrN(getN(rec, "epoch")+1))
 	for i, v := range countValues(c) {
 		u.Set(countAttrs[i], attrN(v))
 	}
@@ -212,6 +215,16 @@ func (u *updateBuilder) setRecount(rec map[string]types.AttributeValue, c store.
 			u.Set(failurePrefix+cat, attrN(n))
 		}
 	}
+}
+
+// epochCond returns the condition that the shard's count epoch is epoch
+// (shard records written before epochs existed have none: epoch 0).
+func (u *updateBuilder) epochCond(epoch int64) string {
+	n, v := u.name("epoch"), u.value(attrN(epoch))
+	if epoch == 0 {
+		return "(attribute_not_exists(" + n + ") OR " + n + " = " + v + ")"
+	}
+	return n + " = " + v
 }
 
 // recount tallies a shard's items from its status pages (one Query).
@@ -239,10 +252,15 @@ func (s *Store) recount(ctx context.Context, jobID string, index int) (store.Cou
 }
 
 // BeginTurn reads the shard, checks the turn, recounts a dirty shard from
-// its status pages, and writes the turn on condition the shard version is
-// unchanged.
+// its status pages (next epoch), and writes the turn on condition the shard
+// version is unchanged, retrying after a jittered wait when it changed.
 func (s *Store) BeginTurn(ctx context.Context, p store.BeginTurnParams) (store.Shard, error) {
 	for attempt := 0; attempt < s.opts.MaxRetries; attempt++ {
+		if attempt > 0 {
+			if err := contendedBackoff(ctx, attempt); err != nil {
+				return store.Shard{}, err
+			}
+		}
 		rec, err := s.readShard(ctx, p.JobID, p.Index)
 		if err != nil {
 			return store.Shard{}, err
@@ -282,9 +300,10 @@ func (s *Store) BeginTurn(ctx context.Context, p store.BeginTurnParams) (store.S
 	return store.Shard{}, fmt.Errorf("begin turn of shard %s/%d: %w", p.JobID, p.Index, store.ErrConflict)
 }
 
-// AdvanceShard is one UpdateItem conditional on the turn (and, to move the
-// cursor forward only, on the cursor); if only the cursor condition fails it
-// retries without moving the cursor.
+// AdvanceShard is one UpdateItem conditional on the turn, the count epoch
+// and (to move the cursor forward only) the cursor. If only the cursor
+// condition fails it retries without moving the cursor; if the epoch
+// moved, it recounts instead of folding the delta (advanceRecount).
 func (s *Store) AdvanceShard(ctx context.Context, p store.AdvanceShardParams) (store.Shard, error) {
 	if p.Cursor < 0 || p.SlowFactor < 0 {
 		return store.Shard{}, fmt.Errorf("advance shard %s/%d: %w", p.JobID, p.Index, store.ErrInvalidArgument)
@@ -295,18 +314,10 @@ func (s *Store) AdvanceShard(ctx context.Context, p store.AdvanceShardParams) (s
 	moveCursor := true
 	for attempt := 0; attempt < 3; attempt++ {
 		u := newUpdate()
-		u.Set("lastAdv", attrN(nanos(p.At)))
-		u.Set("g2pk", attrS(runningPK))
-		u.Set("g2sk", attrS(staleKey(nanos(p.At), p.JobID, p.Index)))
-		if p.SlowFactor > 0 {
-			u.Set("slow", attrF(p.SlowFactor))
-		}
-		if p.EndTurn {
-			u.Set("dirty", attrBool(false))
-		}
+		u.setAdvance(p)
 		u.addDelta(p.Delta, p.FailuresDelta)
 		u.values[":turn"] = attrN(p.Turn)
-		cond := "attribute_exists(pk) AND turn = :turn"
+		cond := "attribute_exists(pk) AND turn = :turn AND " + u.epochCond(p.Epoch)
 		if moveCursor {
 			c := u.value(attrN(p.Cursor))
 			u.set = append(u.set, u.name("cursor")+" = "+c)
@@ -326,21 +337,78 @@ func (s *Store) AdvanceShard(ctx context.Context, p store.AdvanceShardParams) (s
 		if getN(rec, "turn") != p.Turn {
 			return store.Shard{}, fmt.Errorf("advance shard %s/%d: turn %d is not current (%d): %w", p.JobID, p.Index, p.Turn, getN(rec, "turn"), store.ErrConflict)
 		}
+		if getN(rec, "epoch") != p.Epoch {
+			return s.advanceRecount(ctx, p, rec)
+		}
 		moveCursor = false
 	}
 	return store.Shard{}, fmt.Errorf("advance shard %s/%d: %w", p.JobID, p.Index, store.ErrConflict)
 }
 
-// AddShardCounts is one UpdateItem with ADD.
+// setAdvance sets what AdvanceShard moves besides counts and cursor.
+func (u *updateBuilder) setAdvance(p store.AdvanceShardParams) {
+	u.Set("lastAdv", attrN(nanos(p.At)))
+	u.Set("g2pk", attrS(runningPK))
+	u.Set("g2sk", attrS(staleKey(nanos(p.At), p.JobID, p.Index)))
+	if p.SlowFactor > 0 {
+		u.Set("slow", attrF(p.SlowFactor))
+	}
+	if p.EndTurn {
+		u.Set("dirty", attrBool(false))
+	}
+}
+
+// advanceRecount is AdvanceShard with a delta of a stale epoch: the delta is
+// dropped and the counts recounted from the status pages, written with the
+// rest of the advance on condition the shard version (and so its epoch and
+// turn) is the one the recount started from. rec is the shard as read.
+func (s *Store) advanceRecount(ctx context.Context, p store.AdvanceShardParams, rec map[string]types.AttributeValue) (store.Shard, error) {
+	for attempt := 0; attempt < s.opts.MaxRetries; attempt++ {
+		if attempt > 0 {
+			if err := contendedBackoff(ctx, attempt); err != nil {
+				return store.Shard{}, err
+			}
+			var err error
+			if rec, err = s.readShard(ctx, p.JobID, p.Index); err != nil {
+				return store.Shard{}, err
+			}
+			if getN(rec, "turn") != p.Turn {
+				return store.Shard{}, fmt.Errorf("advance shard %s/%d: turn %d is not current (%d): %w", p.JobID, p.Index, p.Turn, getN(rec, "turn"), store.ErrConflict)
+			}
+		}
+		c, f, err := s.recount(ctx, p.JobID, p.Index)
+		if err != nil {
+			return store.Shard{}, err
+		}
+		u := newUpdate()
+		u.setAdvance(p)
+		u.setRecount(rec, c, f)
+		u.Set("cursor", attrN(max(getN(rec, "cursor"), p.Cursor)))
+		u.Add("sv", 1)
+		u.values[":sv"] = attrN(getN(rec, "sv"))
+		out, err := s.updateItem(ctx, u.input(p.JobID, p.Index, "sv = :sv"))
+		if isConditionFailed(err) {
+			continue
+		}
+		if err != nil {
+			return store.Shard{}, fmt.Errorf("advance shard %s/%d: %w", p.JobID, p.Index, err)
+		}
+		return shardFrom(out), nil
+	}
+	return store.Shard{}, fmt.Errorf("advance shard %s/%d: recount: %w", p.JobID, p.Index, store.ErrConflict)
+}
+
+// AddShardCounts is one UpdateItem with ADD, conditional on the count
+// epoch; if the epoch moved it recounts instead (addRecount).
 func (s *Store) AddShardCounts(ctx context.Context, p store.AddShardCountsParams) (store.Shard, error) {
 	if p.JobID == "" || p.Index < 0 {
 		return store.Shard{}, fmt.Errorf("shard %s/%d: %w", p.JobID, p.Index, store.ErrNotFound)
 	}
 	u := newUpdate()
 	u.addDelta(p.Delta, p.FailuresDelta)
-	out, err := s.updateItem(ctx, u.input(p.JobID, p.Index, "attribute_exists(pk)"))
+	out, err := s.updateItem(ctx, u.input(p.JobID, p.Index, "attribute_exists(pk) AND "+u.epochCond(p.Epoch)))
 	if isConditionFailed(err) {
-		return store.Shard{}, fmt.Errorf("shard %s/%d: %w", p.JobID, p.Index, store.ErrNotFound)
+		return s.recountShard(ctx, p.JobID, p.Index, "add shard counts")
 	}
 	if err != nil {
 		return store.Shard{}, fmt.Errorf("add shard counts %s/%d: %w", p.JobID, p.Index, err)
@@ -351,7 +419,19 @@ func (s *Store) AddShardCounts(ctx context.Context, p store.AddShardCountsParams
 // RecountShard queries the shard's status pages and stores the tally on
 // condition the shard version is unchanged.
 func (s *Store) RecountShard(ctx context.Context, jobID string, index int) (store.Shard, error) {
+	return s.recountShard(ctx, jobID, index, "recount shard")
+}
+
+// recountShard reads the shard, tallies its status pages and stores the
+// tally (next epoch) on condition the shard version is unchanged, retrying
+// with backoff when it changed meanwhile. op names the caller in errors.
+func (s *Store) recountShard(ctx context.Context, jobID string, index int, op string) (store.Shard, error) {
 	for attempt := 0; attempt < s.opts.MaxRetries; attempt++ {
+		if attempt > 0 {
+			if err := contendedBackoff(ctx, attempt); err != nil {
+				return store.Shard{}, err
+			}
+		}
 		rec, err := s.readShard(ctx, jobID, index)
 		if err != nil {
 			return store.Shard{}, err
@@ -369,11 +449,11 @@ func (s *Store) RecountShard(ctx context.Context, jobID string, index int) (stor
 			continue
 		}
 		if err != nil {
-			return store.Shard{}, fmt.Errorf("recount shard %s/%d: %w", jobID, index, err)
+			return store.Shard{}, fmt.Errorf("%s %s/%d: %w", op, jobID, index, err)
 		}
 		return shardFrom(out), nil
 	}
-	return store.Shard{}, fmt.Errorf("recount shard %s/%d: %w", jobID, index, store.ErrConflict)
+	return store.Shard{}, fmt.Errorf("%s %s/%d: %w", op, jobID, index, store.ErrConflict)
 }
 
 // TransitionShard reads the shard and writes the new status on condition it

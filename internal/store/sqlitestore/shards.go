@@ -13,7 +13,7 @@ import (
 
 const shardCols = `j.id, s.idx, s.account, s.status, s.pause_reason, s.size, s.cursor, s.last_adv,
 s.n_pending, s.n_submitted, s.n_confirmed, s.n_failed, s.n_abandoned, s.failures, s.slow_factor,
-s.turn, s.turn_message, s.dirty`
+s.turn, s.turn_message, s.dirty, s.epoch`
 
 // scanShard reads a row of shardCols.
 func scanShard(row interface{ Scan(...any) error }) (store.Shard, error) {
@@ -26,7 +26,7 @@ func scanShard(row interface{ Scan(...any) error }) (store.Shard, error) {
 	)
 	err := row.Scan(&sh.JobID, &sh.Index, &sh.Account, &status, &reason, &sh.Size, &sh.Cursor, &lastAdv,
 		&sh.Counts.Pending, &sh.Counts.Submitted, &sh.Counts.Confirmed, &sh.Counts.Failed, &sh.Counts.Abandoned,
-		&failures, &sh.SlowFactor, &sh.Turn, &sh.TurnMessage, &dirty)
+		&failures, &sh.SlowFactor, &sh.Turn, &sh.TurnMessage, &dirty, &sh.Epoch)
 	if err != nil {
 		return sh, err
 	}
@@ -83,14 +83,16 @@ func (s *Store) saveShard(ctx context.Context, tx *sql.Tx, no int64, sh store.Sh
 	c := sh.Counts
 	_, err := s.stmt(ctx, tx, qShardPut).ExecContext(ctx, no, sh.Index, string(sh.Status), string(sh.PauseReason),
 		sh.Cursor, toNanos(sh.LastAdvancedAt), c.Pending, c.Submitted, c.Confirmed, c.Failed, c.Abandoned,
-		encodeFailures(sh.Failures), sh.SlowFactor, sh.Turn, sh.TurnMessage, dirty)
+		encodeFailures(sh.Failures), sh.SlowFactor, sh.Turn, sh.TurnMessage, dirty, sh.Epoch)
 	if err != nil {
 		return fmt.Errorf("write shard %s/%d: %w", sh.JobID, sh.Index, err)
 	}
 	return nil
 }
 
-// recount recomputes a shard's counts and failures from its items.
+// recount recomputes a shard's counts and failures from its items and
+// starts a new count epoch: deltas relative to an older epoch may already
+// be part of this recount, so they are no longer folded.
 func recount(ctx context.Context, tx *sql.Tx, no int64, sh *store.Shard) error {
 	rows, err := tx.QueryContext(ctx, `SELECT status, cat, count(*) FROM items NOT INDEXED
 WHERE job_no = ? AND shard = ? GROUP BY status, cat`, no, sh.Index)
@@ -122,6 +124,19 @@ WHERE job_no = ? AND shard = ? GROUP BY status, cat`, no, sh.Index)
 	}
 	sh.Counts = c
 	sh.Failures = f
+	sh.Epoch++
+	return nil
+}
+
+// foldOrRecount folds a count delta relative to epoch into sh, or, when the
+// shard has moved to another epoch since, recounts it from its items
+// instead (the delta may already be part of the recount that moved it).
+func foldOrRecount(ctx context.Context, tx *sql.Tx, no int64, sh *store.Shard, epoch int64, d store.Counts, f map[string]int64) error {
+	if epoch != sh.Epoch {
+		return recount(ctx, tx, no, sh)
+	}
+	sh.Counts = sh.Counts.Add(d)
+	sh.Failures = addFailures(sh.Failures, f)
 	return nil
 }
 
@@ -202,7 +217,8 @@ func (s *Store) BeginTurn(ctx context.Context, p store.BeginTurnParams) (store.S
 	return out, err
 }
 
-// AdvanceShard folds a turn's progress into its shard.
+// AdvanceShard folds a turn's progress into its shard (or recounts it, if
+// the delta's epoch is stale).
 func (s *Store) AdvanceShard(ctx context.Context, p store.AdvanceShardParams) (store.Shard, error) {
 	if p.Delta.Total() != 0 {
 		return store.Shard{}, fmt.Errorf("advance shard: %w: count delta sums to %d", store.ErrInvalidArgument, p.Delta.Total())
@@ -219,8 +235,9 @@ func (s *Store) AdvanceShard(ctx context.Context, p store.AdvanceShardParams) (s
 		if p.Turn != sh.Turn {
 			return fmt.Errorf("advance shard %s/%d with turn %d at turn %d: %w", p.JobID, p.Index, p.Turn, sh.Turn, store.ErrConflict)
 		}
-		sh.Counts = sh.Counts.Add(p.Delta)
-		sh.Failures = addFailures(sh.Failures, p.FailuresDelta)
+		if err := foldOrRecount(ctx, tx, no, &sh, p.Epoch, p.Delta, p.FailuresDelta); err != nil {
+			return err
+		}
 		sh.Cursor = max(sh.Cursor, p.Cursor)
 		if p.SlowFactor > 0 {
 			sh.SlowFactor = p.SlowFactor
@@ -240,7 +257,8 @@ func (s *Store) AdvanceShard(ctx context.Context, p store.AdvanceShardParams) (s
 	return out, err
 }
 
-// AddShardCounts folds a count delta into a shard outside any turn.
+// AddShardCounts folds a count delta into a shard outside any turn (or
+// recounts it, if the delta's epoch is stale).
 func (s *Store) AddShardCounts(ctx context.Context, p store.AddShardCountsParams) (store.Shard, error) {
 	if p.Delta.Total() != 0 {
 		return store.Shard{}, fmt.Errorf("add shard counts: %w: count delta sums to %d", store.ErrInvalidArgument, p.Delta.Total())
@@ -251,8 +269,9 @@ func (s *Store) AddShardCounts(ctx context.Context, p store.AddShardCountsParams
 		if err != nil {
 			return fmt.Errorf("add shard counts: %w", err)
 		}
-		sh.Counts = sh.Counts.Add(p.Delta)
-		sh.Failures = addFailures(sh.Failures, p.FailuresDelta)
+		if err := foldOrRecount(ctx, tx, no, &sh, p.Epoch, p.Delta, p.FailuresDelta); err != nil {
+			return err
+		}
 		if err := s.saveShard(ctx, tx, no, sh); err != nil {
 			return err
 		}

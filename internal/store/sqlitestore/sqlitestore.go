@@ -36,9 +36,10 @@ import (
 
 var _ store.Store = (*Store)(nil)
 
-// schemaVersion is the version of the schema below, kept in PRAGMA
-// user_version. Open refuses a file written by a newer version.
-const schemaVersion = 1
+// schemaVersion is the version of the schema (schema plus migrations),
+// kept in PRAGMA user_version. Open refuses a file written by a newer
+// version.
+const schemaVersion = 2
 
 // busyTimeout is how long a write waits for another process's write lock.
 const busyTimeout = 30 * time.Second
@@ -72,7 +73,7 @@ var statusNames = [...]store.ItemStatus{
 	codeAbandoned: store.ItemAbandoned,
 }
 
-// schema is the version 1 schema. Times are INTEGER Unix nanoseconds (0 =
+// schema is the version 1 schema; migrations bring it to schemaVersion. Times are INTEGER Unix nanoseconds (0 =
 // zero time). Jobs get a small integer number (no) that items and shards
 // use instead of the job id, so the hot tables stay narrow.
 //
@@ -175,11 +176,21 @@ CREATE TABLE api_tokens (
 ) WITHOUT ROWID;
 `
 
+// migrations[v] takes a file from schema version v-1 to v. A new file gets
+// schema and then every migration, so the upgrade path of existing files is
+// the one every fresh store takes.
+var migrations = map[int]string{
+	// 2: count epochs (store package doc); existing shards start at 0.
+	2: `ALTER TABLE shards ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;`,
+}
+
 // Store is the SQLite store. It is safe for concurrent use by many
 // goroutines, and several processes may open the same file.
 type Store struct {
 	w *sql.DB // one connection; every transaction BEGIN IMMEDIATE
 	r *sql.DB // read pool, query_only
+
+	readBucket *sql.Stmt // qBucketGet prepared on r
 
 	stmts map[string]*sql.Stmt // prepared on w at Open
 
@@ -240,6 +251,10 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		_ = s.Close()
 		return nil, err
 	}
+	if s.readBucket, err = r.PrepareContext(ctx, qBucketGet); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("prepare %q on the read pool: %w", qBucketGet, err)
+	}
 	return s, nil
 }
 
@@ -248,6 +263,9 @@ func (s *Store) Close() error {
 	var errs []error
 	for _, st := range s.stmts {
 		errs = append(errs, st.Close())
+	}
+	if s.readBucket != nil {
+		errs = append(errs, s.readBucket.Close())
 	}
 	if s.r != nil {
 		errs = append(errs, s.r.Close())
@@ -268,8 +286,17 @@ func (s *Store) migrate(ctx context.Context) error {
 		case v > schemaVersion:
 			return fmt.Errorf("store file has schema version %d, this build knows %d", v, schemaVersion)
 		}
-		if _, err := tx.ExecContext(ctx, schema); err != nil {
-			return fmt.Errorf("create schema: %w", err)
+		if v == 0 {
+			if _, err := tx.ExecContext(ctx, schema); err != nil {
+				return fmt.Errorf("create schema: %w", err)
+			}
+			v = 1
+		}
+		for v < schemaVersion {
+			v++
+			if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+				return fmt.Errorf("migrate schema to version %d: %w", v, err)
+			}
 		}
 		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {
 			return fmt.Errorf("set schema version: %w", err)
@@ -295,7 +322,7 @@ WHERE job_no = ?7 AND shard = ?8 AND seq = ?9`
 	qShardGet = `SELECT ` + shardCols + ` FROM shards s JOIN jobs j ON j.no = s.job_no WHERE s.job_no = ?1 AND s.idx = ?2`
 	qShardPut = `UPDATE shards SET status = ?3, pause_reason = ?4, cursor = ?5, last_adv = ?6,
 n_pending = ?7, n_submitted = ?8, n_confirmed = ?9, n_failed = ?10, n_abandoned = ?11,
-failures = ?12, slow_factor = ?13, turn = ?14, turn_message = ?15, dirty = ?16
+failures = ?12, slow_factor = ?13, turn = ?14, turn_message = ?15, dirty = ?16, epoch = ?17
 WHERE job_no = ?1 AND idx = ?2`
 	qBucketGet = `SELECT tokens, at FROM buckets WHERE name = ?1`
 	qBucketPut = `INSERT INTO buckets (name, tokens, at) VALUES (?1, ?2, ?3)

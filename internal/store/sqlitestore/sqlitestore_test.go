@@ -1,6 +1,7 @@
 package sqlitestore
 
 import (
+	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -209,5 +210,98 @@ func TestUnknownShard(t *testing.T) {
 	}
 	if _, err := s.ClaimItems(ctx, store.ClaimItemsParams{JobID: "job-1", Max: 0, Now: storetest.Epoch, ClaimID: "c"}); !errors.Is(err, store.ErrInvalidArgument) {
 		t.Fatalf("ClaimItems(Max 0) error = %v, want ErrInvalidArgument", err)
+	}
+}
+
+// TestMigrateFromVersion1 opens a file written by schema version 1 (no
+// count epochs): its shards get epoch 0 and fold deltas of epoch 0, and a
+// recount moves them on.
+func TestMigrateFromVersion1(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "store.db")
+	old, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{schema, "PRAGMA user_version = 1",
+		`INSERT INTO jobs (no, id, tenant, idem_key, request_hash, name, template, status, pause_reason, total,
+suppressed, shard_count, budget, budget_used, rate_per_sec, created_by, created_at, started_at, finished_at, meta)
+VALUES (1, 'job-1', 'tenant', 'k', 'h', 'n', 't', 'running', '', 2, 0, 1, 0, 0, 0, 'me', 1, 1, 0, NULL)`,
+		`INSERT INTO shards (job_no, idx, account, status, pause_reason, size, cursor, last_adv, n_pending,
+n_submitted, n_confirmed, n_failed, n_abandoned, failures, slow_factor, turn, turn_message, dirty)
+VALUES (1, 0, 'acct', 'running', '', 2, 0, 1, 2, 0, 0, 0, 0, NULL, 1, 3, 'm3', 0)`,
+		`INSERT INTO items (job_no, shard, seq, status, attempts, next_at, sub_at, claim, cat, code, msg, account, to_id, vars)
+VALUES (1, 0, 1, 0, 0, 0, 0, '', NULL, NULL, NULL, 'acct', 'u1', NULL), (1, 0, 2, 2, 1, 0, 0, '', NULL, NULL, NULL, 'acct', 'u2', NULL)`,
+	} {
+		if _, err := old.ExecContext(ctx, q); err != nil {
+			t.Fatalf("write version 1 file: %v", err)
+		}
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s := openTemp(t, path)
+	var v int
+	if err := s.w.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil || v != schemaVersion {
+		t.Fatalf("schema version after Open = %d, %v; want %d", v, err, schemaVersion)
+	}
+	sh, err := s.GetShard(ctx, "job-1", 0)
+	if err != nil || sh.Epoch != 0 || sh.Turn != 3 || sh.Counts != (store.Counts{Pending: 2}) {
+		t.Fatalf("migrated shard = %+v, %v; want epoch 0, turn 3, 2 pending", sh, err)
+	}
+	// The stored counts are wrong (item 2 is confirmed): a delta of epoch
+	// 0 is folded as is, a recount fixes them and moves the epoch.
+	sh, err = s.AdvanceShard(ctx, store.AdvanceShardParams{JobID: "job-1", Turn: 3, Epoch: 0, Delta: store.Counts{Pending: -1, Submitted: 1}})
+	if err != nil || sh.Counts != (store.Counts{Pending: 1, Submitted: 1}) || sh.Epoch != 0 {
+		t.Fatalf("AdvanceShard(epoch 0) on a migrated shard = %+v, %v", sh, err)
+	}
+	sh, err = s.RecountShard(ctx, "job-1", 0)
+	if err != nil || sh.Counts != (store.Counts{Pending: 1, Confirmed: 1}) || sh.Epoch != 1 {
+		t.Fatalf("RecountShard on a migrated shard = %+v, %v; want 1 pending, 1 confirmed, epoch 1", sh, err)
+	}
+}
+
+// TestTakeTokensEmptyBucketReadsOnly polls an empty bucket while another
+// transaction holds the write lock: a poll that grants nothing must not
+// wait for the lock.
+func TestTakeTokensEmptyBucketReadsOnly(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := openTemp(t, filepath.Join(t.TempDir(), "store.db"))
+	p := store.TakeTokensParams{Bucket: "b", Want: 5, RatePerSec: 1, Burst: 5, Now: storetest.Epoch}
+	if res, err := s.TakeTokens(ctx, p); err != nil || res.Granted != 5 {
+		t.Fatalf("TakeTokens(full bucket) = %+v, %v", res, err)
+	}
+	tx, err := s.w.BeginTx(ctx, nil) // holds the only write connection
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	p.Now = storetest.Epoch.Add(500 * time.Millisecond)
+	done := make(chan struct{})
+	var (
+		res  store.TakeTokensResult
+		terr error
+	)
+	go func() {
+		defer close(done)
+		res, terr = s.TakeTokens(ctx, p)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("TakeTokens of an empty bucket waited for the write lock")
+	}
+	if terr != nil || res.Granted != 0 || res.RetryAfter != 500*time.Millisecond {
+		t.Fatalf("TakeTokens(empty bucket) = %+v, %v; want 0 granted, retry after 500ms", res, terr)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	p.Now = storetest.Epoch.Add(2 * time.Second)
+	if res, err := s.TakeTokens(ctx, p); err != nil || res.Granted != 2 {
+		t.Fatalf("TakeTokens after 2s = %+v, %v; want 2 granted", res, err)
 	}
 }

@@ -20,31 +20,36 @@ const tokenEpsilon = 1e-9
 // TakeTokens takes up to p.Want whole tokens from a bucket that starts full
 // and refills continuously at p.RatePerSec up to p.Burst (at least one
 // token of capacity, so a bucket with a rate always grants eventually).
+//
+// Senders poll empty buckets while they wait, so the bucket is first read
+// through the read pool: a call that would grant nothing returns without
+// taking the write lock (the refill is computed from the stored tokens and
+// time, so not storing it changes nothing). Only a grant takes a write
+// transaction, which reads the bucket again and decides afresh.
 func (s *Store) TakeTokens(ctx context.Context, p store.TakeTokensParams) (store.TakeTokensResult, error) {
 	if p.Bucket == "" || p.Want < 0 || p.RatePerSec < 0 || p.Burst < 0 ||
 		math.IsNaN(p.RatePerSec) || math.IsNaN(p.Burst) || math.IsInf(p.RatePerSec, 0) || math.IsInf(p.Burst, 0) {
 		return store.TakeTokensResult{}, fmt.Errorf("take tokens: %w: bucket, want, rate or burst", store.ErrInvalidArgument)
 	}
 	now := toNanos(p.Now)
+	tokens, at := p.Burst, now
+	err := s.readBucket.QueryRowContext(ctx, p.Bucket).Scan(&tokens, &at)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return store.TakeTokensResult{}, mapErr(fmt.Errorf("read bucket %q: %w", p.Bucket, err))
+	}
+	if res, _, _ := takeFrom(tokens, at, now, p); res.Granted == 0 {
+		return res, nil
+	}
 	var res store.TakeTokensResult
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err = s.write(ctx, func(tx *sql.Tx) error {
 		tokens, at := p.Burst, now
 		err := s.stmt(ctx, tx, qBucketGet).QueryRowContext(ctx, p.Bucket).Scan(&tokens, &at)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("read bucket %q: %w", p.Bucket, err)
 		}
-		capacity := max(p.Burst, 1)
-		if now > at {
-			tokens += p.RatePerSec * float64(now-at) / float64(time.Second)
-			at = now
-		}
-		tokens = min(tokens, capacity)
-		grant := int(min(float64(p.Want), math.Floor(tokens+tokenEpsilon)))
-		grant = max(grant, 0)
-		tokens -= float64(grant)
-		res.Granted = grant
-		if grant < p.Want {
-			res.RetryAfter = retryAfter(1-tokens, p.RatePerSec)
+		res, tokens, at = takeFrom(tokens, at, now, p)
+		if res.Granted == 0 {
+			return nil // taken meanwhile by another caller
 		}
 		if _, err := s.stmt(ctx, tx, qBucketPut).ExecContext(ctx, p.Bucket, tokens, at); err != nil {
 			return fmt.Errorf("write bucket %q: %w", p.Bucket, err)
@@ -55,6 +60,26 @@ func (s *Store) TakeTokens(ctx context.Context, p store.TakeTokensParams) (store
 		return store.TakeTokensResult{}, err
 	}
 	return res, nil
+}
+
+// takeFrom refills a bucket holding tokens at time at up to now and takes
+// what p asks for; it returns the result and the bucket's new tokens and
+// time.
+func takeFrom(tokens float64, at, now int64, p store.TakeTokensParams) (store.TakeTokensResult, float64, int64) {
+	capacity := max(p.Burst, 1)
+	if now > at {
+		tokens += p.RatePerSec * float64(now-at) / float64(time.Second)
+		at = now
+	}
+	tokens = min(tokens, capacity)
+	grant := int(min(float64(p.Want), math.Floor(tokens+tokenEpsilon)))
+	grant = max(grant, 0)
+	tokens -= float64(grant)
+	res := store.TakeTokensResult{Granted: grant}
+	if grant < p.Want {
+		res.RetryAfter = retryAfter(1-tokens, p.RatePerSec)
+	}
+	return res, tokens, at
 }
 
 // noRefill is the RetryAfter of a bucket that never refills (rate 0).

@@ -39,12 +39,20 @@ type shardModel struct {
 	now   time.Time
 	turn  int64
 	// inTurn: a sender turn is running; unfolded is what it has not yet
-	// folded into the shard.
+	// folded into the shard, relative to the count epoch it holds (epoch).
 	inTurn          bool
 	unfolded        store.Counts
 	unfoldedFailure map[string]int64
-	// consistent: every delta since the last repair has been folded, so
-	// the shard record must equal the items.
+	epoch           int64
+	// storeEpoch is the shard's count epoch as the store must report it.
+	storeEpoch int64
+	// uncounted is what item changes since the last fold or recount added:
+	// the part of unfolded the shard does not hold yet (after a recount in
+	// the middle of a turn, unfolded is stale and uncounted is zero).
+	uncounted        store.Counts
+	uncountedFailure map[string]int64
+	// consistent: every change since the last repair is folded or
+	// uncounted, so the shard record plus uncounted must equal the items.
 	consistent bool
 	claims     int
 }
@@ -57,23 +65,53 @@ func (m *shardModel) recount() (store.Counts, map[string]int64) {
 	return Recount(items)
 }
 
-// checkTruth compares the shard with the model and with a recount of the
-// items the store lists.
+// checkTruth compares the shard plus what the running turn has not yet
+// counted with the model and with a recount of the items the store lists.
 func (m *shardModel) checkTruth(rt *rapid.T, sh store.Shard, after string) {
+	got, gotF := sh.Counts.Add(m.uncounted), map[string]int64{}
+	for k, v := range sh.Failures {
+		gotF[k] += v
+	}
+	for k, v := range m.uncountedFailure {
+		gotF[k] += v
+	}
 	c, f := m.recount()
-	if sh.Counts != c || !sameFailures(sh.Failures, f) {
-		rt.Fatalf("after %s: shard counts %+v failures %v, model %+v %v", after, sh.Counts, nonZero(sh.Failures), c, f)
+	if got != c || !sameFailures(gotF, f) {
+		rt.Fatalf("after %s: shard counts %+v failures %v (+ uncounted %+v %v), model %+v %v",
+			after, sh.Counts, nonZero(sh.Failures), m.uncounted, nonZero(m.uncountedFailure), c, f)
 	}
 	lc, lf := Recount(shardItems(rt, m.s, m.jobID, 0))
-	if sh.Counts != lc || !sameFailures(sh.Failures, lf) {
-		rt.Fatalf("after %s: shard counts %+v failures %v, listed items recount to %+v %v", after, sh.Counts, nonZero(sh.Failures), lc, lf)
+	if got != lc || !sameFailures(gotF, lf) {
+		rt.Fatalf("after %s: shard counts %+v failures %v (+ uncounted %+v %v), listed items recount to %+v %v",
+			after, sh.Counts, nonZero(sh.Failures), m.uncounted, nonZero(m.uncountedFailure), lc, lf)
 	}
 }
 
+// fold records a delta of the running turn, to be folded by its next
+// advance.
 func (m *shardModel) fold(d store.Counts, f map[string]int64) {
 	m.unfolded = m.unfolded.Add(d)
+	m.uncounted = m.uncounted.Add(d)
 	for k, v := range f {
 		m.unfoldedFailure[k] += v
+		m.uncountedFailure[k] += v
+	}
+}
+
+// adoptEpoch checks the epoch of a shard the store returned: a later one
+// than before when the operation recounted, the same one otherwise. A
+// recount leaves the shard equal to the items.
+func (m *shardModel) adoptEpoch(rt *rapid.T, sh store.Shard, after string, recounted bool) {
+	switch {
+	case recounted && sh.Epoch <= m.storeEpoch:
+		rt.Fatalf("after %s (a recount): Epoch %d, was %d", after, sh.Epoch, m.storeEpoch)
+	case !recounted && sh.Epoch != m.storeEpoch:
+		rt.Fatalf("after %s (no recount): Epoch %d, want %d", after, sh.Epoch, m.storeEpoch)
+	}
+	m.storeEpoch = sh.Epoch
+	if recounted {
+		m.consistent = true
+		m.uncounted, m.uncountedFailure = store.Counts{}, map[string]int64{}
 	}
 }
 
@@ -260,17 +298,28 @@ func testShardCountsProperty(t *testing.T, s store.Store, caps Capabilities) {
 	sz := caps.sizes()
 	checkProperty(t, sz.propertyChecks, func(rt *rapid.T) {
 		p, items := runningJob(rt, s, "tenant-a", 1, sz.propertyItems)
-		m := &shardModel{s: s, jobID: p.Job.ID, size: int64(len(items)), items: map[int64]*modelItem{}, now: Epoch, consistent: true, unfoldedFailure: map[string]int64{}}
+		m := &shardModel{s: s, jobID: p.Job.ID, size: int64(len(items)), items: map[int64]*modelItem{}, now: Epoch, consistent: true,
+			unfoldedFailure: map[string]int64{}, uncountedFailure: map[string]int64{}}
 		for _, it := range items {
 			m.items[it.Seq] = &modelItem{status: store.ItemPending}
 		}
 		steps := rapid.IntRange(1, sz.propertySteps).Draw(rt, "steps")
+		dirty := false
 		for range steps {
 			var actions []string
 			if m.inTurn {
-				actions = []string{"claim", "claim", "update", "update", "advance", "end-turn", "crash", "tick"}
+				// redeliver: the turn's message is delivered again and its
+				// BeginTurn recounts while this run goes on with its epoch.
+				actions = []string{"claim", "claim", "update", "update", "advance", "end-turn", "crash", "tick",
+					"redeliver", "recount", "operator"}
+				if m.epoch > 0 {
+					actions = append(actions, "stale-advance")
+				}
 			} else {
 				actions = []string{"begin", "begin", "recount", "operator", "tick"}
+			}
+			if m.storeEpoch > 0 {
+				actions = append(actions, "stale-operator")
 			}
 			switch action := rapid.SampledFrom(actions).Draw(rt, "action"); action {
 			case "tick":
@@ -280,48 +329,75 @@ func testShardCountsProperty(t *testing.T, s store.Store, caps Capabilities) {
 			case "update":
 				res := m.update(rt, false)
 				m.fold(res.Delta, res.FailuresDelta)
-			case "advance", "end-turn":
+			case "advance", "end-turn", "stale-advance":
 				end := action == "end-turn"
-				sh, err := s.AdvanceShard(ctxOf(rt), store.AdvanceShardParams{JobID: m.jobID, Index: 0, Turn: m.turn,
+				epoch := m.epoch
+				if action == "stale-advance" {
+					epoch = rapid.Int64Range(0, m.epoch-1).Draw(rt, "stale_epoch")
+				}
+				sh, err := s.AdvanceShard(ctxOf(rt), store.AdvanceShardParams{JobID: m.jobID, Index: 0, Turn: m.turn, Epoch: epoch,
 					Delta: m.unfolded, FailuresDelta: m.unfoldedFailure, At: m.now, EndTurn: end})
 				if err != nil {
-					rt.Fatalf("AdvanceShard(turn %d): %v", m.turn, err)
+					rt.Fatalf("AdvanceShard(turn %d, epoch %d): %v", m.turn, epoch, err)
 				}
+				stale := epoch != m.storeEpoch
 				m.unfolded, m.unfoldedFailure = store.Counts{}, map[string]int64{}
+				if !stale {
+					m.uncounted, m.uncountedFailure = store.Counts{}, map[string]int64{}
+				}
+				m.adoptEpoch(rt, sh, action, stale)
+				m.epoch = sh.Epoch
 				if sh.Dirty == end {
 					rt.Fatalf("AdvanceShard(EndTurn %v) left Dirty %v", end, sh.Dirty)
 				}
 				if m.consistent {
 					m.checkTruth(rt, sh, action)
 				}
-				m.inTurn = !end
+				m.inTurn, dirty = !end, !end
 			case "crash":
 				m.inTurn, m.consistent = false, false
 				m.unfolded, m.unfoldedFailure = store.Counts{}, map[string]int64{}
 			case "begin":
 				m.turn++
 				sh := beginTurn(rt, s, m.jobID, 0, m.turn, fmt.Sprintf("msg-%d", m.turn), m.now)
-				m.inTurn, m.consistent = true, true
+				m.adoptEpoch(rt, sh, "BeginTurn", dirty)
+				m.inTurn, m.epoch, dirty = true, sh.Epoch, true
+				if !m.consistent {
+					rt.Fatalf("BeginTurn left the shard inconsistent (dirty %v)", dirty)
+				}
 				m.checkTruth(rt, sh, "BeginTurn")
+			case "redeliver":
+				sh := beginTurn(rt, s, m.jobID, 0, m.turn, fmt.Sprintf("msg-%d", m.turn), m.now)
+				m.adoptEpoch(rt, sh, "BeginTurn(redelivery)", true)
+				m.checkTruth(rt, sh, "BeginTurn(redelivery)")
 			case "recount":
 				sh, err := s.RecountShard(ctxOf(rt), m.jobID, 0)
 				if err != nil {
 					rt.Fatalf("RecountShard: %v", err)
 				}
-				m.consistent = true
+				m.adoptEpoch(rt, sh, "RecountShard", true)
 				m.checkTruth(rt, sh, "RecountShard")
-			case "operator":
-				res := m.update(rt, true)
-				sh, err := s.AddShardCounts(ctxOf(rt), store.AddShardCountsParams{JobID: m.jobID, Index: 0, Delta: res.Delta, FailuresDelta: res.FailuresDelta})
-				if err != nil {
-					rt.Fatalf("AddShardCounts: %v", err)
+			case "operator", "stale-operator":
+				epoch := m.storeEpoch // read before the item operations
+				if action == "stale-operator" {
+					epoch = rapid.Int64Range(0, m.storeEpoch-1).Draw(rt, "stale_epoch")
 				}
+				res := m.update(rt, true)
+				sh, err := s.AddShardCounts(ctxOf(rt), store.AddShardCountsParams{JobID: m.jobID, Index: 0, Epoch: epoch, Delta: res.Delta, FailuresDelta: res.FailuresDelta})
+				if err != nil {
+					rt.Fatalf("AddShardCounts(epoch %d): %v", epoch, err)
+				}
+				m.adoptEpoch(rt, sh, action, epoch != m.storeEpoch)
 				if m.consistent {
-					m.checkTruth(rt, sh, "AddShardCounts")
+					m.checkTruth(rt, sh, action)
 				}
 			}
-			if sh := getShard(rt, s, m.jobID, 0); sh.Counts.Total() != m.size {
+			sh := getShard(rt, s, m.jobID, 0)
+			if sh.Counts.Total() != m.size {
 				rt.Fatalf("shard counts %+v add up to %d, size %d", sh.Counts, sh.Counts.Total(), m.size)
+			}
+			if sh.Epoch != m.storeEpoch {
+				rt.Fatalf("GetShard: Epoch %d, the store returned %d last", sh.Epoch, m.storeEpoch)
 			}
 		}
 		m.checkItems(rt)

@@ -287,7 +287,7 @@ func testBeginTurnRepairsDirtyShard(t *testing.T, s store.Store, _ Capabilities)
 	}
 	// A clean end, then a new turn: still consistent, and no longer dirty
 	// between turns.
-	end, err := s.AdvanceShard(ctxOf(t), store.AdvanceShardParams{JobID: id, Index: 0, Turn: 2, At: at(11 * time.Second), EndTurn: true})
+	end, err := s.AdvanceShard(ctxOf(t), store.AdvanceShardParams{JobID: id, Index: 0, Turn: 2, Epoch: sh.Epoch, At: at(11 * time.Second), EndTurn: true})
 	if err != nil || end.Dirty {
 		t.Fatalf("AdvanceShard(EndTurn) = Dirty %v, %v", end.Dirty, err)
 	}
