@@ -1,0 +1,6 @@
+//go:build !race
+
+package sender_test
+
+// propertyRuns bounds the store-backed cases of the property test.
+const propertyRuns = 100
