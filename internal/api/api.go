@@ -88,6 +88,8 @@ func New(deps Deps) http.Handler {
 	s.handle("POST /v1/jobs/{id}/pause", s.command("pause", s.Control.Pause))
 	s.handle("POST /v1/jobs/{id}/resume", s.command("resume", s.Control.Resume))
 	s.handle("POST /v1/jobs/{id}/cancel", s.command("cancel", s.Control.Cancel))
+	s.handle("POST /v1/jobs/{id}/redrive", s.redrive)
+	s.handle("POST /v1/jobs/{id}/items/{seq}/resolve", s.resolve)
 	return s
 }
 

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/dispatch"
@@ -116,4 +117,185 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w: %w", ErrNotAllowed, err)
 	}
 	return err
+}
+
+// Redrivable reports whether failed items of a category may be redriven:
+// exhausted retries and permanent refusals (after the operator fixed the
+// cause). Abandoned items never are: cancel is irreversible.
+func Redrivable(category string) bool {
+	return category == store.CategoryExhausted || category == store.CategoryPermanent
+}
+
+// Redrive re-pends a job's failed items of one category with fresh
+// attempts; they go out again through the normal rate-limited path. A
+// finished job runs again. It returns how many items were re-pended.
+func (c *Controller) Redrive(ctx context.Context, jobID, category string) (int, error) {
+	if !Redrivable(category) {
+		return 0, fmt.Errorf("%w: category %q cannot be redriven (exhausted or permanent)", store.ErrInvalidArgument, category)
+	}
+	view, err := c.Store.GetJob(ctx, jobID)
+	if err != nil {
+		return 0, err
+	}
+	if view.Job.Status == store.JobCancelled || view.Job.Status == store.JobCreating {
+		return 0, fmt.Errorf("%w: job is %s", ErrNotAllowed, view.Job.Status)
+	}
+	now := c.Clock.Now()
+	total := 0
+	for _, sh := range view.Shards {
+		n, err := c.repend(ctx, jobID, sh.Index, store.ItemFailed, category, now)
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if n > 0 && store.ShardFinal(sh.Status) && sh.Status != store.ShardCancelled {
+			if _, err := c.Store.TransitionShard(ctx, store.TransitionShardParams{
+				JobID: jobID, Index: sh.Index, From: []store.ShardStatus{store.ShardCompleted, store.ShardFailed},
+				To: store.ShardRunning, At: now,
+			}); err != nil && !errors.Is(err, store.ErrInvalidTransition) {
+				return total, fmt.Errorf("reopen shard %d: %w", sh.Index, err)
+			}
+		}
+	}
+	if total == 0 {
+		return 0, nil
+	}
+	if view.Job.Status == store.JobPartial || view.Job.Status == store.JobFailed {
+		if _, err := c.Store.TransitionJob(ctx, store.TransitionJobParams{
+			JobID: jobID, From: []store.JobStatus{store.JobPartial, store.JobFailed}, To: store.JobRunning, At: now,
+		}); err != nil && !errors.Is(err, store.ErrInvalidTransition) {
+			return total, fmt.Errorf("reopen job: %w", err)
+		}
+	}
+	view, err = c.Store.GetJob(ctx, jobID)
+	if err != nil {
+		return total, err
+	}
+	if view.Job.Status == store.JobRunning {
+		return total, c.kickAll(ctx, view)
+	}
+	return total, nil
+}
+
+// repend moves a shard's items in status from with error category cat back
+// to pending with fresh attempts, page by page, folding counts.
+func (c *Controller) repend(ctx context.Context, jobID string, index int, from store.ItemStatus, cat string, now time.Time) (int, error) {
+	n := 0
+	for {
+		sh, err := c.Store.GetShard(ctx, jobID, index) // the epoch our delta is relative to
+		if err != nil {
+			return n, err
+		}
+		page, err := c.Store.ListItems(ctx, store.ListItemsParams{JobID: jobID, Status: from, Category: cat, Shard: &index, Limit: store.MaxPutItems})
+		if err != nil {
+			return n, fmt.Errorf("list %s items: %w", cat, err)
+		}
+		if len(page.Items) == 0 {
+			return n, nil
+		}
+		ups := make([]store.ItemUpdate, 0, len(page.Items))
+		for _, it := range page.Items {
+			ups = append(ups, store.ItemUpdate{
+				Seq: it.Seq, From: from, To: store.ItemPending, ResetAttempts: true, NextAttemptAt: now,
+				Error: &store.ItemError{Category: store.CategoryRetryable, Code: "redrive", Message: "redriven by an operator after: " + cat},
+			})
+		}
+		res, err := c.Store.UpdateItems(ctx, store.UpdateItemsParams{JobID: jobID, Index: index, Updates: ups, At: now})
+		if err != nil {
+			return n, fmt.Errorf("redrive items: %w", err)
+		}
+		if _, err := c.Store.AddShardCounts(ctx, store.AddShardCountsParams{
+			JobID: jobID, Index: index, Epoch: sh.Epoch, Delta: res.Delta, FailuresDelta: res.FailuresDelta,
+		}); err != nil {
+			return n, fmt.Errorf("fold redrive counts: %w", err)
+		}
+		n += len(ups) - len(res.Rejected)
+		if len(res.Rejected) == len(ups) {
+			return n, nil // raced with someone else; nothing more we can move
+		}
+	}
+}
+
+// Resolution is an operator's verdict on an item under review.
+type Resolution string
+
+// Resolutions.
+const (
+	// Delivered: the operator checked that the message arrived.
+	Delivered Resolution = "delivered"
+	// Resend: the operator checked that it did not; send it again.
+	Resend Resolution = "resend"
+)
+
+// ErrNotUnderReview: the item is not waiting for an operator.
+var ErrNotUnderReview = errors.New("item is not under review")
+
+// Resolve settles an item under review (submitted without a confirmed
+// answer, category uncertain).
+func (c *Controller) Resolve(ctx context.Context, jobID string, seq int64, r Resolution) (store.Item, error) {
+	if r != Delivered && r != Resend {
+		return store.Item{}, fmt.Errorf("%w: outcome must be delivered or resend", store.ErrInvalidArgument)
+	}
+	it, err := c.findUnderReview(ctx, jobID, seq)
+	if err != nil {
+		return store.Item{}, err
+	}
+	now := c.Clock.Now()
+	sh, err := c.Store.GetShard(ctx, jobID, it.Shard)
+	if err != nil {
+		return store.Item{}, err
+	}
+	u := store.ItemUpdate{Seq: seq, From: store.ItemSubmitted, ClaimID: it.ClaimID, To: store.ItemConfirmed}
+	if r == Resend {
+		u.To, u.NextAttemptAt = store.ItemPending, now
+		u.Error = &store.ItemError{Category: store.CategoryRetryable, Code: "resend", Message: "resend requested by an operator"}
+	}
+	res, err := c.Store.UpdateItems(ctx, store.UpdateItemsParams{JobID: jobID, Index: it.Shard, Updates: []store.ItemUpdate{u}, At: now})
+	if err != nil {
+		return store.Item{}, err
+	}
+	if len(res.Rejected) > 0 {
+		return store.Item{}, fmt.Errorf("%w: it changed meanwhile", ErrNotUnderReview)
+	}
+	if _, err := c.Store.AddShardCounts(ctx, store.AddShardCountsParams{
+		JobID: jobID, Index: it.Shard, Epoch: sh.Epoch, Delta: res.Delta, FailuresDelta: res.FailuresDelta,
+	}); err != nil {
+		return store.Item{}, err
+	}
+	// The shard may be waiting only for this item: let it finish or resend.
+	view, err := c.Store.GetJob(ctx, jobID)
+	if err != nil {
+		return store.Item{}, err
+	}
+	if view.Job.Status == store.JobRunning || view.Job.Status == store.JobCancelled {
+		s := view.Shards[it.Shard]
+		if !store.ShardFinal(s.Status) {
+			if err := dispatch.Send(ctx, c.Queue, dispatch.Turn{JobID: jobID, Shard: s.Index, Turn: s.Turn + 1}); err != nil {
+				return store.Item{}, err
+			}
+		}
+	}
+	it.Status = u.To
+	return it, nil
+}
+
+func (c *Controller) findUnderReview(ctx context.Context, jobID string, seq int64) (store.Item, error) {
+	cursor := ""
+	for {
+		page, err := c.Store.ListItems(ctx, store.ListItemsParams{
+			JobID: jobID, Status: store.ItemSubmitted, Category: store.CategoryUncertain, Cursor: cursor, Limit: 1000,
+		})
+		if err != nil {
+			return store.Item{}, err
+		}
+		for _, it := range page.Items {
+			if it.Seq == seq {
+				return it, nil
+			}
+		}
+		if page.NextCursor == "" {
+			return store.Item{}, ErrNotUnderReview
+		}
+		cursor = page.NextCursor
+	}
 }

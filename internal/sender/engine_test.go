@@ -334,3 +334,67 @@ func TestReconcilerRedrivesALostShard(t *testing.T) {
 	}
 	p.checkExactlyOnce(job.Job.ID)
 }
+
+// TestRedriveExhaustedAfterHeal: items that exhausted their retries while
+// the provider was failing are redriven once it heals, each delivered once.
+func TestRedriveExhaustedAfterHeal(t *testing.T) {
+	t.Parallel()
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 4, MaxAttempts: 2, BackoffBase: time.Second, BackoffCap: 2 * time.Second})
+	p.account("a", 1000, 1000, 0, 1)
+	if err := p.mock.SetBehaviour("a", mockprovider.Behaviour{Errors: []mockprovider.InjectedError{{Errcode: -1, Ratio: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 9)}, "redrive")
+	v := p.driveUntil(clk, final, job.Job.ID)
+	if v.Job.Status != store.JobFailed || v.Failures()[store.CategoryExhausted] != 9 {
+		t.Fatalf("status %s failures %v", v.Job.Status, v.Failures())
+	}
+	ctl := &control.Controller{Store: p.store, Queue: p.queue, Clock: clk}
+	ctx := context.Background()
+	if _, err := ctl.Redrive(ctx, job.Job.ID, store.CategoryCancelled); !errors.Is(err, store.ErrInvalidArgument) {
+		t.Fatalf("redrive of cancelled items: %v", err)
+	}
+	_ = p.mock.SetBehaviour("a", mockprovider.Behaviour{})
+	n, err := ctl.Redrive(ctx, job.Job.ID, store.CategoryExhausted)
+	if err != nil || n != 9 {
+		t.Fatalf("redrive: %d %v", n, err)
+	}
+	v = p.driveUntil(clk, final, job.Job.ID)
+	if v.Job.Status != store.JobCompleted || len(v.Failures()) != 0 {
+		t.Fatalf("after redrive: %s %+v %v", v.Job.Status, v.Counts(), v.Failures())
+	}
+	p.checkExactlyOnce(job.Job.ID)
+	if n, err := ctl.Redrive(ctx, job.Job.ID, store.CategoryExhausted); err != nil || n != 0 {
+		t.Fatalf("second redrive: %d %v", n, err)
+	}
+}
+
+// TestResolveItemUnderReview: an item sent without an answer can be settled
+// by an operator; other items cannot be "resolved".
+func TestResolveItemUnderReview(t *testing.T) {
+	t.Parallel()
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 4})
+	p.account("a", 1000, 1000, 0, 1)
+	_ = p.mock.SetBehaviour("a", mockprovider.Behaviour{TimeoutRatio: 1})
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 3)}, "resolve")
+	ctx := context.Background()
+	p.step(ctx)
+	ctl := &control.Controller{Store: p.store, Queue: p.queue, Clock: clk}
+	items := p.items(job.Job.ID)
+	for _, it := range items {
+		if it.Status != store.ItemSubmitted || it.Error == nil || it.Error.Category != store.CategoryUncertain {
+			t.Fatalf("item %+v, want submitted/uncertain", it)
+		}
+		if _, err := ctl.Resolve(ctx, job.Job.ID, it.Seq, control.Delivered); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ctl.Resolve(ctx, job.Job.ID, items[0].Seq, control.Resend); !errors.Is(err, control.ErrNotUnderReview) {
+		t.Fatalf("resolving a confirmed item: %v", err)
+	}
+	v := p.driveUntil(clk, final, job.Job.ID)
+	if v.Job.Status != store.JobCompleted || v.Counts().Confirmed != 3 {
+		t.Fatalf("%s %+v", v.Job.Status, v.Counts())
+	}
+	p.checkExactlyOnce(job.Job.ID)
+}
