@@ -67,7 +67,7 @@ func TestRatePerAccount(t *testing.T) {
 			hist[int(x.Sub(ts[0])/(250*time.Millisecond))]++
 		}
 		t.Logf("%s: per 250ms: %v", a.id, hist)
-		if achieved < 0.95*batch {
+		if achieved < 0.95*batch && !raceEnabled {
 			t.Errorf("%s: achieved %.1f/s, below 95%% of batch rate %.0f/s", a.id, achieved, batch)
 		}
 		// Never over: any window holds at most burst + rate × length (+1 for
