@@ -11,6 +11,7 @@ package alert
 
 import (
 	"context"
+	"log/slog"
 	"time"
 )
 
@@ -118,4 +119,15 @@ type CampaignSkippedDetail struct {
 	ScheduledAt time.Time `json:"scheduled_at"`
 	StartedAt   time.Time `json:"started_at"`
 	MaxDelaySec int       `json:"max_delay_sec"`
+}
+
+// Emit publishes events on p (which may be nil: nothing is published),
+// logging rather than returning a failure: alerts never stop or repeat work.
+func Emit(ctx context.Context, p Publisher, log *slog.Logger, events ...Event) {
+	if p == nil || len(events) == 0 {
+		return
+	}
+	if err := p.Publish(context.WithoutCancel(ctx), events...); err != nil && log != nil {
+		log.Error("publish alerts", slog.String("type", string(events[0].Type)), slog.Int("events", len(events)), slog.Any("err", err))
+	}
 }

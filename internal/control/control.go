@@ -10,8 +10,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
+	"github.com/qunfa/qunfa/internal/alert"
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/dispatch"
 	"github.com/qunfa/qunfa/internal/queue"
@@ -27,17 +29,26 @@ type Controller struct {
 	Store store.Store
 	Queue queue.Queue
 	Clock clock.Clock
+	// Alerts receives JobPaused for manual pauses (nil: none).
+	Alerts alert.Publisher
+	Log    *slog.Logger
 }
 
 // Pause stops a running job at the next item boundary (resumable).
 func (c *Controller) Pause(ctx context.Context, jobID string) (store.JobView, error) {
-	_, err := c.Store.TransitionJob(ctx, store.TransitionJobParams{
+	job, err := c.Store.TransitionJob(ctx, store.TransitionJobParams{
 		JobID: jobID, From: []store.JobStatus{store.JobRunning}, To: store.JobPaused,
 		PauseReason: store.PauseManual, At: c.Clock.Now(),
 	})
 	if err != nil {
 		return store.JobView{}, mapErr(err)
 	}
+	log := c.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	alert.Emit(ctx, c.Alerts, log, alert.Event{Type: alert.JobPaused, Tenant: job.Tenant, Time: c.Clock.Now(),
+		Detail: alert.JobPausedDetail{JobID: jobID, Reason: string(store.PauseManual)}})
 	return c.Store.GetJob(ctx, jobID)
 }
 

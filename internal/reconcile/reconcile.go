@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/qunfa/qunfa/internal/alert"
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/dispatch"
 	"github.com/qunfa/qunfa/internal/provider"
@@ -29,6 +30,9 @@ type Reconciler struct {
 	Provider provider.Provider
 	Clock    clock.Clock
 	Log      *slog.Logger
+	// Alerts receives ItemsNeedReview, CountsMismatch and JobFinished
+	// events (nil: none).
+	Alerts alert.Publisher
 	// StaleAfter: a running shard without progress for this long is
 	// re-driven (default 2 min).
 	StaleAfter time.Duration
@@ -93,6 +97,7 @@ func (r *Reconciler) settle(ctx context.Context, rep *Report, touched map[string
 	now := r.Clock.Now()
 	before := now.Add(-durOr(r.SettleAfter, 2*time.Minute))
 	updates := map[shardKey][]store.ItemUpdate{}
+	review := map[string]int{} // job → items newly under review
 	cursor := ""
 	for {
 		page, err := r.Store.ListSubmittedItems(ctx, store.ListSubmittedItemsParams{SubmittedBefore: before, Cursor: cursor, Limit: 200})
@@ -111,6 +116,7 @@ func (r *Reconciler) settle(ctx context.Context, rep *Report, touched map[string
 				u.Error = &store.ItemError{Category: store.CategoryUncertain, Code: "review",
 					Message: "sent without a confirmed answer and the provider has no status look-up: resolve by hand"}
 				rep.UnderReview++
+				review[it.JobID]++
 			case err != nil:
 				r.log().Warn("status look-up failed; will retry", slog.String("job", it.JobID), slog.Int64("seq", it.Seq), slog.Any("err", err))
 				continue
@@ -157,6 +163,14 @@ func (r *Reconciler) settle(ctx context.Context, rep *Report, touched map[string
 		if err := r.kick(ctx, k.job, k.shard); err != nil {
 			return err
 		}
+	}
+	for jobID, n := range review {
+		v, err := r.Store.GetJob(ctx, jobID)
+		if err != nil {
+			return fmt.Errorf("read job %s: %w", jobID, err)
+		}
+		alert.Emit(ctx, r.Alerts, r.log(), alert.Event{Type: alert.ItemsNeedReview, Tenant: v.Job.Tenant, Time: now,
+			Detail: alert.ItemsNeedReviewDetail{JobID: jobID, Count: n}})
 	}
 	return nil
 }
@@ -225,6 +239,8 @@ func (r *Reconciler) checkJob(ctx context.Context, jobID string, rep *Report) er
 	if got := view.Counts().Total(); got != view.Job.Total {
 		rep.Mismatches++
 		r.log().Error("job counts do not add up", slog.String("job", jobID), slog.Int64("total", view.Job.Total), slog.Int64("counted", got))
+		alert.Emit(ctx, r.Alerts, r.log(), alert.Event{Type: alert.CountsMismatch, Tenant: view.Job.Tenant, Time: r.Clock.Now(),
+			Detail: alert.CountsMismatchDetail{JobID: jobID, Total: view.Job.Total, Counted: got}})
 	}
-	return sender.FinishJob(ctx, r.Store, jobID, r.Clock.Now())
+	return sender.FinishJob(ctx, r.Store, r.Alerts, r.log(), jobID, r.Clock.Now())
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qunfa/qunfa/internal/alert"
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/control"
 	"github.com/qunfa/qunfa/internal/mockprovider"
@@ -131,6 +132,9 @@ func TestBudgetPausesExactly(t *testing.T) {
 	if n := len(p.deliveries()); n != 7 {
 		t.Fatalf("delivered %d, want exactly the budget of 7", n)
 	}
+	if ev := p.alerts.of(alert.JobPaused); len(ev) != 1 || ev[0].Detail.(alert.JobPausedDetail).Reason != "budget" {
+		t.Fatalf("JobPaused alerts %+v", ev)
+	}
 	// More turns do nothing while paused.
 	for range 5 {
 		p.step(context.Background())
@@ -232,6 +236,14 @@ func TestErrorCategories(t *testing.T) {
 				}
 				if v.Job.Status != store.JobFailed || v.Failures()[store.CategoryPermanent] != 6 {
 					t.Fatalf("job %s failures %v", v.Job.Status, v.Failures())
+				}
+				fin, dead := p.alerts.of(alert.JobFinished), p.alerts.of(alert.DeadLetters)
+				if len(fin) != 1 || fin[0].Detail.(alert.JobFinishedDetail).Status != "failed" ||
+					len(dead) != 1 || dead[0].Detail.(alert.DeadLettersDetail).Failures[store.CategoryPermanent] != 6 {
+					t.Fatalf("alerts: finished %+v dead letters %+v", fin, dead)
+				}
+				if st := p.alerts.of(alert.JobStarted); len(st) != 1 || st[0].Tenant != tenant {
+					t.Fatalf("JobStarted alerts %+v", st)
 				}
 			}},
 		{"retryable then exhausted", mockprovider.Behaviour{Errors: []mockprovider.InjectedError{{Errcode: -1, Ratio: 1}}},

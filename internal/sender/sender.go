@@ -23,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/qunfa/qunfa/internal/alert"
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/content"
 	"github.com/qunfa/qunfa/internal/dispatch"
@@ -104,6 +105,8 @@ type Sender struct {
 	Clock    clock.Sleeper
 	Log      *slog.Logger
 	Config   Config
+	// Alerts receives JobPaused and JobFinished events (nil: none).
+	Alerts alert.Publisher
 	// Rand draws backoff jitter in [0,1); nil uses math/rand/v2.
 	Rand func() float64
 }
@@ -341,7 +344,7 @@ func (tr *turn) checkState(ctx context.Context) (bool, Result, error) {
 	case store.ShardFinal(tr.shard.Status):
 		// A redelivery after a crash between finishing the shard and the
 		// job: finish the job now.
-		if err := FinishJob(ctx, tr.s.Store, tr.job.ID, tr.s.Clock.Now()); err != nil {
+		if err := FinishJob(ctx, tr.s.Store, tr.s.Alerts, tr.log, tr.job.ID, tr.s.Clock.Now()); err != nil {
 			return true, Result{}, err
 		}
 		res, err := tr.end(ctx, "shard "+string(tr.shard.Status))
@@ -722,6 +725,8 @@ func (tr *turn) pauseJob(ctx context.Context, reason store.PauseReason) (Result,
 		return Result{}, fmt.Errorf("pause job: %w", err)
 	}
 	tr.log.Info("job paused", slog.String("reason", string(reason)))
+	alert.Emit(ctx, tr.s.Alerts, tr.log, alert.Event{Type: alert.JobPaused, Tenant: tr.job.Tenant, Time: tr.s.Clock.Now(),
+		Detail: alert.JobPausedDetail{JobID: tr.job.ID, Reason: string(reason), Budget: tr.job.Budget, BudgetUsed: tr.job.Budget}})
 	return tr.end(ctx, "job paused ("+string(reason)+")")
 }
 
@@ -778,15 +783,18 @@ func (tr *turn) finishShard(ctx context.Context) (Result, error) {
 	}); err != nil && !errors.Is(err, store.ErrInvalidTransition) {
 		return Result{}, fmt.Errorf("complete shard: %w", err)
 	}
-	if err := FinishJob(ctx, tr.s.Store, tr.job.ID, now); err != nil {
+	if err := FinishJob(ctx, tr.s.Store, tr.s.Alerts, tr.log, tr.job.ID, now); err != nil {
 		return Result{}, err
 	}
 	return Result{Disposition: Done, Sent: tr.sent, Reason: "shard completed"}, nil
 }
 
-// FinishJob ends a running job whose shards are all final. It is safe to
-// call from several places at once: only one transition wins.
-func FinishJob(ctx context.Context, st store.Store, jobID string, now time.Time) error {
+// FinishJob ends a running job whose shards are all final: completed when
+// everything was confirmed, partial when some items failed or were
+// abandoned, failed when none was confirmed. It is safe to call from several
+// places at once: only one transition wins, and only the winner publishes
+// JobFinished (and DeadLetters when items failed).
+func FinishJob(ctx context.Context, st store.Store, alerts alert.Publisher, log *slog.Logger, jobID string, now time.Time) error {
 	view, err := st.GetJob(ctx, jobID)
 	if err != nil {
 		return fmt.Errorf("read job: %w", err)
@@ -810,10 +818,29 @@ func FinishJob(ctx context.Context, st store.Store, jobID string, now time.Time)
 	case c.Failed > 0 || c.Abandoned > 0:
 		to = store.JobPartial
 	}
-	if _, err := st.TransitionJob(ctx, store.TransitionJobParams{
+	job, err := st.TransitionJob(ctx, store.TransitionJobParams{
 		JobID: jobID, From: []store.JobStatus{store.JobRunning}, To: to, At: now,
-	}); err != nil && !errors.Is(err, store.ErrInvalidTransition) {
+	})
+	if errors.Is(err, store.ErrInvalidTransition) {
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("finish job: %w", err)
 	}
+	failures := view.Failures()
+	events := []alert.Event{{Type: alert.JobFinished, Tenant: job.Tenant, Time: now, Detail: alert.JobFinishedDetail{
+		JobID: jobID, Name: job.Name, Status: string(to), Counts: alert.Counts(c), Failures: failures,
+	}}}
+	dead := map[string]int64{}
+	for _, cat := range []string{store.CategoryExhausted, store.CategoryPermanent} {
+		if failures[cat] > 0 {
+			dead[cat] = failures[cat]
+		}
+	}
+	if len(dead) > 0 {
+		events = append(events, alert.Event{Type: alert.DeadLetters, Tenant: job.Tenant, Time: now,
+			Detail: alert.DeadLettersDetail{JobID: jobID, Failures: dead}})
+	}
+	alert.Emit(ctx, alerts, log, events...)
 	return nil
 }

@@ -19,12 +19,14 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/qunfa/qunfa/internal/alert"
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/content"
 	"github.com/qunfa/qunfa/internal/dispatch"
@@ -123,6 +125,10 @@ type Submitter struct {
 	// Suppressed, when set, reports whether a recipient is on the tenant's
 	// suppression list; suppressed recipients are dropped and counted.
 	Suppressed func(ctx context.Context, tenant, account, to string) (bool, error)
+	// Alerts receives JobStarted (nil: none).
+	Alerts alert.Publisher
+	// Log receives alert publishing failures (nil: slog.Default()).
+	Log *slog.Logger
 }
 
 // planned is a validated, cleaned submission.
@@ -188,10 +194,20 @@ func (s *Submitter) Submit(ctx context.Context, p Params) (Result, error) {
 		case err != nil:
 			return Result{}, err
 		}
-		if _, err := s.Store.TransitionJob(ctx, store.TransitionJobParams{
+		released, err := s.Store.TransitionJob(ctx, store.TransitionJobParams{
 			JobID: job.ID, From: []store.JobStatus{store.JobCreating}, To: store.JobRunning, At: now,
-		}); err != nil && !errors.Is(err, store.ErrInvalidTransition) {
+		})
+		switch {
+		case errors.Is(err, store.ErrInvalidTransition): // released by a concurrent duplicate
+		case err != nil:
 			return Result{}, fmt.Errorf("release job %s: %w", job.ID, err)
+		default:
+			log := s.Log
+			if log == nil {
+				log = slog.Default()
+			}
+			alert.Emit(ctx, s.Alerts, log, alert.Event{Type: alert.JobStarted, Tenant: released.Tenant, Time: now,
+				Detail: alert.JobStartedDetail{JobID: released.ID, Name: released.Name, Total: released.Total, Shards: released.ShardCount}})
 		}
 	}
 	view, err := s.Store.GetJob(ctx, job.ID)
