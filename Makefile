@@ -46,6 +46,40 @@ lint: ## go vet and gofmt check
 bench: emulators ## Benchmarks: DynamoDB cost per message, pipeline throughput
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./...
 
+# ------------------------------------------------------------------ AWS (SAM)
+# docs/deploy.md explains these. They need the sam CLI (and, for LocalStack,
+# a running LocalStack); no test runs them.
+STAGE           ?= dev
+PROVIDER_URL    ?=
+PROVIDER_SECRET ?= qunfa/$(STAGE)/provider
+ALARM_EMAIL     ?=
+LOCALSTACK_URL  ?= http://localhost:4566
+
+.PHONY: sam-build
+sam-build: ## Build every function with sam build (functions/*/Makefile, linux/arm64)
+	sam validate --lint
+	sam build --config-env $(STAGE)
+
+.PHONY: deploy
+deploy: sam-build ## Deploy to AWS: make deploy STAGE=dev|prod PROVIDER_URL=https://... [PROVIDER_SECRET=name] [ALARM_EMAIL=addr]
+	@test -n "$(PROVIDER_URL)" || { echo "set PROVIDER_URL (the wecomapi provider's base URL)" >&2; exit 1; }
+	sam deploy --config-env $(STAGE) --parameter-overrides \
+	  "Stage=$(STAGE)" "ProviderURL=$(PROVIDER_URL)" "ProviderSecretArn=$(PROVIDER_SECRET)" "AlarmEmail=$(ALARM_EMAIL)"
+
+.PHONY: localstack-deploy
+localstack-deploy: sam-build ## Deploy the stack to LocalStack at LOCALSTACK_URL (PROVIDER_URL defaults to a local mock)
+	AWS_ENDPOINT_URL=$(LOCALSTACK_URL) AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 \
+	  aws secretsmanager create-secret --name qunfa/local/provider --secret-string '{"token":"local"}' >/dev/null 2>&1 || true
+	AWS_ENDPOINT_URL=$(LOCALSTACK_URL) AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 \
+	  sam deploy --stack-name qunfa-local --resolve-s3 --capabilities CAPABILITY_IAM --no-confirm-changeset \
+	  --no-fail-on-empty-changeset --parameter-overrides "Stage=dev" \
+	  "ProviderURL=$(or $(PROVIDER_URL),http://host.docker.internal:8081)" "ProviderSecretArn=qunfa/local/provider"
+
+.PHONY: localstack-test
+localstack-test: ## Run the AWS adapter and Lambda handler tests against LocalStack's DynamoDB and SQS
+	QUNFA_TEST_DYNAMODB_ENDPOINT=$(LOCALSTACK_URL) QUNFA_TEST_SQS_ENDPOINT=$(LOCALSTACK_URL) QUNFA_REQUIRE_EMULATORS=1 \
+	  $(GO) test -count=1 ./internal/awsrun/ ./internal/store/dynamostore/ ./internal/queue/sqsqueue/
+
 .PHONY: clean
 clean: ## Remove build output and local data
 	rm -rf bin .qunfa

@@ -1,0 +1,192 @@
+package awsrun
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/qunfa/qunfa/internal/sender"
+)
+
+// Config is a function's configuration, read once in main by Load.
+type Config struct {
+	Table    string
+	QueueURL string
+	LogLevel slog.Level
+
+	// Provider (sender and reconciler only).
+	ProviderURL            string
+	ProviderToken          string
+	ProviderConnectTimeout time.Duration
+	ProviderTimeout        time.Duration
+
+	// Sender tuning: ClaimBatch, Concurrency, TurnDuration, DeadlineMargin.
+	Sender sender.Config
+
+	// Reconciler.
+	StaleAfter  time.Duration
+	SettleAfter time.Duration
+
+	fn Function
+}
+
+// Load reads fn's variables (fn.Env, nothing else) with getenv, fills the
+// defaults and validates the result. All problems are reported together.
+func Load(fn Function, getenv func(string) string) (Config, error) {
+	c := Config{fn: fn}
+	var errs []error
+	get := func(name string) string {
+		if !fn.reads(name) {
+			return ""
+		}
+		return strings.TrimSpace(getenv(name))
+	}
+	dur := func(name string, dst *time.Duration) {
+		v := get(name)
+		if v == "" {
+			return
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: want a positive duration such as 10s", name, v))
+			return
+		}
+		*dst = d
+	}
+	num := func(name string, dst *int) {
+		v := get(name)
+		if v == "" {
+			return
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: want a positive integer", name, v))
+			return
+		}
+		*dst = n
+	}
+	c.Table = get(EnvTable)
+	c.QueueURL = get(EnvQueueURL)
+	if v := get(EnvLogLevel); v != "" {
+		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: want debug, info, warn or error", EnvLogLevel, v))
+		}
+	}
+	c.ProviderURL = get(EnvProviderURL)
+	c.ProviderToken = getenv(EnvProviderToken) // not trimmed: a credential is taken as given
+	if !fn.reads(EnvProviderToken) {
+		c.ProviderToken = ""
+	}
+	dur(EnvProviderConnectTimeout, &c.ProviderConnectTimeout)
+	dur(EnvProviderTimeout, &c.ProviderTimeout)
+	num(EnvClaimBatch, &c.Sender.ClaimBatch)
+	num(EnvConcurrency, &c.Sender.Concurrency)
+	dur(EnvTurnDuration, &c.Sender.TurnDuration)
+	dur(EnvDeadlineMargin, &c.Sender.DeadlineMargin)
+	dur(EnvStaleAfter, &c.StaleAfter)
+	dur(EnvSettleAfter, &c.SettleAfter)
+	c = c.withDefaults()
+	return c, errors.Join(append(errs, c.validate())...)
+}
+
+func (c Config) withDefaults() Config {
+	if c.ProviderConnectTimeout <= 0 {
+		c.ProviderConnectTimeout = 3 * time.Second
+	}
+	if c.ProviderTimeout <= 0 {
+		c.ProviderTimeout = 10 * time.Second
+	}
+	if c.Sender.ClaimBatch <= 0 {
+		c.Sender.ClaimBatch = 10
+	}
+	if c.Sender.Concurrency <= 0 {
+		c.Sender.Concurrency = 16
+	}
+	if c.Sender.TurnDuration <= 0 {
+		c.Sender.TurnDuration = 60 * time.Second
+	}
+	if c.Sender.DeadlineMargin <= 0 {
+		c.Sender.DeadlineMargin = c.LongestProviderCall() + 5*time.Second
+	}
+	if c.StaleAfter <= 0 {
+		c.StaleAfter = 2 * time.Minute
+	}
+	if c.SettleAfter <= 0 {
+		c.SettleAfter = c.LongestProviderCall() + 5*time.Second
+	}
+	return c
+}
+
+// Bounds of the sender tuning.
+const (
+	maxClaimBatch  = 1000
+	maxConcurrency = 256
+)
+
+func (c Config) validate() error {
+	var errs []error
+	if c.Table == "" {
+		errs = append(errs, fmt.Errorf("%s is required (the DynamoDB table)", EnvTable))
+	}
+	if c.QueueURL == "" {
+		errs = append(errs, fmt.Errorf("%s is required (the SQS FIFO work queue URL)", EnvQueueURL))
+	} else if u, err := url.Parse(c.QueueURL); err != nil || u.Host == "" || !strings.HasSuffix(u.Path, ".fifo") {
+		errs = append(errs, fmt.Errorf("%s=%q: want the URL of a FIFO queue (ending in .fifo)", EnvQueueURL, c.QueueURL))
+	}
+	if !c.fn.Provider {
+		return errors.Join(errs...)
+	}
+	if c.ProviderURL == "" {
+		errs = append(errs, fmt.Errorf("%s is required (the wecomapi provider)", EnvProviderURL))
+	} else if u, err := url.Parse(c.ProviderURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("%s=%q: want an http(s) URL", EnvProviderURL, c.ProviderURL))
+	}
+	call := c.LongestProviderCall()
+	if c.fn.reads(EnvClaimBatch) {
+		if c.Sender.ClaimBatch > maxClaimBatch {
+			errs = append(errs, fmt.Errorf("%s=%d: at most %d", EnvClaimBatch, c.Sender.ClaimBatch, maxClaimBatch))
+		}
+		if c.Sender.Concurrency > maxConcurrency {
+			errs = append(errs, fmt.Errorf("%s=%d: at most %d", EnvConcurrency, c.Sender.Concurrency, maxConcurrency))
+		}
+		if c.Sender.DeadlineMargin < call {
+			errs = append(errs, fmt.Errorf("%s=%s: must cover the longest provider call (%s = connect + 2 × response timeout), or a batch may outlive the invocation",
+				EnvDeadlineMargin, c.Sender.DeadlineMargin, call))
+		}
+	}
+	if c.fn.reads(EnvSettleAfter) && c.SettleAfter <= call {
+		errs = append(errs, fmt.Errorf("%s=%s: must exceed the longest provider call (%s), or a call still in flight could be looked up",
+			EnvSettleAfter, c.SettleAfter, call))
+	}
+	return errors.Join(errs...)
+}
+
+// LongestProviderCall is how long one provider call can last: connect, then
+// the response timeout for the headers and again for the body (wecomapi).
+func (c Config) LongestProviderCall() time.Duration {
+	return c.ProviderConnectTimeout + 2*c.ProviderTimeout
+}
+
+// Function is the function the configuration was loaded for.
+func (c Config) Function() Function { return c.fn }
+
+// LogValue prints the configuration without the provider token.
+func (c Config) LogValue() slog.Value {
+	attrs := []slog.Attr{
+		slog.String("function", c.fn.Name), slog.String("table", c.Table), slog.String("queue_url", c.QueueURL),
+	}
+	if c.fn.Provider {
+		token := "(none)"
+		if c.ProviderToken != "" {
+			token = "(set)"
+		}
+		attrs = append(attrs, slog.String("provider_url", c.ProviderURL), slog.String("provider_token", token),
+			slog.Duration("provider_connect_timeout", c.ProviderConnectTimeout),
+			slog.Duration("provider_timeout", c.ProviderTimeout))
+	}
+	return slog.GroupValue(attrs...)
+}

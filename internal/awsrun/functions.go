@@ -1,0 +1,171 @@
+// Package awsrun is the AWS wiring shared by the Lambda functions
+// (functions/*): it reads a function's configuration from the environment,
+// makes the AWS SDK clients (which honour the AWS_ENDPOINT_URL_DYNAMODB and
+// AWS_ENDPOINT_URL_SQS overrides natively, for LocalStack or emulators), and
+// assembles the core on the AWS adapters — dynamostore, sqsqueue, wecomapi —
+// as devstack assembles it on the embedded ones.
+//
+// It also declares, per function, the environment variables the function
+// reads and the AWS actions its code calls (Function). template.yaml must
+// set exactly those variables and grant exactly those actions; the tests
+// compare the template with these declarations and, against the
+// emulators, check that the calls the handlers make stay inside them.
+package awsrun
+
+// Environment variables read by the functions. Durations use Go syntax
+// ("10s", "2m").
+const (
+	// EnvTable names the DynamoDB table (dynamostore's single table).
+	EnvTable = "QUNFA_TABLE"
+	// EnvQueueURL is the URL of the SQS FIFO work queue.
+	EnvQueueURL = "QUNFA_QUEUE_URL"
+	// EnvLogLevel is debug, info (default), warn or error.
+	EnvLogLevel = "QUNFA_LOG_LEVEL"
+	// EnvProviderURL is the base URL of the wecomapi provider.
+	EnvProviderURL = "QUNFA_PROVIDER_URL"
+	// EnvProviderToken is the provider credential. template.yaml fills it
+	// from Secrets Manager with a dynamic reference, never as plain text.
+	EnvProviderToken = "QUNFA_PROVIDER_TOKEN"
+	// EnvProviderConnectTimeout bounds dialing the provider (default 3s).
+	EnvProviderConnectTimeout = "QUNFA_PROVIDER_CONNECT_TIMEOUT"
+	// EnvProviderTimeout bounds waiting for the provider's answer (default 10s).
+	EnvProviderTimeout = "QUNFA_PROVIDER_TIMEOUT"
+	// EnvClaimBatch is the most items the sender claims per batch (default 10).
+	EnvClaimBatch = "QUNFA_SENDER_CLAIM_BATCH"
+	// EnvConcurrency is the most provider calls in flight per turn (default 16).
+	EnvConcurrency = "QUNFA_SENDER_CONCURRENCY"
+	// EnvTurnDuration bounds one shard turn (default 60s).
+	EnvTurnDuration = "QUNFA_SENDER_TURN_DURATION"
+	// EnvDeadlineMargin: the sender starts no batch later than this before
+	// the invocation deadline. It must cover the longest provider call
+	// (connect + 2 × response timeout) so a batch never outlives the
+	// invocation (default: that longest call + 5s).
+	EnvDeadlineMargin = "QUNFA_SENDER_DEADLINE_MARGIN"
+	// EnvStaleAfter: the reconciler re-drives a running shard without
+	// progress for this long (default 2m).
+	EnvStaleAfter = "QUNFA_STALE_AFTER"
+	// EnvSettleAfter: the reconciler looks up items submitted this long ago;
+	// it must exceed the longest provider call (default: that call + 5s).
+	EnvSettleAfter = "QUNFA_SETTLE_AFTER"
+)
+
+// DynamoDB actions, as IAM names them (dynamodb:<action>).
+const (
+	DynamoGetItem        = "GetItem"
+	DynamoPutItem        = "PutItem"
+	DynamoUpdateItem     = "UpdateItem"
+	DynamoQuery          = "Query"
+	DynamoBatchGetItem   = "BatchGetItem"
+	DynamoBatchWriteItem = "BatchWriteItem"
+)
+
+// SQS actions, as IAM names them (sqs:<action>).
+const (
+	SQSSendMessage             = "SendMessage"
+	SQSReceiveMessage          = "ReceiveMessage"
+	SQSDeleteMessage           = "DeleteMessage"
+	SQSChangeMessageVisibility = "ChangeMessageVisibility"
+	SQSGetQueueAttributes      = "GetQueueAttributes"
+)
+
+// Global secondary indexes of the table (see dynamostore's package doc).
+const (
+	IndexTenantJobs = "tenantJobs"
+	IndexRunning    = "running"
+	IndexDue        = "due"
+	IndexSubmitted  = "submitted"
+)
+
+// Function describes one Lambda function: where its code is, what it reads
+// from the environment and which AWS actions its code calls. The IAM policy
+// of its role in template.yaml grants exactly these, on the table (and the
+// listed indexes) and the work queue only.
+type Function struct {
+	// Name is the directory under functions/.
+	Name string
+	// LogicalID is its AWS::Serverless::Function in template.yaml; its role
+	// is LogicalID with "Function" replaced by "Role".
+	LogicalID string
+	// Env lists every environment variable the function reads.
+	Env []string
+	// DynamoDB lists the dynamodb actions it calls.
+	DynamoDB []string
+	// Indexes lists the global secondary indexes it queries.
+	Indexes []string
+	// SQS lists the sqs actions on the work queue, including those the
+	// Lambda event source mapping makes with the function's role.
+	SQS []string
+	// Provider: the function calls the provider (sends, status look-ups).
+	Provider bool
+}
+
+var (
+	baseEnv     = []string{EnvTable, EnvQueueURL, EnvLogLevel}
+	providerEnv = []string{EnvProviderURL, EnvProviderToken, EnvProviderConnectTimeout, EnvProviderTimeout}
+)
+
+func concat(lists ...[]string) []string {
+	var out []string
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
+}
+
+// The functions. The breaker function is not here: its core does not exist
+// yet.
+var (
+	// Submit serves POST /v1/jobs (API Gateway) and campaign events
+	// (EventBridge): authenticate, validate, write the job and its
+	// snapshot, enqueue the first turn of every shard.
+	Submit = Function{
+		Name: "submit", LogicalID: "SubmitFunction",
+		Env:      baseEnv,
+		DynamoDB: []string{DynamoGetItem, DynamoPutItem, DynamoUpdateItem, DynamoQuery, DynamoBatchGetItem},
+		SQS:      []string{SQSSendMessage},
+	}
+	// API serves every other route of the HTTP API v1. Redrive and resolve
+	// record the items' error details (BatchWriteItem of E# records).
+	API = Function{
+		Name: "api", LogicalID: "ApiFunction",
+		Env: baseEnv,
+		DynamoDB: []string{DynamoGetItem, DynamoPutItem, DynamoUpdateItem, DynamoQuery, DynamoBatchGetItem,
+			DynamoBatchWriteItem},
+		Indexes: []string{IndexTenantJobs},
+		SQS:     []string{SQSSendMessage},
+	}
+	// Sender works shard turns from the FIFO work queue.
+	Sender = Function{
+		Name: "sender", LogicalID: "SenderFunction",
+		Env: concat(baseEnv, providerEnv, []string{EnvClaimBatch, EnvConcurrency, EnvTurnDuration, EnvDeadlineMargin}),
+		DynamoDB: []string{DynamoGetItem, DynamoPutItem, DynamoUpdateItem, DynamoQuery, DynamoBatchGetItem,
+			DynamoBatchWriteItem},
+		Indexes: []string{IndexDue},
+		SQS: []string{SQSSendMessage, SQSChangeMessageVisibility,
+			SQSReceiveMessage, SQSDeleteMessage, SQSGetQueueAttributes}, // the last three: event source mapping
+		Provider: true,
+	}
+	// Reconciler runs one reconciliation pass per scheduled event.
+	Reconciler = Function{
+		Name: "reconciler", LogicalID: "ReconcilerFunction",
+		Env: concat(baseEnv, providerEnv, []string{EnvStaleAfter, EnvSettleAfter}),
+		DynamoDB: []string{DynamoGetItem, DynamoPutItem, DynamoUpdateItem, DynamoQuery, DynamoBatchGetItem,
+			DynamoBatchWriteItem},
+		Indexes:  []string{IndexRunning, IndexSubmitted},
+		SQS:      []string{SQSSendMessage},
+		Provider: true,
+	}
+)
+
+// Functions lists every function deployed by template.yaml.
+func Functions() []Function { return []Function{Submit, API, Sender, Reconciler} }
+
+// reads reports whether the function reads the variable.
+func (f Function) reads(name string) bool {
+	for _, e := range f.Env {
+		if e == name {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,522 @@
+package awsrun_test
+
+import (
+	"context"
+	"debug/elf"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/awslabs/goformation/v7"
+	"github.com/awslabs/goformation/v7/cloudformation"
+	"github.com/awslabs/goformation/v7/intrinsics"
+
+	"github.com/qunfa/qunfa/internal/awsemu"
+	"github.com/qunfa/qunfa/internal/awsrun"
+)
+
+// The template's intrinsic functions are processed once (goformation's
+// intrinsics package); the result is read twice: by goformation into typed
+// resources (functions, roles, queues, table, alarms), and as generic JSON
+// for what goformation's SAM schema (v7.14.9) does not model — SQS event
+// FunctionResponseTypes and ScalingConfig, LoggingConfig, Metadata and the
+// HttpApi event properties (its Function_Properties union picks the first
+// event type that unmarshals, so event properties are not reliable there).
+// goformation refuses unknown properties, so LoggingConfig is removed from
+// the functions before the typed parse (it is checked on the generic one).
+//
+// The handlers keep every reference visible instead of resolving it:
+// !Ref X → "ref:X", !GetAtt X.Y → "getatt:X.Y", !Sub "s" → "sub:s".
+var intrinsicOptions = &intrinsics.ProcessorOptions{IntrinsicHandlerOverrides: map[string]intrinsics.IntrinsicHandler{
+	"Ref": func(_ string, in, tmpl any) any {
+		// A parameter with a default resolves to it (typed fields such as
+		// RetentionInDays need a value); anything else stays a reference.
+		if d := at(tmpl, "Parameters", fmt.Sprint(in), "Default"); d != nil {
+			return d
+		}
+		return fmt.Sprint("ref:", in)
+	},
+	"Fn::GetAtt": func(_ string, in, _ any) any {
+		if parts, ok := in.([]any); ok {
+			s := make([]string, len(parts))
+			for i, p := range parts {
+				s[i] = fmt.Sprint(p)
+			}
+			return "getatt:" + strings.Join(s, ".")
+		}
+		return fmt.Sprint("getatt:", in)
+	},
+	"Fn::Sub": func(_ string, in, _ any) any {
+		if parts, ok := in.([]any); ok && len(parts) > 0 {
+			return fmt.Sprint("sub:", parts[0])
+		}
+		return fmt.Sprint("sub:", in)
+	},
+}}
+
+type parsedTemplate struct {
+	typed *cloudformation.Template
+	raw   map[string]any
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
+		t.Fatalf("module root not at %s: %v", dir, err)
+	}
+	return dir
+}
+
+func loadTemplate(t *testing.T) parsedTemplate {
+	t.Helper()
+	path := filepath.Join(repoRoot(t), "template.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := intrinsics.ProcessYAML(data, intrinsicOptions)
+	if err != nil {
+		t.Fatalf("process template: %v", err)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(js, &raw); err != nil {
+		t.Fatal(err)
+	}
+	var forTyped map[string]any
+	_ = json.Unmarshal(js, &forTyped)
+	for _, r := range forTyped["Resources"].(map[string]any) {
+		if at(r, "Type") == "AWS::Serverless::Function" {
+			delete(at(r, "Properties").(map[string]any), "LoggingConfig")
+		}
+	}
+	js, _ = json.Marshal(forTyped)
+	typed, err := goformation.ParseJSONWithOptions(js, &intrinsics.ProcessorOptions{NoProcess: true})
+	if err != nil {
+		t.Fatalf("goformation: %v", err)
+	}
+	return parsedTemplate{typed: typed, raw: raw}
+}
+
+// at walks the generic template: at(m, "Resources", "X", "Properties").
+func at(v any, path ...string) any {
+	for _, p := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[p]
+	}
+	return v
+}
+
+func strs(v any) []string {
+	switch v := v.(type) {
+	case string:
+		return []string{v}
+	case []any:
+		out := make([]string, 0, len(v))
+		for _, e := range v {
+			out = append(out, fmt.Sprint(e))
+		}
+		return out
+	}
+	return nil
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	sort.Strings(s)
+	return slices.Compact(s)
+}
+
+func roleOf(fn awsrun.Function) string { return strings.TrimSuffix(fn.LogicalID, "Function") + "Role" }
+func logGroupOf(fn awsrun.Function) string {
+	return strings.TrimSuffix(fn.LogicalID, "Function") + "LogGroup"
+}
+
+// functionEnv is a function's environment as SAM deploys it: Globals
+// merged with the function's own variables.
+func functionEnv(tp parsedTemplate, fn awsrun.Function) map[string]string {
+	env := map[string]string{}
+	for k, v := range at(tp.raw, "Globals", "Function", "Environment", "Variables").(map[string]any) {
+		env[k] = fmt.Sprint(v)
+	}
+	if own, ok := at(tp.raw, "Resources", fn.LogicalID, "Properties", "Environment", "Variables").(map[string]any); ok {
+		for k, v := range own {
+			env[k] = fmt.Sprint(v)
+		}
+	}
+	return env
+}
+
+func functionProp(tp parsedTemplate, fn awsrun.Function, name string) any {
+	if v := at(tp.raw, "Resources", fn.LogicalID, "Properties", name); v != nil {
+		return v
+	}
+	return at(tp.raw, "Globals", "Function", name)
+}
+
+func TestTemplateFunctions(t *testing.T) {
+	tp := loadTemplate(t)
+	if tp.typed.Transform == nil || !slices.Contains(transforms(tp), "AWS::Serverless-2016-10-31") {
+		t.Fatalf("template has no SAM transform")
+	}
+	declared := map[string]bool{}
+	for _, fn := range awsrun.Functions() {
+		declared[fn.LogicalID] = true
+		t.Run(fn.Name, func(t *testing.T) {
+			f, err := tp.typed.GetServerlessFunctionWithName(fn.LogicalID)
+			if err != nil {
+				t.Fatalf("template: %v", err)
+			}
+			if got := fmt.Sprint(functionProp(tp, fn, "Runtime")); got != "provided.al2023" {
+				t.Errorf("Runtime = %s, want provided.al2023", got)
+			}
+			if got := strs(functionProp(tp, fn, "Architectures")); !slices.Equal(got, []string{"arm64"}) {
+				t.Errorf("Architectures = %v, want [arm64]", got)
+			}
+			if got := fmt.Sprint(functionProp(tp, fn, "Handler")); got != "bootstrap" {
+				t.Errorf("Handler = %s, want bootstrap", got)
+			}
+			if got := at(tp.raw, "Resources", fn.LogicalID, "Metadata", "BuildMethod"); got != "makefile" {
+				t.Errorf("Metadata.BuildMethod = %v, want makefile", got)
+			}
+			if want := "functions/" + fn.Name + "/"; at(tp.raw, "Resources", fn.LogicalID, "Properties", "CodeUri") != want {
+				t.Errorf("CodeUri = %v, want %s", at(tp.raw, "Resources", fn.LogicalID, "Properties", "CodeUri"), want)
+			}
+			if f.Policies != nil {
+				t.Errorf("the function has SAM Policies: its permissions must come from its role only")
+			}
+			if want := "getatt:" + roleOf(fn) + ".Arn"; f.Role == nil || *f.Role != want {
+				t.Errorf("Role = %v, want %s", f.Role, want)
+			}
+			if want := "ref:" + logGroupOf(fn); at(tp.raw, "Resources", fn.LogicalID, "Properties", "LoggingConfig", "LogGroup") != want {
+				t.Errorf("LoggingConfig.LogGroup is not %s (the role may write only there)", want)
+			}
+			checkEnv(t, tp, fn)
+			checkPolicy(t, tp, fn)
+		})
+	}
+	for name, r := range tp.typed.Resources {
+		if r.AWSCloudFormationType() == "AWS::Serverless::Function" && !declared[name] {
+			t.Errorf("template function %s is not declared in awsrun.Functions()", name)
+		}
+	}
+}
+
+func transforms(tp parsedTemplate) []string {
+	var out []string
+	if tp.typed.Transform.String != nil {
+		out = append(out, *tp.typed.Transform.String)
+	}
+	if tp.typed.Transform.StringArray != nil {
+		out = append(out, *tp.typed.Transform.StringArray...)
+	}
+	return out
+}
+
+// checkEnv: the template sets every variable the function reads and no
+// other QUNFA_ variable; the provider token comes from Secrets Manager; and
+// the values, with references filled in, pass the function's own
+// configuration validation.
+func checkEnv(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
+	t.Helper()
+	env := functionEnv(tp, fn)
+	for _, name := range fn.Env {
+		if _, ok := env[name]; !ok {
+			t.Errorf("%s reads %s, which the template does not set", fn.Name, name)
+		}
+	}
+	for name := range env {
+		if strings.HasPrefix(name, "QUNFA_") && !slices.Contains(fn.Env, name) {
+			t.Errorf("template sets %s for %s, which does not read it", name, fn.Name)
+		}
+	}
+	if tok, ok := env[awsrun.EnvProviderToken]; ok && !strings.Contains(tok, "{{resolve:secretsmanager:") {
+		t.Errorf("%s must be a Secrets Manager dynamic reference, got %q", awsrun.EnvProviderToken, tok)
+	}
+	resolved := map[string]string{
+		"ref:Table":       "qunfa-table",
+		"ref:WorkQueue":   "https://sqs.ap-east-1.amazonaws.com/123456789012/qunfa-WorkQueue.fifo",
+		"ref:ProviderURL": "https://provider.example",
+	}
+	_, err := awsrun.Load(fn, func(name string) string {
+		v := env[name]
+		if r, ok := resolved[v]; ok {
+			return r
+		}
+		return v
+	})
+	if err != nil {
+		t.Errorf("the template's environment does not pass %s's validation: %v", fn.Name, err)
+	}
+}
+
+// checkPolicy: the function's role has one inline policy granting exactly
+// the declared actions: logs on its own log group, DynamoDB on the table
+// and the indexes it queries, SQS on the work queue.
+func checkPolicy(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
+	t.Helper()
+	role, err := tp.typed.GetIAMRoleWithName(roleOf(fn))
+	if err != nil {
+		t.Fatalf("role: %v", err)
+	}
+	if len(role.Policies) != 1 || len(role.ManagedPolicyArns) != 0 {
+		t.Fatalf("role %s: want exactly one inline policy and no managed policies, got %d and %v",
+			roleOf(fn), len(role.Policies), role.ManagedPolicyArns)
+	}
+	if !strings.Contains(fmt.Sprint(role.AssumeRolePolicyDocument), "lambda.amazonaws.com") {
+		t.Errorf("role %s is not assumable by Lambda", roleOf(fn))
+	}
+	actions := map[string][]string{}   // service → actions
+	resources := map[string][]string{} // service → resources
+	stmts, _ := at(role.Policies[0].PolicyDocument, "Statement").([]any)
+	for _, s := range stmts {
+		if at(s, "Effect") != "Allow" || at(s, "NotAction") != nil || at(s, "NotResource") != nil || at(s, "Condition") != nil {
+			t.Errorf("statement %v: only plain Allow statements expected", s)
+		}
+		var svc string
+		for _, a := range strs(at(s, "Action")) {
+			p, action, _ := strings.Cut(a, ":")
+			if strings.Contains(a, "*") {
+				t.Errorf("wildcard action %s", a)
+			}
+			if svc != "" && p != svc {
+				t.Errorf("statement mixes services %s and %s", svc, p)
+			}
+			svc = p
+			actions[p] = append(actions[p], action)
+		}
+		for _, r := range strs(at(s, "Resource")) {
+			if strings.Contains(strings.TrimPrefix(r, "sub:"), "*") {
+				t.Errorf("wildcard resource %s", r)
+			}
+			resources[svc] = append(resources[svc], r)
+		}
+	}
+	wantResources := []string{"getatt:Table.Arn"}
+	for _, idx := range fn.Indexes {
+		wantResources = append(wantResources, "sub:${Table.Arn}/index/"+idx)
+	}
+	checks := []struct {
+		svc              string
+		actions, targets []string
+	}{
+		{"logs", []string{"CreateLogStream", "PutLogEvents"}, []string{"getatt:" + logGroupOf(fn) + ".Arn"}},
+		{"dynamodb", fn.DynamoDB, wantResources},
+		{"sqs", fn.SQS, []string{"getatt:WorkQueue.Arn"}},
+	}
+	for _, c := range checks {
+		if got, want := sorted(actions[c.svc]), sorted(c.actions); !slices.Equal(got, want) {
+			t.Errorf("%s %s actions = %v, want %v (awsrun.%s)", roleOf(fn), c.svc, got, want, fn.LogicalID)
+		}
+		if got, want := sorted(resources[c.svc]), sorted(c.targets); len(c.actions) > 0 && !slices.Equal(got, want) {
+			t.Errorf("%s %s resources = %v, want %v", roleOf(fn), c.svc, got, want)
+		}
+		delete(actions, c.svc)
+	}
+	for svc, a := range actions {
+		t.Errorf("%s grants %s actions %v that the function does not call", roleOf(fn), svc, a)
+	}
+}
+
+func TestTemplateQueuesAndEventSources(t *testing.T) {
+	tp := loadTemplate(t)
+	work, err := tp.typed.GetSQSQueueWithName("WorkQueue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlq, err := tp.typed.GetSQSQueueWithName("DeadLetterQueue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, q := range map[string]bool{"WorkQueue": work.FifoQueue != nil && *work.FifoQueue, "DeadLetterQueue": dlq.FifoQueue != nil && *dlq.FifoQueue} {
+		if !q {
+			t.Errorf("%s is not FIFO", name)
+		}
+	}
+	if work.ContentBasedDeduplication == nil || *work.ContentBasedDeduplication {
+		t.Errorf("WorkQueue must not deduplicate by content: every turn carries its own id")
+	}
+	if work.ReceiveMessageWaitTimeSeconds == nil || *work.ReceiveMessageWaitTimeSeconds != 0 {
+		t.Errorf("WorkQueue ReceiveMessageWaitTimeSeconds must be 0")
+	}
+	if at(work.RedrivePolicy, "deadLetterTargetArn") != "getatt:DeadLetterQueue.Arn" {
+		t.Errorf("WorkQueue redrive target = %v", at(work.RedrivePolicy, "deadLetterTargetArn"))
+	}
+	if n, ok := at(work.RedrivePolicy, "maxReceiveCount").(float64); !ok || n < 2 || n > 1000 {
+		t.Errorf("WorkQueue maxReceiveCount = %v", at(work.RedrivePolicy, "maxReceiveCount"))
+	}
+	timeout, _ := functionProp(tp, awsrun.Sender, "Timeout").(float64)
+	if timeout <= 0 || work.VisibilityTimeout == nil || float64(*work.VisibilityTimeout) < 6*timeout {
+		t.Errorf("WorkQueue VisibilityTimeout %v must be ≥ 6 × sender timeout %v", at(tp.raw, "Resources", "WorkQueue", "Properties", "VisibilityTimeout"), timeout)
+	}
+	if margin, err := time.ParseDuration(functionEnv(tp, awsrun.Sender)[awsrun.EnvDeadlineMargin]); err != nil ||
+		margin+time.Second >= time.Duration(timeout)*time.Second {
+		t.Errorf("sender deadline margin %v leaves no time for a batch in a %vs invocation", margin, timeout)
+	}
+
+	ev := at(tp.raw, "Resources", awsrun.Sender.LogicalID, "Properties", "Events").(map[string]any)
+	var sqsEvents int
+	for name, e := range ev {
+		if at(e, "Type") != "SQS" {
+			t.Errorf("sender event %s has type %v", name, at(e, "Type"))
+			continue
+		}
+		sqsEvents++
+		p := at(e, "Properties")
+		if at(p, "Queue") != "getatt:WorkQueue.Arn" {
+			t.Errorf("sender event source queue = %v", at(p, "Queue"))
+		}
+		if n, _ := at(p, "BatchSize").(float64); n < 1 || n > 10 {
+			t.Errorf("sender BatchSize = %v, want small (1..10)", at(p, "BatchSize"))
+		}
+		if !slices.Contains(strs(at(p, "FunctionResponseTypes")), "ReportBatchItemFailures") {
+			t.Errorf("sender event source lacks ReportBatchItemFailures")
+		}
+		if at(p, "ScalingConfig", "MaximumConcurrency") == nil {
+			t.Errorf("sender event source has no ScalingConfig.MaximumConcurrency")
+		}
+	}
+	if sqsEvents != 1 {
+		t.Errorf("sender has %d SQS event sources, want 1", sqsEvents)
+	}
+
+	// Routes: POST /v1/jobs to submit, everything else ($default) to api;
+	// campaigns from the bus to submit; a schedule for the reconciler.
+	type route struct{ fn, typ, path, method string }
+	var got []route
+	for _, fn := range awsrun.Functions() {
+		evs, _ := at(tp.raw, "Resources", fn.LogicalID, "Properties", "Events").(map[string]any)
+		for _, e := range evs {
+			got = append(got, route{fn.Name, fmt.Sprint(at(e, "Type")), fmt.Sprint(at(e, "Properties", "Path")), fmt.Sprint(at(e, "Properties", "Method"))})
+			if at(e, "Type") == "HttpApi" && at(e, "Properties", "ApiId") != "ref:HttpApi" {
+				t.Errorf("%s HttpApi event not on HttpApi", fn.Name)
+			}
+			if at(e, "Type") == "EventBridgeRule" {
+				if at(e, "Properties", "EventBusName") != "ref:EventBus" ||
+					!slices.Contains(strs(at(e, "Properties", "Pattern", "detail-type")), "qunfa.campaign") {
+					t.Errorf("%s campaign rule: %v", fn.Name, e)
+				}
+			}
+		}
+	}
+	for _, want := range []route{
+		{"submit", "HttpApi", "/v1/jobs", "POST"},
+		{"submit", "EventBridgeRule", "<nil>", "<nil>"},
+		{"api", "HttpApi", "<nil>", "<nil>"},
+		{"sender", "SQS", "<nil>", "<nil>"},
+		{"reconciler", "Schedule", "<nil>", "<nil>"},
+	} {
+		if !slices.Contains(got, want) {
+			t.Errorf("no event %+v; events: %+v", want, got)
+		}
+	}
+	if len(got) != 5 {
+		t.Errorf("events %+v, want exactly the five above", got)
+	}
+}
+
+func TestTemplateParametersOutputsAlarms(t *testing.T) {
+	tp := loadTemplate(t)
+	for _, p := range []string{"Stage", "ProviderURL", "ProviderSecretArn"} {
+		if _, ok := tp.typed.Parameters[p]; !ok {
+			t.Errorf("parameter %s missing", p)
+		}
+	}
+	for _, o := range []string{"ApiUrl", "BusName", "QueueUrl", "TableName"} {
+		if _, ok := tp.typed.Outputs[o]; !ok {
+			t.Errorf("output %s missing", o)
+		}
+	}
+	alarms := map[string]bool{}
+	for name, r := range tp.raw["Resources"].(map[string]any) {
+		if at(r, "Type") != "AWS::CloudWatch::Alarm" {
+			continue
+		}
+		p := at(r, "Properties")
+		if !slices.Contains(strs(at(p, "AlarmActions")), "ref:AlarmTopic") {
+			t.Errorf("alarm %s notifies nobody", name)
+		}
+		dims, _ := at(p, "Dimensions").([]any)
+		for _, d := range dims {
+			alarms[fmt.Sprint(at(p, "MetricName"), " ", at(d, "Value"))] = true
+		}
+	}
+	want := []string{"ApproximateNumberOfMessagesVisible getatt:DeadLetterQueue.QueueName"}
+	for _, fn := range awsrun.Functions() {
+		want = append(want, "Errors ref:"+fn.LogicalID)
+	}
+	for _, w := range want {
+		if !alarms[w] {
+			t.Errorf("no alarm on %s", w)
+		}
+	}
+}
+
+// TestTemplateBuildsEveryFunction runs what `sam build` runs for each
+// function — the build-<LogicalId> target of its Makefile, from another
+// directory, as SAM does — and checks the bootstrap is a linux/arm64
+// executable.
+func TestTemplateBuildsEveryFunction(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cross-compiles four binaries")
+	}
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("make not on PATH")
+	}
+	root := repoRoot(t)
+	for _, fn := range awsrun.Functions() {
+		t.Run(fn.Name, func(t *testing.T) {
+			makefile := filepath.Join(root, "functions", fn.Name, "Makefile")
+			out := t.TempDir()
+			cmd := exec.Command("make", "--no-print-directory", "-f", makefile, "build-"+fn.LogicalID, "ARTIFACTS_DIR="+out)
+			cmd.Dir = t.TempDir()
+			if b, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("make build-%s: %v\n%s", fn.LogicalID, err, b)
+			}
+			f, err := elf.Open(filepath.Join(out, "bootstrap"))
+			if err != nil {
+				t.Fatalf("bootstrap: %v", err)
+			}
+			defer f.Close()
+			if f.Machine != elf.EM_AARCH64 || f.OSABI != elf.ELFOSABI_NONE && f.OSABI != elf.ELFOSABI_LINUX {
+				t.Errorf("bootstrap is %v/%v, want linux arm64", f.Machine, f.OSABI)
+			}
+		})
+	}
+}
+
+// TestTemplateCfnLint runs cfn-lint (SAM transform included) on the template.
+func TestTemplateCfnLint(t *testing.T) {
+	lint, err := exec.LookPath("cfn-lint")
+	if err != nil {
+		if awsemu.Required() {
+			t.Fatalf("cfn-lint not on PATH (QUNFA_REQUIRE_EMULATORS=1)")
+		}
+		t.Skip("cfn-lint not on PATH (pip install cfn-lint); QUNFA_REQUIRE_EMULATORS=1 makes this a failure")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, lint, "template.yaml")
+	cmd.Dir = repoRoot(t)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			t.Fatalf("cfn-lint template.yaml (exit %d):\n%s", exit.ExitCode(), out)
+		}
+		t.Fatalf("cfn-lint: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,114 @@
+package handlers_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/qunfa/qunfa/internal/api"
+	"github.com/qunfa/qunfa/internal/clock"
+	"github.com/qunfa/qunfa/internal/control"
+	"github.com/qunfa/qunfa/internal/handlers"
+	"github.com/qunfa/qunfa/internal/queue/sqlitequeue"
+	"github.com/qunfa/qunfa/internal/store"
+	"github.com/qunfa/qunfa/internal/store/sqlitestore"
+	"github.com/qunfa/qunfa/internal/submit"
+)
+
+// sampleEvent reads events/<name> (the samples for `sam local invoke -e`).
+func sampleEvent(t *testing.T, name string, replace ...string) json.RawMessage {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "events", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return json.RawMessage(strings.NewReplacer(replace...).Replace(string(b)))
+}
+
+// The submit function's handler on the embedded adapters, fed with the
+// sample events: an API Gateway POST /v1/jobs and a campaign event.
+func TestSubmitHandlerSampleEvents(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := sqlitestore.Open(ctx, filepath.Join(dir, "store.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	clk := clock.NewFake(time.Date(2025, 2, 3, 9, 30, 0, 0, time.UTC))
+	q, err := sqlitequeue.Open(ctx, filepath.Join(dir, "queue.db"), sqlitequeue.Options{Name: "work", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if err := st.PutToken(ctx, api.HashToken("qf_example_token"), "tenant-a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.PutAccount(ctx, store.Account{Tenant: "tenant-a", ID: "acct-a", RatePerSec: 5, Burst: 5, MaxRecipientsPerCall: 1}); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	sub := &submit.Submitter{Store: st, Queue: q, Clock: clk}
+	h := handlers.Submit(api.New(api.Deps{
+		Store: st, Submitter: sub, Control: &control.Controller{Store: st, Queue: q, Clock: clk}, Clock: clk, Logger: log,
+	}), sub, log)
+
+	out, err := h(ctx, sampleEvent(t, "submit-api.json"))
+	resp, ok := out.(events.APIGatewayV2HTTPResponse)
+	if err != nil || !ok || resp.StatusCode != 202 {
+		t.Fatalf("API submit: %v %+v", err, out)
+	}
+	var job api.Job
+	if err := json.Unmarshal([]byte(resp.Body), &job); err != nil || job.Total != 3 {
+		t.Fatalf("job %s (the sample's duplicate recipient is dropped): %v", resp.Body, err)
+	}
+
+	// A campaign fired twice for the same time: one job.
+	first, err := h(ctx, sampleEvent(t, "submit-campaign.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := h(ctx, sampleEvent(t, "submit-campaign.json", "7b1e2f8a", "9c9c9c9c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := first.(handlers.CampaignResult), again.(handlers.CampaignResult)
+	if !a.Created || b.Created || a.JobID != b.JobID || a.Total != 2 || a.Key != "campaign:weekly-digest@2025-02-03T08:00:00Z" {
+		t.Fatalf("campaign: first %+v, again %+v", a, b)
+	}
+	// The next firing is a new job.
+	next, err := h(ctx, sampleEvent(t, "submit-campaign.json", "2025-02-03T08:00:00Z", "2025-02-10T08:00:00Z"))
+	if err != nil || !next.(handlers.CampaignResult).Created || next.(handlers.CampaignResult).JobID == a.JobID {
+		t.Fatalf("next firing: %v %+v", err, next)
+	}
+	// Same key, other body: refused.
+	if _, err := h(ctx, sampleEvent(t, "submit-campaign.json", "Weekly digest", "Other")); err == nil || !strings.Contains(err.Error(), "idempotency") {
+		t.Errorf("same key, other job: %v", err)
+	}
+
+	before, _ := st.ListJobs(ctx, store.ListJobsParams{Tenant: "tenant-a", Limit: 100})
+	for name, ev := range map[string]json.RawMessage{
+		"unknown account": sampleEvent(t, "submit-campaign.json", "2025-02-03T08:00:00Z", "2025-03-03T08:00:00Z", `"acct-a"`, `"acct-zz"`),
+		"no tenant":       sampleEvent(t, "submit-campaign.json", `"tenant": "tenant-a",`, ""),
+		"unknown field":   sampleEvent(t, "submit-campaign.json", `"tenant": "tenant-a",`, `"tenant": "tenant-a", "tennant": "x",`),
+		"wrong type":      sampleEvent(t, "submit-campaign.json", `"detail-type": "qunfa.campaign"`, `"detail-type": "other"`),
+		"not an event":    json.RawMessage(`{"hello": "world"}`),
+		"not JSON object": json.RawMessage(`[1, 2]`),
+	} {
+		if _, err := h(ctx, ev); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	after, _ := st.ListJobs(ctx, store.ListJobsParams{Tenant: "tenant-a", Limit: 100})
+	if len(after.Jobs) != len(before.Jobs) {
+		t.Errorf("refused campaigns stored jobs: %d → %d", len(before.Jobs), len(after.Jobs))
+	}
+}
