@@ -67,14 +67,15 @@ func HashToken(token string) string {
 // server holds the dependencies of the route handlers.
 type server struct {
 	Deps
-	mux      *http.ServeMux
+	mux      *routeMux
 	keyLocks keyLocks // per tenant + idempotency key
 }
 
 // New returns the HTTP API v1 handler.
 func New(deps Deps) http.Handler {
-	s := &server{Deps: deps.withDefaults(), mux: http.NewServeMux()}
+	s := &server{Deps: deps.withDefaults(), mux: newRouteMux()}
 	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("GET /v1/openapi.json", serveOpenAPI)
 
 	s.handle("PUT /v1/accounts/{account}", s.putAccount)
 	s.handle("GET /v1/accounts/{account}", s.getAccount)
