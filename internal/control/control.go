@@ -34,6 +34,13 @@ type Controller struct {
 	Log    *slog.Logger
 }
 
+func (c *Controller) logger() *slog.Logger {
+	if c.Log != nil {
+		return c.Log
+	}
+	return slog.Default()
+}
+
 // Pause stops a running job at the next item boundary (resumable).
 func (c *Controller) Pause(ctx context.Context, jobID string) (store.JobView, error) {
 	job, err := c.Store.TransitionJob(ctx, store.TransitionJobParams{
@@ -43,11 +50,7 @@ func (c *Controller) Pause(ctx context.Context, jobID string) (store.JobView, er
 	if err != nil {
 		return store.JobView{}, mapErr(err)
 	}
-	log := c.Log
-	if log == nil {
-		log = slog.Default()
-	}
-	alert.Emit(ctx, c.Alerts, log, alert.Event{Type: alert.JobPaused, Tenant: job.Tenant, Time: c.Clock.Now(),
+	alert.Emit(ctx, c.Alerts, c.logger(), alert.Event{Type: alert.JobPaused, Tenant: job.Tenant, Time: c.Clock.Now(),
 		Detail: alert.JobPausedDetail{JobID: jobID, Reason: string(store.PauseManual)}})
 	return c.Store.GetJob(ctx, jobID)
 }
@@ -83,15 +86,19 @@ func (c *Controller) Resume(ctx context.Context, jobID string) (store.JobView, e
 // Cancel abandons a job's remaining items, irreversibly; nothing already
 // sent is undone. Items in flight finish and are recorded.
 func (c *Controller) Cancel(ctx context.Context, jobID string) (store.JobView, error) {
-	if _, err := c.Store.TransitionJob(ctx, store.TransitionJobParams{
+	job, err := c.Store.TransitionJob(ctx, store.TransitionJobParams{
 		JobID: jobID, From: []store.JobStatus{store.JobRunning, store.JobPaused}, To: store.JobCancelled, At: c.Clock.Now(),
-	}); err != nil {
+	})
+	if err != nil {
 		return store.JobView{}, mapErr(err)
 	}
 	view, err := c.Store.GetJob(ctx, jobID)
 	if err != nil {
 		return store.JobView{}, err
 	}
+	alert.Emit(ctx, c.Alerts, c.logger(), alert.Event{Type: alert.JobFinished, Tenant: job.Tenant, Time: c.Clock.Now(),
+		Detail: alert.JobFinishedDetail{JobID: jobID, Name: job.Name, Status: string(store.JobCancelled),
+			Counts: alert.Counts(view.Counts()), Failures: view.Failures()}})
 	if err := c.kickAll(ctx, view); err != nil {
 		return store.JobView{}, err
 	}
