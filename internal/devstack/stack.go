@@ -17,6 +17,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/qunfa/qunfa/internal/alert"
 	"github.com/qunfa/qunfa/internal/api"
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/control"
@@ -94,10 +95,13 @@ type Stack struct {
 	Control    *control.Controller
 	Sender     *sender.Sender
 	Reconciler *reconcile.Reconciler
-	Log        *slog.Logger
-	APIURL     string
-	MockURL    string
-	Token      string
+	// Feed keeps the latest alerts for the dashboard; alerts also go to
+	// the log.
+	Feed    *alert.Feed
+	Log     *slog.Logger
+	APIURL  string
+	MockURL string
+	Token   string
 	// TokenGenerated is true when Token was made up at start.
 	TokenGenerated bool
 
@@ -157,11 +161,13 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 		return nil, fmt.Errorf("provider: %w", err)
 	}
 	clk := clock.System{}
-	s.Submitter = &submit.Submitter{Store: st, Queue: q, Clock: clk, Limits: cfg.Limits}
-	s.Control = &control.Controller{Store: st, Queue: q, Clock: clk}
-	s.Sender = &sender.Sender{Store: st, Queue: q, Provider: prov, Clock: clk, Log: log, Config: cfg.Sender}
+	s.Feed = alert.NewFeed(1000)
+	alerts := alert.Multi{alert.NewLog(log), s.Feed}
+	s.Submitter = &submit.Submitter{Store: st, Queue: q, Clock: clk, Limits: cfg.Limits, Alerts: alerts, Log: log}
+	s.Control = &control.Controller{Store: st, Queue: q, Clock: clk, Alerts: alerts, Log: log}
+	s.Sender = &sender.Sender{Store: st, Queue: q, Provider: prov, Clock: clk, Log: log, Config: cfg.Sender, Alerts: alerts}
 	s.Reconciler = &reconcile.Reconciler{
-		Store: st, Queue: q, Provider: prov, Clock: clk, Log: log,
+		Store: st, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts,
 		// A call lasts at most connect + 2 × response timeout: never look up
 		// an item whose call may still be in flight.
 		StaleAfter: cfg.StaleAfter, SettleAfter: 3*time.Second + 2*cfg.ProviderTimeout + 5*time.Second,
