@@ -1,7 +1,8 @@
 // Package metrics measures qunfa's sending with one set of metric names for
 // both runtimes: the local stack serves them as Prometheus text at /metrics
-// (NewPrometheus), and the Lambda functions print them as CloudWatch
-// Embedded Metric Format lines on stdout (NewEMF). The core reports events
+// (package prom), and the Lambda functions print them as CloudWatch
+// Embedded Metric Format lines on stdout (NewEMF). This package needs only
+// the standard library, so the core may import it for Recorder. The core reports events
 // to a Recorder; which one is wiring, decided in main.
 //
 // The names, their labels and what they count:

@@ -125,28 +125,6 @@ func TestProviderRecordsSends(t *testing.T) {
 	}
 }
 
-func TestProviderWithPrometheus(t *testing.T) {
-	clk := clock.NewFake(time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC))
-	fake := &fakeProvider{clk: clk, latency: 30 * time.Millisecond, results: []provider.RecipientResult{
-		{Accepted: true}, {Category: provider.RateLimited},
-	}}
-	prom := metrics.NewPrometheus(nil)
-	p := &metrics.MeasuredProvider{Next: fake, Recorder: prom, Clock: clk}
-	for range 3 {
-		if _, err := p.Send(context.Background(), provider.SendRequest{Account: "acct-b"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	text := scrape(t, prom)
-	wantLines(t, text,
-		`qunfa_messages_sent_total{account="acct-b"} 3`,
-		`qunfa_rate_limited_total{account="acct-b"} 3`,
-		`qunfa_provider_latency_seconds_bucket{account="acct-b",le="0.025"} 0`,
-		`qunfa_provider_latency_seconds_bucket{account="acct-b",le="0.05"} 3`,
-		`qunfa_provider_latency_seconds_count{account="acct-b"} 3`,
-	)
-}
-
 // Provider is the production constructor: it measures with the system clock.
 func TestProviderConstructor(t *testing.T) {
 	fake := &fakeProvider{clk: clock.NewFake(time.Time{}), results: []provider.RecipientResult{{Accepted: true}}}

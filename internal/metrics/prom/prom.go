@@ -1,4 +1,9 @@
-package metrics
+// Package prom is the Prometheus metrics.Recorder of the local stack: it
+// keeps qunfa's metrics in its own registry and serves them as Prometheus
+// text at /metrics. It lives apart from package metrics so that the Lambda
+// functions, which record through metrics.EMF, never link the Prometheus
+// client.
+package prom
 
 import (
 	"context"
@@ -10,6 +15,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/qunfa/qunfa/internal/metrics"
 )
 
 // Histogram buckets, in seconds.
@@ -23,9 +30,9 @@ var (
 // queueStatsTimeout bounds reading one watched queue's depth at a scrape.
 const queueStatsTimeout = 2 * time.Second
 
-// Prometheus is the Recorder of the local stack: it keeps the metrics in
-// its own registry and serves them as Prometheus text (Handler).
-type Prometheus struct {
+// Recorder is the metrics.Recorder of the local stack: it keeps the
+// metrics in its own registry and serves them as Prometheus text (Handler).
+type Recorder struct {
 	reg          *prometheus.Registry
 	sent         *prometheus.CounterVec
 	failed       *prometheus.CounterVec
@@ -38,40 +45,40 @@ type Prometheus struct {
 	log          *slog.Logger
 }
 
-var _ Recorder = (*Prometheus)(nil)
+var _ metrics.Recorder = (*Recorder)(nil)
 
-// NewPrometheus returns a Prometheus recorder with every qunfa metric
+// New returns a Recorder with every qunfa metric
 // registered (and at zero where it has no labels). log receives scrape
 // errors, such as a watched queue that cannot be read (nil: slog.Default()).
-func NewPrometheus(log *slog.Logger) *Prometheus {
+func New(log *slog.Logger) *Recorder {
 	if log == nil {
 		log = slog.Default()
 	}
-	p := &Prometheus{
+	p := &Recorder{
 		reg: prometheus.NewRegistry(),
 		sent: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: MessagesSent, Help: "Recipients the provider accepted.",
-		}, []string{LabelAccount}),
+			Name: metrics.MessagesSent, Help: "Recipients the provider accepted.",
+		}, []string{metrics.LabelAccount}),
 		failed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: MessagesFailed, Help: "Recipients the provider refused or left unanswered, by provider category (rate limits excluded).",
-		}, []string{LabelAccount, LabelCategory}),
+			Name: metrics.MessagesFailed, Help: "Recipients the provider refused or left unanswered, by provider category (rate limits excluded).",
+		}, []string{metrics.LabelAccount, metrics.LabelCategory}),
 		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: RateLimited, Help: "Recipients the provider refused for frequency or concurrency.",
-		}, []string{LabelAccount}),
+			Name: metrics.RateLimited, Help: "Recipients the provider refused for frequency or concurrency.",
+		}, []string{metrics.LabelAccount}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: ProviderLatency, Help: "Duration of provider send calls.", Buckets: ProviderLatencyBuckets,
-		}, []string{LabelAccount}),
+			Name: metrics.ProviderLatency, Help: "Duration of provider send calls.", Buckets: ProviderLatencyBuckets,
+		}, []string{metrics.LabelAccount}),
 		tokenWait: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: TokenWait, Help: "Waits for rate-limit tokens.", Buckets: TokenWaitBuckets,
+			Name: metrics.TokenWait, Help: "Waits for rate-limit tokens.", Buckets: TokenWaitBuckets,
 		}),
 		handbacks: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: Handbacks, Help: "Shard turns handed back to the queue to continue later.",
+			Name: metrics.Handbacks, Help: "Shard turns handed back to the queue to continue later.",
 		}),
 		activeShards: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: ActiveShards, Help: "Shard turns being worked.",
+			Name: metrics.ActiveShards, Help: "Shard turns being worked.",
 		}),
 		queues: &queueCollector{
-			desc: prometheus.NewDesc(QueueDepth, "Messages in a queue, visible or in flight.", []string{LabelQueue, LabelState}, nil),
+			desc: prometheus.NewDesc(metrics.QueueDepth, "Messages in a queue, visible or in flight.", []string{metrics.LabelQueue, metrics.LabelState}, nil),
 			set:  map[string][2]int{},
 		},
 		log: log,
@@ -82,11 +89,11 @@ func NewPrometheus(log *slog.Logger) *Prometheus {
 
 // Registry is the registry the metrics live in, for adding collectors
 // (for example collectors.NewGoCollector()).
-func (p *Prometheus) Registry() *prometheus.Registry { return p.reg }
+func (p *Recorder) Registry() *prometheus.Registry { return p.reg }
 
 // Handler serves the metrics as Prometheus text, for GET /metrics. A
 // watched queue that cannot be read is logged and left out of that scrape.
-func (p *Prometheus) Handler() http.Handler {
+func (p *Recorder) Handler() http.Handler {
 	return promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{
 		ErrorLog:      promLogger{p.log},
 		ErrorHandling: promhttp.ContinueOnError,
@@ -96,58 +103,58 @@ func (p *Prometheus) Handler() http.Handler {
 // WatchQueue makes every scrape read the named queue's depth through
 // stats, so qunfa_queue_depth is current without anyone calling
 // QueueDepth. A watched queue's depth replaces any set by QueueDepth.
-func (p *Prometheus) WatchQueue(queue string, stats QueueStatsFunc) {
+func (p *Recorder) WatchQueue(queue string, stats metrics.QueueStatsFunc) {
 	p.queues.mu.Lock()
 	defer p.queues.mu.Unlock()
 	if p.queues.watched == nil {
-		p.queues.watched = map[string]QueueStatsFunc{}
+		p.queues.watched = map[string]metrics.QueueStatsFunc{}
 	}
 	p.queues.watched[queue] = stats
 }
 
-// MessagesSent implements Recorder.
-func (p *Prometheus) MessagesSent(_ context.Context, account string, n int) {
+// MessagesSent implements metrics.Recorder.
+func (p *Recorder) MessagesSent(_ context.Context, account string, n int) {
 	if n > 0 {
 		p.sent.WithLabelValues(account).Add(float64(n))
 	}
 }
 
-// MessagesFailed implements Recorder.
-func (p *Prometheus) MessagesFailed(_ context.Context, account, category string, n int) {
+// MessagesFailed implements metrics.Recorder.
+func (p *Recorder) MessagesFailed(_ context.Context, account, category string, n int) {
 	if n > 0 {
 		p.failed.WithLabelValues(account, category).Add(float64(n))
 	}
 }
 
-// RateLimited implements Recorder.
-func (p *Prometheus) RateLimited(_ context.Context, account string, n int) {
+// RateLimited implements metrics.Recorder.
+func (p *Recorder) RateLimited(_ context.Context, account string, n int) {
 	if n > 0 {
 		p.rateLimited.WithLabelValues(account).Add(float64(n))
 	}
 }
 
-// ProviderLatency implements Recorder.
-func (p *Prometheus) ProviderLatency(_ context.Context, account string, d time.Duration) {
+// ProviderLatency implements metrics.Recorder.
+func (p *Recorder) ProviderLatency(_ context.Context, account string, d time.Duration) {
 	p.latency.WithLabelValues(account).Observe(d.Seconds())
 }
 
-// TokenWait implements Recorder.
-func (p *Prometheus) TokenWait(_ context.Context, d time.Duration) {
+// TokenWait implements metrics.Recorder.
+func (p *Recorder) TokenWait(_ context.Context, d time.Duration) {
 	p.tokenWait.Observe(d.Seconds())
 }
 
-// Handback implements Recorder.
-func (p *Prometheus) Handback(context.Context) { p.handbacks.Inc() }
+// Handback implements metrics.Recorder.
+func (p *Recorder) Handback(context.Context) { p.handbacks.Inc() }
 
-// QueueDepth implements Recorder.
-func (p *Prometheus) QueueDepth(_ context.Context, queue string, visible, inFlight int) {
+// QueueDepth implements metrics.Recorder.
+func (p *Recorder) QueueDepth(_ context.Context, queue string, visible, inFlight int) {
 	p.queues.mu.Lock()
 	p.queues.set[queue] = [2]int{visible, inFlight}
 	p.queues.mu.Unlock()
 }
 
-// AddActiveShards implements Recorder.
-func (p *Prometheus) AddActiveShards(_ context.Context, delta int) {
+// AddActiveShards implements metrics.Recorder.
+func (p *Recorder) AddActiveShards(_ context.Context, delta int) {
 	p.activeShards.Add(float64(delta))
 }
 
@@ -157,7 +164,7 @@ type queueCollector struct {
 	desc    *prometheus.Desc
 	mu      sync.Mutex
 	set     map[string][2]int
-	watched map[string]QueueStatsFunc
+	watched map[string]metrics.QueueStatsFunc
 }
 
 func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
@@ -168,7 +175,7 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	for q, d := range c.set {
 		depths[q] = d
 	}
-	watched := make(map[string]QueueStatsFunc, len(c.watched))
+	watched := make(map[string]metrics.QueueStatsFunc, len(c.watched))
 	for q, f := range c.watched {
 		watched[q] = f
 	}
@@ -191,8 +198,8 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	sort.Strings(names)
 	for _, q := range names {
 		d := depths[q]
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(d[0]), q, StateVisible)
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(d[1]), q, StateInFlight)
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(d[0]), q, metrics.StateVisible)
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(d[1]), q, metrics.StateInFlight)
 	}
 }
 

@@ -1,4 +1,4 @@
-package metrics_test
+package prom_test
 
 import (
 	"context"
@@ -14,12 +14,14 @@ import (
 
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/metrics"
+	"github.com/qunfa/qunfa/internal/metrics/prom"
+	"github.com/qunfa/qunfa/internal/provider"
 	"github.com/qunfa/qunfa/internal/queue"
 	"github.com/qunfa/qunfa/internal/queue/sqlitequeue"
 )
 
 // scrape GETs the handler the way Prometheus does and returns the text.
-func scrape(t *testing.T, p *metrics.Prometheus) string {
+func scrape(t *testing.T, p *prom.Recorder) string {
 	t.Helper()
 	srv := httptest.NewServer(p.Handler())
 	defer srv.Close()
@@ -54,7 +56,7 @@ func wantLines(t *testing.T, text string, lines ...string) {
 
 func TestPrometheusExposition(t *testing.T) {
 	ctx := context.Background()
-	p := metrics.NewPrometheus(nil)
+	p := prom.New(nil)
 	p.MessagesSent(ctx, "acct-a", 3)
 	p.MessagesSent(ctx, "acct-a", 2)
 	p.MessagesSent(ctx, "acct-b", 1)
@@ -119,7 +121,7 @@ func TestPrometheusWatchesSQLiteQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = q.Close() })
-	p := metrics.NewPrometheus(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	p := prom.New(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	p.WatchQueue("work", func(ctx context.Context) (int, int, error) {
 		s, err := q.Stats(ctx)
 		return s.Visible, s.InFlight, err
@@ -144,7 +146,7 @@ func TestPrometheusWatchesSQLiteQueue(t *testing.T) {
 
 // A queue that cannot be read drops out of that scrape; the rest is served.
 func TestPrometheusQueueError(t *testing.T) {
-	p := metrics.NewPrometheus(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	p := prom.New(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	p.WatchQueue("broken", func(context.Context) (int, int, error) { return 0, 0, errors.New("disk gone") })
 	p.Handback(context.Background())
 	text := scrape(t, p)
@@ -152,4 +154,35 @@ func TestPrometheusQueueError(t *testing.T) {
 	if strings.Contains(text, `queue="broken"`) {
 		t.Errorf("an unreadable queue was served:\n%s", text)
 	}
+}
+
+// fixedProvider accepts the first recipient and rate-limits the rest,
+// taking 30ms on the fake clock.
+type fixedProvider struct{ clk *clock.Fake }
+
+func (f fixedProvider) Send(_ context.Context, req provider.SendRequest) (provider.SendResult, error) {
+	f.clk.Advance(30 * time.Millisecond)
+	return provider.SendResult{Recipients: []provider.RecipientResult{{Accepted: true}, {Category: provider.RateLimited}}}, nil
+}
+
+func (fixedProvider) Status(context.Context, provider.StatusRequest) (provider.Status, error) {
+	return provider.StatusUnknown, nil
+}
+
+func TestProviderDecoratorExposition(t *testing.T) {
+	clk := clock.NewFake(time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC))
+	r := prom.New(nil)
+	p := &metrics.MeasuredProvider{Next: fixedProvider{clk}, Recorder: r, Clock: clk}
+	for range 3 {
+		if _, err := p.Send(context.Background(), provider.SendRequest{Account: "acct-b"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantLines(t, scrape(t, r),
+		`qunfa_messages_sent_total{account="acct-b"} 3`,
+		`qunfa_rate_limited_total{account="acct-b"} 3`,
+		`qunfa_provider_latency_seconds_bucket{account="acct-b",le="0.025"} 0`,
+		`qunfa_provider_latency_seconds_bucket{account="acct-b",le="0.05"} 3`,
+		`qunfa_provider_latency_seconds_count{account="acct-b"} 3`,
+	)
 }
