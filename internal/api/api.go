@@ -24,6 +24,7 @@ import (
 
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/control"
+	"github.com/qunfa/qunfa/internal/dashboard"
 	"github.com/qunfa/qunfa/internal/store"
 	"github.com/qunfa/qunfa/internal/submit"
 )
@@ -75,6 +76,9 @@ type server struct {
 func New(deps Deps) http.Handler {
 	s := &server{Deps: deps.withDefaults(), mux: newRouteMux()}
 	s.mux.HandleFunc("GET /healthz", s.healthz)
+	// The operator dashboard: static files, no token, data via API v1; not
+	// itself an API v1 route, so outside Routes and openapi.json.
+	s.mux.ServeMux.Handle("GET "+dashboard.Prefix, dashboard.Handler())
 	s.mux.HandleFunc("GET /v1/openapi.json", serveOpenAPI)
 
 	s.handle("PUT /v1/accounts/{account}", s.putAccount)

@@ -1,0 +1,1072 @@
+// qunfa operator dashboard. Plain JavaScript, no build step, no third-party
+// code. Every number comes from HTTP API v1 (DESIGN.md) with the token the
+// operator enters at login; the job page shows the API's "counts" and
+// "failures" fields unchanged, as `qunfa watch` does.
+'use strict';
+
+(() => {
+  // Settings. Tests may change them at run time through window.qunfa.
+  const cfg = (window.qunfa = Object.assign(
+    { pollMs: 1000, itemPageSize: 50, exportPageSize: 1000, etaWindowSec: 60, chartWindowSec: 600 },
+    window.qunfa || {}
+  ));
+
+  // The API lives next to /ui/ (behind API Gateway a stage prefix comes first).
+  const base = location.pathname.replace(/\/ui(\/.*)?$/, '');
+  const tokenKey = 'qunfa.token';
+  const langKey = 'qunfa.lang';
+
+  const itemStatuses = ['pending', 'submitted', 'confirmed', 'failed', 'abandoned'];
+  const categories = ['retryable', 'rate_limited', 'permanent', 'uncertain', 'exhausted', 'cancelled', 'suppressed'];
+  const countKeys = ['pending', 'submitted', 'confirmed', 'failed', 'abandoned'];
+  const finalJob = new Set(['completed', 'partial', 'failed', 'cancelled']);
+
+  // ---------------------------------------------------------------- i18n
+
+  let dict = { en: {}, zh: {} };
+  let lang = 'en';
+
+  function pickLanguage() {
+    const saved = localStorage.getItem(langKey);
+    if (saved === 'en' || saved === 'zh') return saved;
+    const prefs = navigator.languages && navigator.languages.length ? navigator.languages : [navigator.language || 'en'];
+    for (const p of prefs) {
+      const l = String(p).toLowerCase();
+      if (l.startsWith('zh')) return 'zh';
+      if (l.startsWith('en')) return 'en';
+    }
+    return 'en';
+  }
+
+  // t translates a key, filling {name} placeholders from vars.
+  function t(key, vars) {
+    let s = (dict[lang] && dict[lang][key]) ?? dict.en[key] ?? key;
+    if (vars) s = s.replace(/\{(\w+)\}/g, (m, k) => (k in vars ? String(vars[k]) : m));
+    return s;
+  }
+
+  // tOr translates key when the dictionary has it, else shows the raw value
+  // (a status or category newer than this page).
+  function tOr(prefix, value) {
+    const key = prefix + value;
+    return dict.en[key] !== undefined ? t(key) : value;
+  }
+
+  const locale = () => (lang === 'zh' ? 'zh-CN' : 'en');
+  const num = (n) => new Intl.NumberFormat(locale()).format(n ?? 0);
+  const pct = (x) => new Intl.NumberFormat(locale(), { style: 'percent', maximumFractionDigits: 1 }).format(x);
+
+  function fmtTime(iso) {
+    if (!iso) return t('none');
+    const d = new Date(iso);
+    return d.toLocaleString(locale(), { dateStyle: 'short', timeStyle: 'medium' });
+  }
+
+  function fmtDuration(sec) {
+    sec = Math.max(0, Math.round(sec));
+    const h = Math.floor(sec / 3600), m = Math.floor((sec % 3600) / 60), s = sec % 60;
+    if (h > 0) return t('dur.hm', { h, m });
+    if (m > 0) return t('dur.ms', { m, s });
+    return t('dur.s', { s });
+  }
+
+  function ago(iso) {
+    if (!iso) return t('never');
+    const sec = (Date.now() - new Date(iso).getTime()) / 1000;
+    return sec < 1 ? t('justNow') : t('ago', { d: fmtDuration(sec) });
+  }
+
+  function applyStaticI18n() {
+    document.documentElement.lang = lang === 'zh' ? 'zh-CN' : 'en';
+    document.title = t('title');
+    for (const el of document.querySelectorAll('[data-i18n]')) el.textContent = t(el.dataset.i18n);
+    for (const el of document.querySelectorAll('[data-i18n-aria]')) el.setAttribute('aria-label', t(el.dataset.i18nAria));
+    document.getElementById('lang').value = lang;
+  }
+
+  // ----------------------------------------------------------------- DOM
+
+  // h builds an element: h('a', {href: '#'}, 'text', child...). Text is
+  // always set as text, never parsed as HTML.
+  function h(tag, attrs, ...children) {
+    const el = tag.startsWith('svg:')
+      ? document.createElementNS('http://www.w3.org/2000/svg', tag.slice(4))
+      : document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+      else if (k === 'text') el.textContent = v;
+      else el.setAttribute(k, v === true ? '' : String(v));
+    }
+    for (const c of children.flat(Infinity)) {
+      if (c === null || c === undefined || c === false) continue;
+      el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return el;
+  }
+
+  const $ = (sel, root) => (root || document).querySelector(sel);
+
+  function setText(el, s) {
+    if (el && el.textContent !== s) el.textContent = s;
+  }
+
+  function announce(msg) {
+    const live = document.getElementById('live');
+    live.textContent = '';
+    // A fresh text node after a tick makes screen readers speak it again.
+    setTimeout(() => { live.textContent = msg; }, 50);
+  }
+
+  function progressBar(id, label) {
+    const fill = h('span', { class: 'fill' });
+    return h('div', {
+      id, class: 'bar', role: 'progressbar', 'aria-label': label,
+      'aria-valuemin': 0, 'aria-valuemax': 100, 'aria-valuenow': 0,
+    }, fill);
+  }
+
+  function setProgress(bar, done, total) {
+    const f = total > 0 ? done / total : 0;
+    const p = Math.round(f * 1000) / 10;
+    bar.setAttribute('aria-valuenow', String(p));
+    bar.setAttribute('aria-valuetext', t('progress.text', { done: num(done), total: num(total), pct: pct(f) }));
+    bar.firstChild.style.width = p + '%';
+  }
+
+  function statusBadge(status, reason) {
+    const el = h('span', { class: 'badge' });
+    updateBadge(el, status, reason);
+    return el;
+  }
+
+  function updateBadge(el, status, reason) {
+    el.className = 'badge st-' + status;
+    el.dataset.status = status;
+    el.dataset.reason = reason || '';
+    let s = tOr('status.', status);
+    if (reason) s += ' · ' + tOr('reason.', reason);
+    setText(el, s);
+  }
+
+  // syncRows keeps a tbody's rows in the order of items, reusing each
+  // item's row, so focus and selection survive the next poll.
+  function syncRows(tbody, items, key, create, update) {
+    const rows = new Map();
+    for (const tr of tbody.children) if (tr.dataset.key !== undefined) rows.set(tr.dataset.key, tr);
+    const keep = new Set();
+    items.forEach((it, i) => {
+      const k = String(key(it));
+      let tr = rows.get(k);
+      if (!tr) {
+        tr = create(it);
+        tr.dataset.key = k;
+      }
+      update(tr, it);
+      keep.add(k);
+      if (tbody.children[i] !== tr) tbody.insertBefore(tr, tbody.children[i] || null);
+    });
+    for (const [k, tr] of rows) if (!keep.has(k)) tr.remove();
+    for (const tr of [...tbody.children]) if (tr.dataset.key === undefined) tr.remove();
+  }
+
+  // ----------------------------------------------------------------- API
+
+  class APIError extends Error {
+    constructor(status, problem) {
+      super((problem && (problem.detail || problem.title)) || 'HTTP ' + status);
+      this.status = status;
+      this.problem = problem || {};
+    }
+    // routeMissing: this server has no such endpoint (yet).
+    get routeMissing() {
+      return (this.status === 404 && /^no such route/.test(this.problem.detail || '')) ||
+        this.status === 405 || this.status === 501;
+    }
+  }
+
+  function token() { return sessionStorage.getItem(tokenKey) || ''; }
+
+  async function api(method, path, body, opts) {
+    const headers = { Authorization: 'Bearer ' + token(), Accept: 'application/json' };
+    const init = { method, headers, cache: 'no-store', credentials: 'omit' };
+    if (body !== undefined) {
+      headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    let res;
+    try {
+      res = await fetch(base + path, init);
+    } catch (e) {
+      throw new APIError(0, { detail: t('err.network') });
+    }
+    const text = await res.text();
+    let data = null;
+    try { data = text ? JSON.parse(text) : null; } catch (e) { data = null; }
+    if (!res.ok) {
+      const err = new APIError(res.status, data || { detail: text.slice(0, 200) });
+      if (res.status === 401 && token() && !(opts && opts.probe)) logout(t('login.expired'));
+      throw err;
+    }
+    return data;
+  }
+
+  function errorText(err) {
+    if (!(err instanceof APIError)) return String(err && err.message ? err.message : err);
+    let s = err.message;
+    for (const f of err.problem.errors || []) s += '; ' + f.field + ': ' + f.message;
+    return s;
+  }
+
+  const enc = encodeURIComponent;
+  const qs = (params) => {
+    const p = new URLSearchParams();
+    for (const [k, v] of Object.entries(params)) if (v !== '' && v !== undefined && v !== null) p.set(k, v);
+    const s = p.toString();
+    return s ? '?' + s : '';
+  };
+
+  // ------------------------------------------------------------- polling
+
+  let pollGen = 0;
+  let pollTimer = null;
+
+  // poll runs fn now and then every cfg.pollMs after the previous run
+  // ends, until the page changes.
+  function poll(fn) {
+    const gen = ++pollGen;
+    clearTimeout(pollTimer);
+    const loop = async () => {
+      if (gen !== pollGen) return;
+      try {
+        await fn();
+        if (gen !== pollGen) return;
+        showBanner('');
+        setText(document.getElementById('updated'), t('updated', { time: new Date().toLocaleTimeString(locale()) }));
+      } catch (e) {
+        if (gen !== pollGen) return;
+        if (!(e instanceof APIError && e.status === 401)) showBanner(t('err.poll', { msg: errorText(e) }));
+      }
+      if (gen === pollGen) pollTimer = setTimeout(loop, cfg.pollMs);
+    };
+    loop();
+  }
+
+  function stopPolling() {
+    pollGen++;
+    clearTimeout(pollTimer);
+  }
+
+  function showBanner(msg) {
+    const b = document.getElementById('banner');
+    if (!msg) { if (!b.hidden) { b.hidden = true; b.textContent = ''; } return; }
+    setText(b, msg);
+    b.hidden = false;
+  }
+
+  // ----------------------------------------------------- progress history
+
+  // Recent (time, done) samples per job, for the ETA and the rate.
+  const history = new Map();
+
+  function noteProgress(job) {
+    const done = doneOf(job.counts);
+    const now = Date.now() / 1000;
+    let s = history.get(job.id);
+    if (!s) history.set(job.id, (s = []));
+    const last = s[s.length - 1];
+    if (!last || last.done !== done || now - last.t >= 1) s.push({ t: now, done });
+    while (s.length > 2 && now - s[0].t > cfg.etaWindowSec) s.shift();
+  }
+
+  // rateOf is items per second over the recent window, or null.
+  function rateOf(job) {
+    const s = history.get(job.id);
+    if (!s || s.length < 2) return null;
+    const a = s[0], b = s[s.length - 1];
+    if (b.t - a.t < 2) return null;
+    return (b.done - a.done) / (b.t - a.t);
+  }
+
+  function etaText(job) {
+    if (finalJob.has(job.status)) return t('eta.finished');
+    if (job.status === 'paused') return t('eta.paused');
+    const r = rateOf(job);
+    if (r === null) return t('eta.measuring');
+    const left = job.total - doneOf(job.counts);
+    if (left <= 0) return t('eta.finishing');
+    if (r <= 0) return t('eta.stalled');
+    return t('eta.in', { d: fmtDuration(left / r) });
+  }
+
+  // doneOf is what `qunfa watch` counts as done.
+  const doneOf = (c) => (c ? (c.confirmed || 0) + (c.failed || 0) + (c.abandoned || 0) : 0);
+
+  // -------------------------------------------------------------- dialog
+
+  // confirmDialog asks before an action. Resolves true on confirm, false on
+  // cancel or Esc. Focus stays inside while it is open and returns to
+  // where it was.
+  function confirmDialog({ title, body, yes, danger }) {
+    const dlg = document.getElementById('confirm');
+    const yesBtn = document.getElementById('confirm-yes');
+    const noBtn = document.getElementById('confirm-no');
+    const opener = document.activeElement;
+    setText(document.getElementById('confirm-title'), title);
+    const bodyEl = document.getElementById('confirm-body');
+    bodyEl.replaceChildren(...body.map((p) => h('p', {}, p)));
+    yesBtn.textContent = yes;
+    yesBtn.className = danger ? 'danger' : 'primary';
+    noBtn.textContent = t('dialog.back');
+    return new Promise((resolve) => {
+      const focusable = () => [...dlg.querySelectorAll('button, [href], input, select, textarea, [tabindex]:not([tabindex="-1"])')]
+        .filter((el) => !el.disabled);
+      const onKey = (e) => {
+        if (e.key === 'Escape') { e.preventDefault(); finish(false); return; }
+        if (e.key !== 'Tab') return;
+        const f = focusable();
+        if (!f.length) return;
+        const first = f[0], last = f[f.length - 1];
+        if (e.shiftKey && document.activeElement === first) { e.preventDefault(); last.focus(); }
+        else if (!e.shiftKey && document.activeElement === last) { e.preventDefault(); first.focus(); }
+      };
+      const onCancel = (e) => { e.preventDefault(); finish(false); };
+      const onYes = () => finish(true);
+      const onNo = () => finish(false);
+      function finish(ok) {
+        dlg.removeEventListener('keydown', onKey);
+        dlg.removeEventListener('cancel', onCancel);
+        yesBtn.removeEventListener('click', onYes);
+        noBtn.removeEventListener('click', onNo);
+        if (dlg.open) dlg.close();
+        if (opener && opener.isConnected && typeof opener.focus === 'function') opener.focus();
+        resolve(ok);
+      }
+      dlg.addEventListener('keydown', onKey);
+      dlg.addEventListener('cancel', onCancel);
+      yesBtn.addEventListener('click', onYes);
+      noBtn.addEventListener('click', onNo);
+      dlg.showModal();
+      noBtn.focus(); // the safe choice first
+    });
+  }
+
+  // ------------------------------------------------------------- routing
+
+  const main = () => document.getElementById('main');
+  let current = null; // the page shown: {name, render(), ...}
+
+  function route() {
+    stopPolling();
+    showBanner('');
+    const hash = location.hash || '';
+    const loggedIn = !!token();
+    document.getElementById('nav').hidden = !loggedIn;
+    document.getElementById('logout').hidden = !loggedIn;
+    if (!loggedIn) return show(loginPage());
+    let m;
+    if ((m = hash.match(/^#\/jobs\/([^/?]+)$/))) return show(jobPage(decodeURIComponent(m[1])));
+    if (hash === '#/accounts') return show(accountsPage());
+    if (hash !== '#/jobs') { location.replace('#/jobs'); return; }
+    return show(jobsPage());
+  }
+
+  function show(page, keepFocus) {
+    current = page;
+    for (const a of document.querySelectorAll('#nav a')) {
+      if (a.getAttribute('href') === page.nav) a.setAttribute('aria-current', 'page');
+      else a.removeAttribute('aria-current');
+    }
+    page.render();
+    if (!keepFocus) {
+      const h1 = $('h1', main());
+      if (h1) { h1.setAttribute('tabindex', '-1'); h1.focus({ preventScroll: true }); }
+    }
+    if (page.poll) poll(page.poll);
+  }
+
+  function logout(reason) {
+    sessionStorage.removeItem(tokenKey);
+    loginReason = reason || '';
+    if (location.hash !== '#/jobs') location.hash = '#/jobs';
+    else route();
+  }
+
+  // --------------------------------------------------------------- login
+
+  let loginReason = '';
+
+  function loginPage() {
+    return {
+      nav: '',
+      render() {
+        const err = h('p', { id: 'login-error', class: 'error', role: 'alert' }, loginReason);
+        const input = h('input', {
+          id: 'token', type: 'password', autocomplete: 'current-password', required: true,
+          'aria-describedby': 'token-help login-error', spellcheck: 'false',
+        });
+        const btn = h('button', { type: 'submit', id: 'login-submit', class: 'primary' }, t('login.submit'));
+        const form = h('form', { id: 'login-form', class: 'card narrow', novalidate: true },
+          h('label', { for: 'token' }, t('login.token')),
+          input,
+          h('p', { id: 'token-help', class: 'muted' }, t('login.help')),
+          btn, err);
+        form.addEventListener('submit', async (e) => {
+          e.preventDefault();
+          const tok = input.value.trim();
+          if (!tok) { err.textContent = t('login.empty'); input.focus(); return; }
+          btn.disabled = true;
+          err.textContent = '';
+          sessionStorage.setItem(tokenKey, tok);
+          try {
+            await api('GET', '/v1/jobs?limit=1', undefined, { probe: true });
+            loginReason = '';
+            announce(t('login.ok'));
+            if (location.hash.startsWith('#/') && location.hash !== '#/') route();
+            else location.hash = '#/jobs';
+          } catch (ex) {
+            sessionStorage.removeItem(tokenKey);
+            btn.disabled = false;
+            err.textContent = ex instanceof APIError && ex.status === 401 ? t('login.bad') : t('err.generic', { msg: errorText(ex) });
+            input.focus();
+          }
+        });
+        main().replaceChildren(h('h1', {}, t('login.title')), form);
+        input.focus();
+      },
+    };
+  }
+
+  // ---------------------------------------------------------------- jobs
+
+  let jobsCursor = [''];
+
+  function jobsPage() {
+    let tbody, newer, older, empty, next = '';
+    return {
+      nav: '#/jobs',
+      render() {
+        tbody = h('tbody', { id: 'jobs-body' });
+        empty = h('p', { id: 'jobs-empty', class: 'muted', hidden: true }, t('jobs.empty'));
+        newer = h('button', { type: 'button', id: 'jobs-newer', onclick: () => { jobsCursor.pop(); reload(); } }, t('jobs.newer'));
+        older = h('button', { type: 'button', id: 'jobs-older', onclick: () => { jobsCursor.push(next); reload(); } }, t('jobs.older'));
+        const reload = () => { tbody.replaceChildren(); poll(this.poll); };
+        main().replaceChildren(
+          h('h1', {}, t('jobs.title')),
+          h('div', { class: 'scroll' }, h('table', { id: 'jobs-table' },
+            h('caption', { class: 'sr-only' }, t('jobs.caption')),
+            h('thead', {}, h('tr', {},
+              ['jobs.name', 'jobs.status', 'jobs.progress', 'jobs.started', 'jobs.eta'].map((k) => h('th', { scope: 'col' }, t(k))))),
+            tbody)),
+          empty,
+          h('div', { class: 'pager' }, newer, older));
+      },
+      async poll() {
+        const cursor = jobsCursor[jobsCursor.length - 1];
+        const page = await api('GET', '/v1/jobs' + qs({ cursor }));
+        next = page.next_cursor || '';
+        newer.disabled = jobsCursor.length <= 1;
+        older.disabled = !next;
+        empty.hidden = page.jobs.length > 0;
+        for (const j of page.jobs) noteProgress(j);
+        syncRows(tbody, page.jobs, (j) => j.id, (j) => {
+          return h('tr', { 'data-job-id': j.id },
+            h('td', {}, h('a', { href: '#/jobs/' + enc(j.id), class: 'job-link' }), h('div', { class: 'muted small mono' }, j.id)),
+            h('td', {}, statusBadge(j.status, j.pause_reason)),
+            h('td', {}, progressBar('', t('jobs.progressOf', { name: j.name || j.id })), h('div', { class: 'small progress-text' })),
+            h('td', { class: 'started' }),
+            h('td', { class: 'eta' }));
+        }, (tr, j) => {
+          const c = tr.children;
+          setText($('a', c[0]), j.name || j.id);
+          updateBadge($('.badge', c[1]), j.status, j.pause_reason);
+          const done = doneOf(j.counts);
+          setProgress($('.bar', c[2]), done, j.total);
+          setText($('.progress-text', c[2]), t('progress.text', { done: num(done), total: num(j.total), pct: pct(j.total ? done / j.total : 0) }));
+          setText(c[3], j.started_at ? fmtTime(j.started_at) : t('notStarted'));
+          setText(c[4], etaText(j));
+        });
+      },
+    };
+  }
+
+  // ----------------------------------------------------------------- job
+
+  // Failure samples per job for the chart: [{t, failures}].
+  const failureSamples = new Map();
+  // Item filters per job, kept across language switches.
+  const itemFilters = new Map();
+
+  function jobPage(id) {
+    const el = {};
+    let job = null;
+    let lastStatus = null;
+    const filters = itemFilters.get(id) || { status: 'failed', category: '', cursors: [''], next: '' };
+    itemFilters.set(id, filters);
+
+    const action = async (verb) => {
+      if (!job) return;
+      const done = doneOf(job.counts);
+      const left = job.total - done;
+      const body = {
+        pause: [t('act.pause.body1'), t('act.pause.body2')],
+        resume: [t('act.resume.body1'), t('act.resume.body2')],
+        cancel: [t('act.cancel.body1', { left: num(left) }), t('act.cancel.body2', { sent: num(job.counts.confirmed + job.counts.submitted) }), t('act.cancel.body3')],
+      }[verb];
+      const ok = await confirmDialog({
+        title: t('act.' + verb + '.title', { name: job.name || job.id }),
+        body, yes: t('act.' + verb + '.yes'), danger: verb === 'cancel',
+      });
+      if (!ok) return;
+      setText(el.actionMsg, t('act.working'));
+      try {
+        const after = await api('POST', '/v1/jobs/' + enc(id) + '/' + verb);
+        updateJob(after);
+        setText(el.actionMsg, t('act.' + verb + '.done'));
+        announce(t('act.' + verb + '.done'));
+      } catch (e) {
+        setText(el.actionMsg, t('err.action', { msg: errorText(e) }));
+        announce(t('err.action', { msg: errorText(e) }));
+      }
+    };
+
+    function updateJob(j) {
+      job = j;
+      noteProgress(j);
+      let samples = failureSamples.get(id);
+      if (!samples) failureSamples.set(id, (samples = []));
+      samples.push({ t: Date.now(), failures: Object.assign({}, j.failures) });
+      while (samples.length > 2 && Date.now() - samples[0].t > cfg.chartWindowSec * 1000) samples.shift();
+
+      setText(el.name, j.name || j.id);
+      updateBadge(el.status, j.status, j.pause_reason);
+      if (lastStatus !== null && lastStatus !== j.status) announce(t('job.statusNow', { status: el.status.textContent }));
+      lastStatus = j.status;
+      el.pause.disabled = j.status !== 'running';
+      el.resume.disabled = j.status !== 'paused';
+      el.cancel.disabled = !(j.status === 'running' || j.status === 'paused');
+
+      const done = doneOf(j.counts);
+      setProgress(el.bar, done, j.total);
+      setText(el.progressText, t('progress.text', { done: num(done), total: num(j.total), pct: pct(j.total ? done / j.total : 0) }));
+      setText(el.eta, etaText(j));
+      const r = rateOf(j);
+      setText(el.rate, r === null ? t('none') : t('rate.value', { r: new Intl.NumberFormat(locale(), { maximumFractionDigits: 1 }).format(Math.max(0, r)) }));
+      setText(el.started, j.started_at ? fmtTime(j.started_at) : t('notStarted'));
+      setText(el.finished, j.finished_at ? fmtTime(j.finished_at) : t('none'));
+      const limits = [];
+      if (j.budget > 0) limits.push(t('job.budget', { budget: num(j.budget), used: num(j.budget_used) }));
+      if (j.rate_per_sec > 0) limits.push(t('job.rateCap', { r: j.rate_per_sec }));
+      if (j.suppressed > 0) limits.push(t('job.suppressed', { n: num(j.suppressed) }));
+      setText(el.limits, limits.length ? limits.join(' · ') : t('none'));
+
+      for (const k of countKeys) setText(el.counts[k], num(j.counts[k]));
+
+      // Failures by category: exactly the API's "failures" map.
+      const cats = Object.entries(j.failures || {}).filter(([, n]) => n).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
+      syncRows(el.failBody, cats, ([k]) => k,
+        ([k]) => h('tr', { 'data-category': k }, h('th', { scope: 'row' }), h('td', { class: 'num' })),
+        (tr, [k, n]) => { setText(tr.children[0], tOr('cat.', k)); setText(tr.children[1], num(n)); });
+      el.failEmpty.hidden = cats.length > 0;
+      drawChart(el.chart, samples);
+
+      syncRows(el.shardBody, j.shards || [], (s) => s.index, (s) => h('tr', { 'data-shard': s.index },
+        h('td', { class: 'num' }), h('td', {}), h('td', {}, statusBadge(s.status, s.pause_reason)),
+        h('td', {}, progressBar('', t('shards.progressOf', { n: s.index })), h('div', { class: 'small progress-text' })),
+        h('td', { class: 'num' }), h('td', {}), h('td', { class: 'num' })),
+      (tr, s) => {
+        const c = tr.children;
+        const sd = doneOf(s.counts);
+        setText(c[0], String(s.index));
+        setText(c[1], s.account);
+        updateBadge($('.badge', c[2]), s.status, s.pause_reason);
+        setProgress($('.bar', c[3]), sd, s.size);
+        setText($('.progress-text', c[3]), t('progress.short', { done: num(sd), total: num(s.size) }));
+        setText(c[4], num(s.cursor));
+        setText(c[5], ago(s.last_advanced_at));
+        c[5].title = s.last_advanced_at ? fmtTime(s.last_advanced_at) : '';
+        setText(c[6], s.slow_factor ? '×' + new Intl.NumberFormat(locale(), { maximumFractionDigits: 2 }).format(s.slow_factor) : '×1');
+      });
+
+      const f = j.failures || {};
+      setText(el.deadCounts, t('dead.counts', { exhausted: num(f.exhausted || 0), permanent: num(f.permanent || 0) }));
+      el.redriveExhausted.disabled = !(f.exhausted > 0);
+      el.redrivePermanent.disabled = !(f.permanent > 0);
+    }
+
+    async function loadItems() {
+      const cursor = filters.cursors[filters.cursors.length - 1];
+      const page = await api('GET', '/v1/jobs/' + enc(id) + '/items' +
+        qs({ status: filters.status, category: filters.category, cursor, limit: cfg.itemPageSize }));
+      filters.next = page.next_cursor || '';
+      el.itemsNewer.disabled = filters.cursors.length <= 1;
+      el.itemsOlder.disabled = !filters.next;
+      setText(el.itemsPage, t('items.page', { n: filters.cursors.length }));
+      el.itemsEmpty.hidden = page.items.length > 0;
+      syncRows(el.itemBody, page.items, (it) => it.seq, () => h('tr', {},
+        h('td', { class: 'num seq' }), h('td', {}), h('td', {}), h('td', { class: 'status' }),
+        h('td', { class: 'category' }), h('td', {}), h('td', { class: 'num' }), h('td', {})),
+      (tr, it) => {
+        const c = tr.children;
+        tr.dataset.status = it.status;
+        tr.dataset.category = it.error ? it.error.category : '';
+        setText(c[0], String(it.seq));
+        setText(c[1], it.account);
+        setText(c[2], it.to);
+        setText(c[3], tOr('istatus.', it.status));
+        setText(c[4], it.error ? tOr('cat.', it.error.category) : '');
+        setText(c[5], it.error && it.error.code ? it.error.code : '');
+        setText(c[6], String(it.attempts));
+        setText(c[7], it.error && it.error.message ? it.error.message : '');
+      });
+    }
+
+    async function loadReview() {
+      const page = await api('GET', '/v1/jobs/' + enc(id) + '/items' + qs({ status: 'submitted', category: 'uncertain', limit: 50 }));
+      el.reviewEmpty.hidden = page.items.length > 0;
+      el.reviewTable.hidden = page.items.length === 0;
+      syncRows(el.reviewBody, page.items, (it) => it.seq, (it) => {
+        const who = it.to;
+        return h('tr', {},
+          h('td', { class: 'num' }, String(it.seq)), h('td', {}, it.account), h('td', {}, it.to),
+          h('td', { class: 'num att' }), h('td', { class: 'msg' }),
+          h('td', { class: 'row-actions' },
+            h('button', { type: 'button', class: 'resolve-delivered', 'aria-label': t('review.deliveredFor', { seq: it.seq, to: who }), onclick: () => resolve(it, 'delivered') }, t('review.delivered')),
+            h('button', { type: 'button', class: 'resolve-resend', 'aria-label': t('review.resendFor', { seq: it.seq, to: who }), onclick: () => resolve(it, 'resend') }, t('review.resend'))));
+      }, (tr, it) => {
+        setText($('.att', tr), String(it.attempts));
+        setText($('.msg', tr), it.error && it.error.message ? it.error.message : '');
+      });
+    }
+
+    async function resolve(it, outcome) {
+      const ok = await confirmDialog({
+        title: t('review.' + outcome + '.title', { seq: it.seq }),
+        body: [t('review.' + outcome + '.body', { to: it.to })], yes: t('review.' + outcome + '.yes'), danger: outcome === 'resend',
+      });
+      if (!ok) return;
+      try {
+        await api('POST', '/v1/jobs/' + enc(id) + '/items/' + enc(it.seq) + '/resolve', { outcome });
+        setText(el.reviewMsg, t('review.done', { seq: it.seq }));
+        announce(t('review.done', { seq: it.seq }));
+        loadReview().catch(() => {});
+      } catch (e) {
+        const msg = e instanceof APIError && e.routeMissing ? t('review.unavailable') : t('err.action', { msg: errorText(e) });
+        setText(el.reviewMsg, msg);
+        announce(msg);
+      }
+    }
+
+    async function redrive(category) {
+      const n = (job && job.failures && job.failures[category]) || 0;
+      const ok = await confirmDialog({
+        title: t('dead.title.' + category, { n: num(n) }),
+        body: [t('dead.body'), t('dead.body.' + category)], yes: t('dead.yes'),
+      });
+      if (!ok) return;
+      try {
+        const res = await api('POST', '/v1/jobs/' + enc(id) + '/redrive', { category });
+        const msg = t('dead.done', { n: num(res && res.redriven != null ? res.redriven : 0) });
+        setText(el.deadMsg, msg);
+        announce(msg);
+      } catch (e) {
+        const msg = e instanceof APIError && e.routeMissing ? t('dead.unavailable') : t('err.action', { msg: errorText(e) });
+        setText(el.deadMsg, msg);
+        announce(msg);
+      }
+    }
+
+    async function exportCSV() {
+      el.exportBtn.disabled = true;
+      const rows = [['seq', 'shard', 'account', 'to', 'status', 'attempts', 'category', 'code', 'message']];
+      let cursor = '';
+      try {
+        do {
+          const page = await api('GET', '/v1/jobs/' + enc(id) + '/items' +
+            qs({ status: filters.status, category: filters.category, cursor, limit: cfg.exportPageSize }));
+          for (const it of page.items) {
+            const e = it.error || {};
+            rows.push([it.seq, it.shard, it.account, it.to, it.status, it.attempts, e.category || '', e.code || '', e.message || '']);
+          }
+          cursor = page.next_cursor || '';
+          setText(el.exportMsg, t('export.progress', { n: num(rows.length - 1) }));
+        } while (cursor);
+      } catch (e) {
+        setText(el.exportMsg, t('err.action', { msg: errorText(e) }));
+        el.exportBtn.disabled = false;
+        return;
+      }
+      const csv = '\ufeff' + rows.map((r) => r.map(csvCell).join(',')).join('\r\n') + '\r\n';
+      const blob = new Blob([csv], { type: 'text/csv;charset=utf-8' });
+      const url = URL.createObjectURL(blob);
+      const name = ['qunfa', id, 'items', filters.status || 'all', filters.category || 'all'].join('-').replace(/[^\w.-]+/g, '_') + '.csv';
+      const a = h('a', { href: url, download: name, hidden: true });
+      document.body.append(a);
+      a.click();
+      a.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 60000);
+      const msg = t('export.done', { n: num(rows.length - 1), file: name });
+      setText(el.exportMsg, msg);
+      announce(msg);
+      el.exportBtn.disabled = false;
+    }
+
+    function section(idName, titleKey, ...children) {
+      return h('section', { id: idName, 'aria-labelledby': idName + '-h' }, h('h2', { id: idName + '-h' }, t(titleKey)), ...children);
+    }
+
+    return {
+      nav: '#/jobs',
+      render() {
+        el.name = h('h1', { id: 'job-name' }, id);
+        el.status = h('span', { id: 'job-status', class: 'badge' });
+        el.pause = h('button', { type: 'button', id: 'btn-pause', disabled: true, onclick: () => action('pause') }, t('act.pause'));
+        el.resume = h('button', { type: 'button', id: 'btn-resume', disabled: true, onclick: () => action('resume') }, t('act.resume'));
+        el.cancel = h('button', { type: 'button', id: 'btn-cancel', class: 'danger', disabled: true, onclick: () => action('cancel') }, t('act.cancel'));
+        el.actionMsg = h('p', { id: 'action-msg', role: 'status', class: 'msg' });
+        el.bar = progressBar('job-progress', t('job.progress'));
+        el.progressText = h('span', { id: 'job-progress-text' });
+        el.eta = h('dd', { id: 'job-eta' });
+        el.rate = h('dd', { id: 'job-rate' });
+        el.started = h('dd', { id: 'job-started' });
+        el.finished = h('dd', { id: 'job-finished' });
+        el.limits = h('dd', { id: 'job-limits' });
+        el.counts = {};
+        for (const k of countKeys) el.counts[k] = h('dd', { id: 'count-' + k, class: 'num' }, '0');
+
+        el.failBody = h('tbody', { id: 'failures-body' });
+        el.failEmpty = h('p', { class: 'muted', id: 'failures-empty' }, t('fail.none'));
+        el.chart = h('div', { id: 'fail-chart', class: 'chart' });
+
+        el.shardBody = h('tbody', { id: 'shards-body' });
+
+        el.reviewBody = h('tbody', { id: 'review-body' });
+        el.reviewTable = h('table', { id: 'review-table', hidden: true },
+          h('caption', { class: 'sr-only' }, t('review.title')),
+          h('thead', {}, h('tr', {}, ['items.seq', 'items.account', 'items.to', 'items.attempts', 'items.message', 'review.actions'].map((k) => h('th', { scope: 'col' }, t(k))))),
+          el.reviewBody);
+        el.reviewEmpty = h('p', { class: 'muted', id: 'review-empty' }, t('review.none'));
+        el.reviewMsg = h('p', { id: 'review-msg', role: 'status', class: 'msg' });
+
+        el.deadCounts = h('p', { id: 'dead-counts' });
+        el.redriveExhausted = h('button', { type: 'button', id: 'btn-redrive-exhausted', disabled: true, onclick: () => redrive('exhausted') }, t('dead.redrive.exhausted'));
+        el.redrivePermanent = h('button', { type: 'button', id: 'btn-redrive-permanent', disabled: true, onclick: () => redrive('permanent') }, t('dead.redrive.permanent'));
+        el.deadMsg = h('p', { id: 'dead-msg', role: 'status', class: 'msg' });
+
+        const statusSel = h('select', { id: 'filter-status' },
+          h('option', { value: '' }, t('filter.all')), itemStatuses.map((s) => h('option', { value: s }, tOr('istatus.', s))));
+        const catSel = h('select', { id: 'filter-category' },
+          h('option', { value: '' }, t('filter.all')), categories.map((c) => h('option', { value: c }, tOr('cat.', c))));
+        statusSel.value = filters.status;
+        catSel.value = filters.category;
+        const onFilter = () => {
+          filters.status = statusSel.value;
+          filters.category = catSel.value;
+          filters.cursors = [''];
+          el.itemBody.replaceChildren();
+          loadItems().then(() => announce(t('items.filtered'))).catch((e) => showBanner(t('err.poll', { msg: errorText(e) })));
+        };
+        statusSel.addEventListener('change', onFilter);
+        catSel.addEventListener('change', onFilter);
+        el.itemBody = h('tbody', { id: 'items-body' });
+        el.itemsEmpty = h('p', { class: 'muted', id: 'items-empty', hidden: true }, t('items.none'));
+        el.itemsPage = h('span', { id: 'items-page', class: 'muted' });
+        el.itemsNewer = h('button', { type: 'button', id: 'items-prev', disabled: true, onclick: () => { filters.cursors.pop(); el.itemBody.replaceChildren(); loadItems().catch(() => {}); } }, t('items.prev'));
+        el.itemsOlder = h('button', { type: 'button', id: 'items-next', disabled: true, onclick: () => { filters.cursors.push(filters.next); el.itemBody.replaceChildren(); loadItems().catch(() => {}); } }, t('items.next'));
+        el.exportBtn = h('button', { type: 'button', id: 'btn-export', onclick: exportCSV }, t('export.button'));
+        el.exportMsg = h('span', { id: 'export-msg', role: 'status', class: 'msg' });
+
+        const dl = (pairs) => h('dl', { class: 'facts' }, pairs.map(([k, dd]) => [h('dt', {}, t(k)), dd]));
+
+        main().replaceChildren(
+          h('p', {}, h('a', { href: '#/jobs', id: 'back' }, t('job.back'))),
+          el.name,
+          h('p', { class: 'muted small mono' }, t('job.id', { id })),
+          h('section', { id: 'summary', 'aria-label': t('job.summary'), class: 'card' },
+            h('div', { class: 'row' }, h('span', {}, t('job.status') + ' '), el.status,
+              h('div', { class: 'actions', role: 'group', 'aria-label': t('act.group') }, el.pause, el.resume, el.cancel)),
+            el.actionMsg,
+            h('div', { class: 'overall' }, el.bar, el.progressText),
+            dl([['job.eta', el.eta], ['job.rate', el.rate], ['job.started', el.started], ['job.finished', el.finished], ['job.limits', el.limits]])),
+          section('counts', 'counts.title',
+            h('dl', { class: 'counts' }, countKeys.map((k) => h('div', { class: 'count c-' + k }, h('dt', {}, tOr('istatus.', k)), el.counts[k]))),
+            h('p', { class: 'muted small' }, t('counts.help'))),
+          section('failures', 'fail.title',
+            h('div', { class: 'split' },
+              h('div', {}, h('table', { id: 'failures-table' },
+                h('caption', { class: 'sr-only' }, t('fail.title')),
+                h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, t('fail.category')), h('th', { scope: 'col' }, t('fail.count')))),
+                el.failBody), el.failEmpty),
+              el.chart),
+            h('p', { class: 'muted small' }, t('fail.chartHelp'))),
+          section('shards', 'shards.title',
+            h('div', { class: 'scroll' }, h('table', { id: 'shards-table' },
+              h('caption', { class: 'sr-only' }, t('shards.title')),
+              h('thead', {}, h('tr', {}, ['shards.index', 'shards.account', 'shards.status', 'shards.progress', 'shards.cursor', 'shards.lastAdvanced', 'shards.slow']
+                .map((k) => h('th', { scope: 'col' }, t(k))))),
+              el.shardBody))),
+          section('review', 'review.title', h('p', { class: 'muted small' }, t('review.help')), el.reviewEmpty,
+            h('div', { class: 'scroll' }, el.reviewTable), el.reviewMsg),
+          section('dead', 'dead.title', h('p', { class: 'muted small' }, t('dead.help')), el.deadCounts,
+            h('div', { class: 'actions' }, el.redriveExhausted, el.redrivePermanent), el.deadMsg),
+          section('items', 'items.title',
+            h('div', { class: 'filters', role: 'group', 'aria-label': t('filter.group') },
+              h('label', { for: 'filter-status' }, t('filter.status')), statusSel,
+              h('label', { for: 'filter-category' }, t('filter.category')), catSel,
+              el.exportBtn, el.exportMsg),
+            h('div', { class: 'scroll' }, h('table', { id: 'items-table' },
+              h('caption', { class: 'sr-only' }, t('items.title')),
+              h('thead', {}, h('tr', {}, ['items.seq', 'items.account', 'items.to', 'items.status', 'items.category', 'items.code', 'items.attempts', 'items.message']
+                .map((k) => h('th', { scope: 'col' }, t(k))))),
+              el.itemBody)),
+            el.itemsEmpty,
+            h('div', { class: 'pager' }, el.itemsNewer, el.itemsPage, el.itemsOlder)));
+        if (job) updateJob(job);
+      },
+      async poll() {
+        let j;
+        try {
+          j = await api('GET', '/v1/jobs/' + enc(id));
+        } catch (e) {
+          if (e instanceof APIError && e.status === 404) {
+            stopPolling();
+            main().replaceChildren(h('h1', {}, t('job.notFound')), h('p', {}, h('a', { href: '#/jobs' }, t('job.back'))));
+            return;
+          }
+          throw e;
+        }
+        updateJob(j);
+        await Promise.all([loadItems(), loadReview()]);
+      },
+    };
+  }
+
+  // csvCell quotes a CSV field, and defuses cells a spreadsheet would run
+  // as a formula.
+  function csvCell(v) {
+    let s = v === null || v === undefined ? '' : String(v);
+    if (/^[=+@\t\r]/.test(s) || (/^-/.test(s) && !/^-\d+(\.\d+)?$/.test(s))) s = "'" + s;
+    return /[",\r\n]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
+  }
+
+  const palette = ['#0b5cad', '#b3261e', '#1b7f3b', '#8a4b00', '#6b3fa0', '#00687a', '#5f5f5f'];
+  const dashes = ['', '6 3', '2 3', '8 3 2 3', '4 4', '1 2', '10 4'];
+
+  // drawChart draws failures by category over time as an inline SVG line
+  // chart, one line (colour and dash pattern) per category.
+  function drawChart(box, samples) {
+    const W = 520, H = 180, L = 48, R = 10, T = 10, B = 28;
+    const cats = [];
+    for (const s of samples) for (const [k, n] of Object.entries(s.failures)) if (n && !cats.includes(k)) cats.push(k);
+    cats.sort();
+    const t0 = samples.length ? samples[0].t : Date.now();
+    const t1 = samples.length ? Math.max(samples[samples.length - 1].t, t0 + 1000) : t0 + 1000;
+    let ymax = 1;
+    for (const s of samples) for (const k of cats) ymax = Math.max(ymax, s.failures[k] || 0);
+    // Round the axis up to 2, 5 or 10 times a power of ten, so the
+    // gridlines fall on whole numbers.
+    const mag = Math.pow(10, Math.floor(Math.log10(ymax)));
+    ymax = [1, 2, 5, 10].map((m) => m * mag).find((v) => v >= ymax) || ymax;
+    if (ymax % 2) ymax *= 2;
+    const x = (tm) => L + ((tm - t0) / (t1 - t0)) * (W - L - R);
+    const y = (v) => T + (1 - v / ymax) * (H - T - B);
+    const latest = samples.length ? samples[samples.length - 1].failures : {};
+    const summary = cats.length
+      ? t('chart.label', { window: fmtDuration((t1 - t0) / 1000), values: cats.map((k) => tOr('cat.', k) + ' ' + num(latest[k] || 0)).join(', ') })
+      : t('chart.empty');
+    const svg = h('svg:svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': summary, class: 'chart-svg', preserveAspectRatio: 'xMidYMid meet' },
+      h('svg:title', {}, summary));
+    for (const v of [0, ymax / 2, ymax]) {
+      svg.append(h('svg:line', { x1: L, x2: W - R, y1: y(v), y2: y(v), class: 'grid' }));
+      svg.append(h('svg:text', { x: L - 6, y: y(v) + 4, 'text-anchor': 'end', class: 'axis' }, num(Math.round(v))));
+    }
+    svg.append(h('svg:text', { x: L, y: H - 8, class: 'axis' }, new Date(t0).toLocaleTimeString(locale())));
+    svg.append(h('svg:text', { x: W - R, y: H - 8, 'text-anchor': 'end', class: 'axis' }, new Date(t1).toLocaleTimeString(locale())));
+    cats.forEach((k, i) => {
+      const pts = samples.map((s) => `${x(s.t).toFixed(1)},${y(s.failures[k] || 0).toFixed(1)}`).join(' ');
+      svg.append(h('svg:polyline', {
+        points: pts, fill: 'none', stroke: palette[i % palette.length], 'stroke-width': 2.5,
+        'stroke-dasharray': dashes[i % dashes.length] || null, 'data-category': k,
+      }));
+    });
+    const legend = h('ul', { class: 'legend', 'aria-hidden': 'true' }, cats.map((k, i) => h('li', {},
+      h('svg:svg', { width: 28, height: 10, viewBox: '0 0 28 10' },
+        h('svg:line', { x1: 0, x2: 28, y1: 5, y2: 5, stroke: palette[i % palette.length], 'stroke-width': 3, 'stroke-dasharray': dashes[i % dashes.length] || null })),
+      ' ' + tOr('cat.', k) + ' ' + num(latest[k] || 0))));
+    box.replaceChildren(svg, legend);
+  }
+
+  // ------------------------------------------------------------ accounts
+
+  const accountFields = [
+    { key: 'rate_per_sec', step: 'any', min: 0 },
+    { key: 'burst', step: 'any', min: 1 },
+    { key: 'online_reserve_per_sec', step: 'any', min: 0 },
+    { key: 'max_recipients_per_call', step: 1, min: 1 },
+  ];
+  const breakerFields = [
+    { key: 'consecutive_failures', step: 1, min: 0 },
+    { key: 'failure_rate', step: 'any', min: 0, max: 1 },
+    { key: 'min_samples', step: 1, min: 0 },
+    { key: 'cooldown_sec', step: 1, min: 0 },
+  ];
+
+  function accountsPage() {
+    let list, empty;
+    const forms = new Map();
+
+    function accountForm(acct) {
+      const isNew = !acct;
+      const pfx = isNew ? 'new' : 'acct-' + String(acct.account).replace(/[^\w-]/g, '_');
+      const input = (f, group) => {
+        const fid = `${pfx}-${group ? 'breaker-' : ''}${f.key}`;
+        const err = h('span', { class: 'field-error', id: fid + '-err' });
+        const inp = h('input', { id: fid, name: (group ? 'breaker.' : '') + f.key, type: 'number', step: f.step, min: f.min, max: f.max, inputmode: 'decimal', 'aria-describedby': fid + '-help ' + fid + '-err' });
+        return h('div', { class: 'field' },
+          h('label', { for: fid }, t('acct.' + f.key)), inp,
+          h('span', { class: 'muted small', id: fid + '-help' }, t('acct.' + f.key + '.help')), err);
+      };
+      const idField = isNew ? h('div', { class: 'field' },
+        h('label', { for: 'new-account' }, t('acct.id')),
+        h('input', { id: 'new-account', name: 'account', type: 'text', required: true, 'aria-describedby': 'new-account-err' }),
+        h('span', { class: 'field-error', id: 'new-account-err' })) : null;
+      const msg = h('p', { class: 'msg', role: 'status' });
+      const dirtyNote = h('span', { class: 'muted small dirty-note', hidden: true }, t('acct.unsaved'));
+      const form = h('form', { class: 'account-form', novalidate: true, 'data-account': acct ? acct.account : '' },
+        idField,
+        h('fieldset', {}, h('legend', {}, t('acct.limits')), accountFields.map((f) => input(f, false))),
+        h('fieldset', {}, h('legend', {}, t('acct.breaker')), breakerFields.map((f) => input(f, true))),
+        h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, isNew ? t('acct.create') : t('acct.save')), dirtyNote),
+        msg);
+      form.addEventListener('input', () => { form.dataset.dirty = '1'; dirtyNote.hidden = false; });
+      form.addEventListener('submit', async (e) => {
+        e.preventDefault();
+        for (const el of form.querySelectorAll('.field-error')) el.textContent = '';
+        for (const el of form.querySelectorAll('[aria-invalid]')) el.removeAttribute('aria-invalid');
+        const id = isNew ? form.elements.account.value.trim() : acct.account;
+        if (!id) { $('#new-account-err').textContent = t('acct.idRequired'); form.elements.account.setAttribute('aria-invalid', 'true'); form.elements.account.focus(); return; }
+        const body = { breaker: {} };
+        const numVal = (name) => { const v = form.elements[name].value; return v === '' ? undefined : Number(v); };
+        for (const f of accountFields) body[f.key] = numVal(f.key);
+        for (const f of breakerFields) { const v = numVal('breaker.' + f.key); body.breaker[f.key] = v === undefined ? 0 : v; }
+        try {
+          const saved = await api('PUT', '/v1/accounts/' + enc(id), body);
+          form.dataset.dirty = '';
+          dirtyNote.hidden = true;
+          const m = t('acct.saved', { id });
+          setText(msg, m);
+          announce(m);
+          if (isNew) { form.reset(); await refresh(); }
+          else { update(saved); fill(form, saved, true); }
+        } catch (ex) {
+          setText(msg, t('acct.notSaved', { msg: errorText(ex) }));
+          for (const fe of (ex.problem && ex.problem.errors) || []) {
+            const name = fe.field === 'account' ? 'account' : fe.field;
+            const inp = form.elements[name];
+            if (!inp) continue;
+            inp.setAttribute('aria-invalid', 'true');
+            const err = document.getElementById(inp.id + '-err');
+            if (err) err.textContent = fe.message;
+          }
+          const bad = form.querySelector('[aria-invalid="true"]');
+          if (bad) bad.focus();
+        }
+      });
+      return form;
+    }
+
+    function fill(form, a, force) {
+      if (!force && (form.dataset.dirty || form.contains(document.activeElement))) return;
+      for (const f of accountFields) form.elements[f.key].value = a[f.key] ?? '';
+      for (const f of breakerFields) form.elements['breaker.' + f.key].value = (a.breaker && a.breaker[f.key]) ?? 0;
+    }
+
+    function card(a) {
+      const form = accountForm(a);
+      const info = h('dl', { class: 'facts' },
+        h('dt', {}, t('acct.batchRate')), h('dd', { class: 'batch-rate' }),
+        h('dt', {}, t('acct.updated')), h('dd', { class: 'updated-at' }));
+      const breakerState = h('div', { class: 'breaker-state' });
+      const hid = 'acct-h-' + forms.size;
+      const sec = h('section', { class: 'card account', 'data-account': a.account, 'aria-labelledby': hid },
+        h('h2', { id: hid }, a.account), info, breakerState, form);
+      forms.set(a.account, { sec, form, info, breakerState });
+      return sec;
+    }
+
+    function update(a) {
+      const c = forms.get(a.account);
+      setText($('.batch-rate', c.info), t('rate.value', { r: a.batch_rate_per_sec }) + ' = ' +
+        t('acct.batchFormula', { rate: a.rate_per_sec, reserve: a.online_reserve_per_sec }));
+      setText($('.updated-at', c.info), a.updated_at ? fmtTime(a.updated_at) : t('none'));
+      // The breaker state is shown when the server reports it.
+      const bs = a.breaker_state;
+      if (bs && typeof bs === 'object') {
+        const items = Object.entries(bs).map(([k, v]) => {
+          let val = v === null || v === undefined ? t('none') : typeof v === 'object' ? JSON.stringify(v) : String(v);
+          if (k === 'state') val = tOr('breaker.', String(v));
+          else if (/_at$|until$/.test(k) && typeof v === 'string') val = fmtTime(v);
+          return [h('dt', {}, tOr('breakerKey.', k)), h('dd', { 'data-key': k }, val)];
+        });
+        const state = String(bs.state || '');
+        c.breakerState.replaceChildren(h('h3', {}, t('acct.breakerState'), ' ',
+          h('span', { class: 'badge br-' + state.replace(/[^\w-]/g, '') }, state ? tOr('breaker.', state) : t('none'))),
+        h('dl', { class: 'facts' }, items));
+      } else {
+        c.breakerState.replaceChildren();
+      }
+      fill(c.form, a, false);
+    }
+
+    async function refresh() {
+      const res = await api('GET', '/v1/accounts');
+      const accts = res.accounts || [];
+      empty.hidden = accts.length > 0;
+      for (const a of accts) {
+        if (!forms.has(a.account)) list.append(card(a));
+        update(a);
+      }
+    }
+
+    return {
+      nav: '#/accounts',
+      render() {
+        forms.clear();
+        list = h('div', { id: 'accounts-list' });
+        empty = h('p', { class: 'muted', hidden: true }, t('acct.none'));
+        main().replaceChildren(
+          h('h1', {}, t('acct.title')),
+          h('p', { class: 'muted' }, t('acct.help')),
+          empty, list,
+          h('section', { class: 'card', id: 'new-account-card', 'aria-labelledby': 'new-account-h' },
+            h('h2', { id: 'new-account-h' }, t('acct.new')), accountForm(null)));
+      },
+      poll: refresh,
+    };
+  }
+
+  // ---------------------------------------------------------------- start
+
+  async function start() {
+    try {
+      const res = await fetch('i18n.json', { cache: 'no-cache' });
+      dict = await res.json();
+    } catch (e) {
+      dict = { en: {}, zh: {} };
+    }
+    lang = pickLanguage();
+    applyStaticI18n();
+    document.getElementById('lang').addEventListener('change', (e) => {
+      lang = e.target.value === 'zh' ? 'zh' : 'en';
+      localStorage.setItem(langKey, lang);
+      applyStaticI18n();
+      announce(t('lang.changed'));
+      if (current) { stopPolling(); show(current, true); }
+    });
+    document.getElementById('logout').addEventListener('click', () => { logout(''); announce(t('logout.done')); });
+    window.addEventListener('hashchange', route);
+    route();
+  }
+
+  start();
+})();
