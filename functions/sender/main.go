@@ -13,6 +13,7 @@ import (
 
 	"github.com/qunfa/qunfa/internal/awsrun"
 	"github.com/qunfa/qunfa/internal/handlers"
+	"github.com/qunfa/qunfa/internal/metrics"
 )
 
 func main() {
@@ -34,5 +35,5 @@ func main() {
 		os.Exit(1)
 	}
 	log.Info("ready", slog.Any("config", cfg))
-	lambda.StartWithOptions(handlers.Sender(core.Sender, log), awsrun.StartOptions(log)...)
+	lambda.StartWithOptions(metrics.FlushAfter(core.Metrics, log, handlers.Sender(core.Sender, log)), awsrun.StartOptions(log)...)
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -15,6 +16,7 @@ import (
 	"github.com/qunfa/qunfa/internal/api"
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/control"
+	"github.com/qunfa/qunfa/internal/metrics"
 	"github.com/qunfa/qunfa/internal/provider/wecomapi"
 	"github.com/qunfa/qunfa/internal/queue/sqsqueue"
 	"github.com/qunfa/qunfa/internal/reconcile"
@@ -61,6 +63,9 @@ type Core struct {
 	// Sender and Reconciler are set for functions that call the provider.
 	Sender     *sender.Sender
 	Reconciler *reconcile.Reconciler
+	// Metrics writes CloudWatch Embedded Metric Format to stdout; flush it
+	// at the end of every invocation (metrics.FlushAfter).
+	Metrics *metrics.EMF
 }
 
 // Build assembles the core for cfg's function, as devstack.Open does for
@@ -92,7 +97,9 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 	if err != nil {
 		return nil, fmt.Errorf("provider: %w", err)
 	}
-	core.Sender = &sender.Sender{Store: st, Queue: q, Provider: prov, Clock: clk, Log: log, Config: cfg.Sender}
+	core.Metrics = metrics.NewEMF(os.Stdout, metrics.EMFOptions{Dimensions: map[string]string{"function": cfg.fn.Name}})
+	core.Sender = &sender.Sender{Store: st, Queue: q, Provider: metrics.Provider(prov, core.Metrics), Clock: clk, Log: log,
+		Config: cfg.Sender, Metrics: core.Metrics}
 	core.Reconciler = &reconcile.Reconciler{
 		Store: st, Queue: q, Provider: prov, Clock: clk, Log: log,
 		StaleAfter: cfg.StaleAfter, SettleAfter: cfg.SettleAfter,

@@ -22,6 +22,8 @@ import (
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/control"
 	"github.com/qunfa/qunfa/internal/handlers"
+	"github.com/qunfa/qunfa/internal/metrics"
+	"github.com/qunfa/qunfa/internal/metrics/prom"
 	"github.com/qunfa/qunfa/internal/mockprovider"
 	"github.com/qunfa/qunfa/internal/provider/wecomapi"
 	"github.com/qunfa/qunfa/internal/queue/sqlitequeue"
@@ -97,7 +99,9 @@ type Stack struct {
 	Reconciler *reconcile.Reconciler
 	// Feed keeps the latest alerts for the dashboard; alerts also go to
 	// the log.
-	Feed    *alert.Feed
+	Feed *alert.Feed
+	// Metrics is served at /metrics in Prometheus text format.
+	Metrics *prom.Recorder
 	Log     *slog.Logger
 	APIURL  string
 	MockURL string
@@ -165,7 +169,13 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 	alerts := alert.Multi{alert.NewLog(log), s.Feed}
 	s.Submitter = &submit.Submitter{Store: st, Queue: q, Clock: clk, Limits: cfg.Limits, Alerts: alerts, Log: log}
 	s.Control = &control.Controller{Store: st, Queue: q, Clock: clk, Alerts: alerts, Log: log}
-	s.Sender = &sender.Sender{Store: st, Queue: q, Provider: prov, Clock: clk, Log: log, Config: cfg.Sender, Alerts: alerts}
+	s.Metrics = prom.New(log)
+	s.Metrics.WatchQueue("work", func(ctx context.Context) (int, int, error) {
+		qs, err := q.Stats(ctx)
+		return qs.Visible, qs.InFlight, err
+	})
+	s.Sender = &sender.Sender{Store: st, Queue: q, Provider: metrics.Provider(prov, s.Metrics), Clock: clk, Log: log,
+		Config: cfg.Sender, Alerts: alerts, Metrics: s.Metrics}
 	s.Reconciler = &reconcile.Reconciler{
 		Store: st, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts,
 		// A call lasts at most connect + 2 × response timeout: never look up
@@ -188,7 +198,10 @@ func (s *Stack) Serve(ctx context.Context, api http.Handler) error {
 		return fmt.Errorf("listen for the API: %w", err)
 	}
 	listeners = append(listeners, apiLn)
-	apiSrv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", s.Metrics.Handler())
+	mux.Handle("/", api)
+	apiSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	var mockSrv *http.Server
 	var mockLn net.Listener
 	if s.Mock != nil {

@@ -27,6 +27,7 @@ import (
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/content"
 	"github.com/qunfa/qunfa/internal/dispatch"
+	"github.com/qunfa/qunfa/internal/metrics"
 	"github.com/qunfa/qunfa/internal/provider"
 	"github.com/qunfa/qunfa/internal/queue"
 	"github.com/qunfa/qunfa/internal/store"
@@ -107,6 +108,10 @@ type Sender struct {
 	Config   Config
 	// Alerts receives JobPaused and JobFinished events (nil: none).
 	Alerts alert.Publisher
+	// Metrics receives token waits, hand-backs and active shards (nil:
+	// none). Sends, failures and provider latency are measured by wrapping
+	// the Provider with metrics.Provider.
+	Metrics metrics.Recorder
 	// Rand draws backoff jitter in [0,1); nil uses math/rand/v2.
 	Rand func() float64
 }
@@ -166,6 +171,8 @@ func (s *Sender) HandleTurn(ctx context.Context, m Message) (Result, error) {
 	case err != nil:
 		return Result{}, fmt.Errorf("begin turn: %w", err)
 	}
+	s.metrics().AddActiveShards(ctx, 1)
+	defer s.metrics().AddActiveShards(context.WithoutCancel(ctx), -1)
 	tr := &turn{s: s, cfg: cfg, log: log, msg: m, t: t, shard: shard, start: start}
 	if dl, ok := ctx.Deadline(); ok {
 		tr.deadline = dl.Add(-cfg.DeadlineMargin)
@@ -186,6 +193,13 @@ func (s *Sender) HandleTurn(ctx context.Context, m Message) (Result, error) {
 	log.Info("turn ended", slog.String("reason", res.Reason), slog.Int("sent", res.Sent),
 		slog.Duration("took", s.Clock.Now().Sub(start)))
 	return res, nil
+}
+
+func (s *Sender) metrics() metrics.Recorder {
+	if s.Metrics == nil {
+		return metrics.Nop{}
+	}
+	return s.Metrics
 }
 
 func (s *Sender) logger() *slog.Logger {
@@ -252,6 +266,7 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 			return Result{}, err
 		}
 		if granted == 0 {
+			tr.s.metrics().TokenWait(ctx, wait)
 			if res, done, err := tr.wait(stopCtx, wait, "waiting for tokens"); done || err != nil {
 				return res, err
 			}
@@ -706,6 +721,7 @@ func (tr *turn) handBack(ctx context.Context, d time.Duration, why string) (Resu
 	if err := tr.flush(ctx, true); err != nil {
 		return Result{}, err
 	}
+	tr.s.metrics().Handback(ctx)
 	if tr.msg.ReceiveCount >= tr.cfg.RenewAfterReceives || tr.msg.ReceiptHandle == "" {
 		return tr.continueLater(ctx, why+" (renewed)")
 	}
