@@ -70,14 +70,14 @@ func runDev(ctx context.Context, args []string) error {
 	served := make(chan error, 1)
 	go func() { served <- stack.Serve(ctx, handler) }()
 
-	fmt.Fprintf(os.Stderr, "\nqunfa dev is running\n  API:    %s\n", stack.APIURL)
+	fmt.Fprintf(os.Stderr, "\nqunfa dev is running\n  API:        %s\n  dashboard:  %s/ui/\n  metrics:    %s/metrics\n", stack.APIURL, stack.APIURL, stack.APIURL)
 	if stack.MockURL != "" {
-		fmt.Fprintf(os.Stderr, "  mock:   %s (deliveries: %s/mock-deliveries.jsonl)\n", stack.MockURL, stack.Config.DataDir)
+		fmt.Fprintf(os.Stderr, "  mock:       %s (deliveries: %s/mock-deliveries.jsonl)\n", stack.MockURL, stack.Config.DataDir)
 	}
 	if stack.TokenGenerated {
-		fmt.Fprintf(os.Stderr, "  token:  %s   (set QUNFA_API_TOKEN to choose your own)\n", stack.Token)
+		fmt.Fprintf(os.Stderr, "  token:      %s   (set QUNFA_API_TOKEN to choose your own)\n", stack.Token)
 	} else {
-		fmt.Fprintf(os.Stderr, "  token:  from QUNFA_API_TOKEN\n")
+		fmt.Fprintf(os.Stderr, "  token:      from QUNFA_API_TOKEN\n")
 	}
 	if *demo {
 		jobID, err := startDemo(ctx, stack)
