@@ -3,6 +3,7 @@ package dynamostore
 import (
 	"context"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -75,7 +76,12 @@ func skMembers(index int, block int64) string { return fmt.Sprintf("M#%06d#%010d
 func skData(dblock int64) string              { return fmt.Sprintf("D#%010d", dblock) }
 func skErr(index int, seq int64) string       { return fmt.Sprintf("E#%06d#%012d", index, seq) }
 func suppPK(tenant string) string             { return "SUPP#" + tenant }
-func skSupp(account, to string) string        { return account + suppSep + to }
+
+// skSupp is the sort key of a suppression entry: the account in hex, a dot,
+// the recipient. Hex keeps the byte order of accounts and never contains
+// the dot, which sorts before every hex digit, so the keys sort by account,
+// then recipient, whatever characters the account holds.
+func skSupp(account, to string) string { return hex.EncodeToString([]byte(account)) + "." + to }
 
 const (
 	skJob      = "J"
@@ -83,10 +89,6 @@ const (
 	skAccount  = "ACCOUNT#"
 	skBreaker  = "BREAKER#"
 	skCampaign = "CAMPAIGN#"
-	// suppSep separates account and recipient in a suppression's sort key:
-	// it sorts before every other byte, so the keys sort by account, then
-	// recipient (accounts must not contain it).
-	suppSep = "\x00"
 )
 
 func key(pk, sk string) map[string]types.AttributeValue {

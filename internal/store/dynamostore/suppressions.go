@@ -3,7 +3,6 @@ package dynamostore
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -35,8 +34,8 @@ func (s *Store) PutSuppressions(ctx context.Context, tenant string, entries []st
 	}
 	last := map[string]int{}
 	for i, e := range entries {
-		if e.Account == "" || e.To == "" || strings.Contains(e.Account, suppSep) {
-			return fmt.Errorf("put suppressions: %w: empty account or recipient, or a NUL in the account", store.ErrInvalidArgument)
+		if e.Account == "" || e.To == "" {
+			return fmt.Errorf("put suppressions: %w: empty account or recipient", store.ErrInvalidArgument)
 		}
 		last[skSupp(e.Account, e.To)] = i
 	}
@@ -86,9 +85,9 @@ func (s *Store) SuppressedAmong(ctx context.Context, tenant string, keys []store
 	seen := map[store.RecipientKey]bool{}
 	var ks []map[string]types.AttributeValue
 	for _, k := range keys {
-		// Entries never have an empty account or recipient, nor a NUL in
-		// the account: such a recipient cannot be on the list.
-		if seen[k] || k.Account == "" || k.To == "" || strings.Contains(k.Account, suppSep) {
+		// Entries never have an empty account or recipient: such a
+		// recipient cannot be on the list.
+		if seen[k] || k.Account == "" || k.To == "" {
 			continue
 		}
 		seen[k] = true

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/qunfa/qunfa/internal/store"
 )
@@ -32,10 +31,8 @@ func (s *Store) PutSuppressions(ctx context.Context, tenant string, entries []st
 		return fmt.Errorf("put suppressions: %w: %d entries, at most %d", store.ErrInvalidArgument, len(entries), store.MaxPutItems)
 	}
 	for _, e := range entries {
-		// No NUL in accounts: the DynamoDB adapter separates account and
-		// recipient with it, and both adapters accept the same entries.
-		if e.Account == "" || e.To == "" || strings.ContainsRune(e.Account, 0) {
-			return fmt.Errorf("put suppressions: %w: empty account or recipient, or a NUL in the account", store.ErrInvalidArgument)
+		if e.Account == "" || e.To == "" {
+			return fmt.Errorf("put suppressions: %w: empty account or recipient", store.ErrInvalidArgument)
 		}
 	}
 	if len(entries) == 0 {
