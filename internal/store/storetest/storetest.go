@@ -239,6 +239,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"EpochStaleAddShardCounts", testEpochStaleAddShardCounts},
 		{"EpochReported", testEpochReported},
 		{"ListStaleShards", testListStaleShards},
+		{"AttemptCounters", testAttemptCounters},
 		{"ClaimItems", testClaimItems},
 		{"ClaimItemsConcurrent", testClaimItemsConcurrent},
 		{"UpdateItems", testUpdateItems},
@@ -251,6 +252,12 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"TakeTokensConcurrent", testTakeTokensConcurrent},
 		{"Accounts", testAccounts},
 		{"APITokens", testAPITokens},
+		{"Breakers", testBreakers},
+		{"SaveBreakerConcurrent", testSaveBreakerConcurrent},
+		{"ListBreakers", testListBreakers},
+		{"Suppressions", testSuppressions},
+		{"ListSuppressions", testListSuppressions},
+		{"Campaigns", testCampaigns},
 		{"ShardCountsProperty", testShardCountsProperty},
 	}
 	for _, tc := range tests {
