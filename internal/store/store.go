@@ -102,8 +102,9 @@ type Store interface {
 	// TransitionShard changes a shard's status along ShardTransitionAllowed,
 	// like TransitionJob.
 	TransitionShard(ctx context.Context, p TransitionShardParams) (Shard, error)
-	// ListStaleShards lists shards in status running whose LastAdvancedAt
-	// is before p.Before, across all jobs.
+	// ListStaleShards lists shards in status running, or paused with reason
+	// breaker, whose LastAdvancedAt is before p.Before, across all jobs
+	// (with Before in the future: every such shard).
 	ListStaleShards(ctx context.Context, p ListStaleShardsParams) ([]ShardRef, error)
 
 	// ClaimItems atomically moves up to p.Max due items of a shard (status
@@ -141,6 +142,135 @@ type Store interface {
 	PutToken(ctx context.Context, tokenHash, tenant string) error
 	// TenantForToken returns the tenant owning a token hash (ErrNotFound).
 	TenantForToken(ctx context.Context, tokenHash string) (string, error)
+
+	// GetBreaker reads an account's circuit breaker. An account whose
+	// breaker never changed has a closed breaker with Version 0 (never
+	// ErrNotFound).
+	GetBreaker(ctx context.Context, tenant, account string) (Breaker, error)
+	// SaveBreaker stores b if the stored breaker's Version is still
+	// b.Version (0 = none stored yet); the result has Version + 1. Anything
+	// else is ErrConflict and nothing changes.
+	SaveBreaker(ctx context.Context, b Breaker) (Breaker, error)
+	// ListBreakers lists breakers (all tenants) that are not closed, or
+	// every stored breaker when AllStates is set.
+	ListBreakers(ctx context.Context, p ListBreakersParams) ([]Breaker, error)
+
+	// PutSuppressions adds recipients to a tenant's suppression list (up to
+	// MaxPutItems per call; adding one twice is harmless).
+	PutSuppressions(ctx context.Context, tenant string, entries []Suppression) error
+	// DeleteSuppression removes a recipient from the list (absent: no error).
+	DeleteSuppression(ctx context.Context, tenant, account, to string) error
+	// SuppressedAmong returns which of the given recipients (up to
+	// MaxPutItems) are on the tenant's suppression list.
+	SuppressedAmong(ctx context.Context, tenant string, keys []RecipientKey) (map[RecipientKey]bool, error)
+	// ListSuppressions pages a tenant's suppression list ordered by account
+	// and recipient.
+	ListSuppressions(ctx context.Context, p ListSuppressionsParams) (ListSuppressionsResult, error)
+
+	// PutCampaign creates or replaces a scheduled campaign.
+	PutCampaign(ctx context.Context, c Campaign) (Campaign, error)
+	// GetCampaign reads a tenant's campaign (ErrNotFound).
+	GetCampaign(ctx context.Context, tenant, id string) (Campaign, error)
+	// ListCampaigns lists a tenant's campaigns ordered by ID, or every
+	// tenant's when tenant is empty (the local scheduler).
+	ListCampaigns(ctx context.Context, tenant string) ([]Campaign, error)
+	// DeleteCampaign removes a campaign (absent: ErrNotFound).
+	DeleteCampaign(ctx context.Context, tenant, id string) error
+}
+
+// BreakerState is a circuit breaker's state.
+type BreakerState string
+
+// Breaker states.
+const (
+	BreakerClosed   BreakerState = "closed"
+	BreakerOpen     BreakerState = "open"
+	BreakerHalfOpen BreakerState = "half_open"
+)
+
+// Breaker is the circuit breaker of one account: open, the account's shards
+// pause; after the cool-down a probe decides whether to close it.
+type Breaker struct {
+	Tenant  string
+	Account string
+	State   BreakerState // empty reads as closed
+	Reason  string
+	// OpenedAt is when it last opened; Until ends the cool-down.
+	OpenedAt time.Time
+	Until    time.Time
+	// Opens counts opens since the breaker was last closed by a successful
+	// probe; each reopen doubles the cool-down.
+	Opens int
+	// ProbeShard names the shard running the half-open probe.
+	ProbeShard string
+	// Window is the scheduled check's last snapshot of the account's
+	// cumulative attempts (see Shard.Attempts), to compute a failure rate
+	// over the time since.
+	WindowAt       time.Time
+	WindowAttempts int64
+	WindowFailures int64
+	UpdatedAt      time.Time
+	Version        int64
+}
+
+// ListBreakersParams selects breakers.
+type ListBreakersParams struct {
+	AllStates bool
+}
+
+// RecipientKey names one recipient of an account.
+type RecipientKey struct {
+	Account string
+	To      string
+}
+
+// Suppression is one entry of a tenant's suppression list.
+type Suppression struct {
+	Account   string
+	To        string
+	Reason    string
+	CreatedAt time.Time
+}
+
+// ListSuppressionsParams pages a suppression list.
+type ListSuppressionsParams struct {
+	Tenant string
+	Cursor string
+	Limit  int // 0 = adapter default (100)
+}
+
+// ListSuppressionsResult is one page of a suppression list.
+type ListSuppressionsResult struct {
+	Entries    []Suppression
+	NextCursor string
+}
+
+// Campaign is a scheduled submission: at each firing of its schedule it
+// creates one job (idempotent on campaign + scheduled time).
+type Campaign struct {
+	Tenant string
+	ID     string
+	Name   string
+	// Schedule is an EventBridge expression: "rate(1 hour)" or
+	// "cron(0 9 * * ? *)".
+	Schedule string
+	// Mode is "snapshot" (Request holds the recipients) or "requery"
+	// (recipients fetched from Source at each firing).
+	Mode string
+	// Request is the job request (template, limits; recipients in
+	// snapshot mode), as JSON.
+	Request []byte
+	// Source is the business system's HTTPS endpoint for requery mode.
+	Source string
+	// MaxDelaySec: a firing that starts later than this after its
+	// scheduled time is skipped with an alert (0 = never skipped).
+	MaxDelaySec int
+	Enabled     bool
+	// LastFiredAt is the scheduled time of the last firing handled.
+	LastFiredAt time.Time
+	CreatedBy   string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 }
 
 // JobStatus is a job's lifecycle state.
@@ -355,6 +485,11 @@ type Shard struct {
 	Dirty       bool
 	// Epoch counts recounts (see the package doc on count epochs).
 	Epoch int64
+	// Attempts and AttemptFailures are cumulative counts of provider
+	// attempts and of attempts that failed (any category but rate
+	// limiting), for the breaker's failure rate. Never recounted.
+	Attempts        int64
+	AttemptFailures int64
 }
 
 // ShardRef names a shard.
@@ -488,6 +623,10 @@ type AdvanceShardParams struct {
 	SlowFactor    float64 // 0 = keep
 	At            time.Time
 	EndTurn       bool
+	// Attempts and AttemptFailures are added to the shard's cumulative
+	// counters whatever the epoch.
+	Attempts        int64
+	AttemptFailures int64
 }
 
 // AddShardCountsParams folds a delta into a shard outside a turn.
@@ -511,7 +650,8 @@ type TransitionShardParams struct {
 	At          time.Time
 }
 
-// ListStaleShardsParams selects running shards without progress.
+// ListStaleShardsParams selects running (or breaker-paused) shards without
+// progress.
 type ListStaleShardsParams struct {
 	Before time.Time
 	Limit  int

@@ -44,7 +44,8 @@ func (m *capacityMeter) snapshot() (w, r float64) {
 
 // runSenderLoop drives one job of n single-recipient items in one shard
 // through the sender's loop: take 10 tokens, claim 10, confirm them,
-// advance the shard. It returns the number of messages confirmed.
+// advance the shard (adding the attempts). It returns the number of
+// messages confirmed.
 func runSenderLoop(tb testing.TB, s *dynamostore.Store, n int) int {
 	tb.Helper()
 	ctx := context.Background()
@@ -103,7 +104,8 @@ func runSenderLoop(tb testing.TB, s *dynamostore.Store, n int) int {
 			tb.Fatalf("UpdateItems = %+v, %v", up, err)
 		}
 		if _, err := s.AdvanceShard(ctx, store.AdvanceShardParams{JobID: jobID, Index: 0, Turn: 1,
-			Delta: cl.Delta.Add(up.Delta), FailuresDelta: up.FailuresDelta, Cursor: cursor, At: now}); err != nil {
+			Delta: cl.Delta.Add(up.Delta), FailuresDelta: up.FailuresDelta, Cursor: cursor, At: now,
+			Attempts: int64(len(cl.Items))}); err != nil {
 			tb.Fatalf("AdvanceShard: %v", err)
 		}
 		sent += len(cl.Items)
@@ -112,8 +114,8 @@ func runSenderLoop(tb testing.TB, s *dynamostore.Store, n int) int {
 	if err != nil {
 		tb.Fatalf("AdvanceShard(EndTurn): %v", err)
 	}
-	if sh.Counts != (store.Counts{Confirmed: int64(n)}) || sent != n {
-		tb.Fatalf("after the loop: shard counts %+v, %d sent, want %d confirmed", sh.Counts, sent, n)
+	if sh.Counts != (store.Counts{Confirmed: int64(n)}) || sent != n || sh.Attempts != int64(n) {
+		tb.Fatalf("after the loop: shard counts %+v, %d attempts, %d sent, want %d confirmed and attempted", sh.Counts, sh.Attempts, sent, n)
 	}
 	return sent
 }

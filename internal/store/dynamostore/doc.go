@@ -1,19 +1,26 @@
 // Package dynamostore is the DynamoDB adapter of the store port: one table,
-// single-item conditional writes, BatchWriteItem, GetItem, BatchGetItem and
-// Query only (no transactions, no scans).
+// single-item conditional writes (PutItem, UpdateItem, DeleteItem),
+// BatchWriteItem, GetItem, BatchGetItem and Query only (no transactions, no
+// scans).
 //
 // # Table
 //
 // Key pk (S) HASH, sk (S) RANGE; on-demand; four sparse global secondary
 // indexes, all KEYS_ONLY so that rewriting a record only writes an index
 // when that index's key changes. CreateTable creates it; template.yaml must
-// declare the same (see CreateTable).
+// declare the same (see CreateTable). Two indexes are overloaded: besides
+// their job and shard entries, tenantJobs holds every campaign and running
+// holds every circuit breaker, each under a partition key of its own, so the
+// operations features need no index of their own.
 //
 //	entity            pk                  sk                     notes
 //	job               JOB#<job>           J                      g1pk TENANT#<tenant>, g1sk <createdAt ns 20d>#<job>
 //	shard             JOB#<job>           K#<index 6d>           counts cP cS cC cF cA, failures f_<category>,
 //	                                                             sv (version), epoch (count epoch; absent = 0),
-//	                                                             g2pk RUNNING + g2sk <minute>#<job>#<index> while running
+//	                                                             att, attF (cumulative attempts, failed attempts;
+//	                                                             absent = 0; only ever ADDed, never recounted),
+//	                                                             g2pk RUNNING + g2sk <minute>#<job>#<index> while
+//	                                                             running or paused with reason breaker
 //	status page       JOB#<job>           P#<index>#<block 10d>  state of the shard's items with seq in the block (256 seqs),
 //	                                                             v (version), g3 due key, g4 submitted key
 //	member list       JOB#<job>           M#<index>#<block>      the page's seqs (write-once) and account
@@ -22,11 +29,18 @@
 //	idempotency       IDEM#"<tenant>"#<key> _                    job id, request hash
 //	token bucket      BUCKET#<name>       _                      tokens, at, v (version)
 //	account           TENANT#<tenant>     ACCOUNT#<id>
+//	breaker           TENANT#<tenant>     BREAKER#<account>      state, times, window, v (version; no record = closed, 0),
+//	                                                             g2pk BREAKERS#open (open, half-open) or BREAKERS#closed,
+//	                                                             g2sk <tenant>#<account>
+//	campaign          TENANT#<tenant>     CAMPAIGN#<id>          request (B), schedule, …; g1pk CAMPAIGNS, g1sk <tenant>#<id>
+//	suppression       SUPP#<tenant>       <hex(account)>.<to>    account, to, reason, createdAt
 //	API token         TOKEN#<hash>        _                      tenant
 //
-// Indexes: tenantJobs (g1pk, g1sk) lists a tenant's jobs newest first;
-// running (g2pk, g2sk) holds running shards keyed by the minute of their
-// last advance; due (g3pk = DUE#<job>#<index>, g3sk = <earliest
+// Indexes: tenantJobs (g1pk, g1sk) lists a tenant's jobs newest first, and
+// under g1pk = CAMPAIGNS every tenant's campaigns; running (g2pk, g2sk) holds
+// running and breaker-paused shards under g2pk = RUNNING keyed by the minute
+// of their last advance, and every breaker under BREAKERS#open or
+// BREAKERS#closed (a save that changes the state moves the entry); due (g3pk = DUE#<job>#<index>, g3sk = <earliest
 // NextAttemptAt of the page's pending items>#<block>) holds the status pages
 // that have pending items; submitted (g4pk = SUB, g4sk = <oldest
 // submitted-at>#<job>#<index>#<block>) holds pages that had submitted items.
@@ -68,8 +82,12 @@
 //	                   cursor); on a stale epoch GetItem + recount + UpdateItem SET on sv instead
 //	AddShardCounts     UpdateItem ADD, condition epoch; on a stale epoch as RecountShard
 //	RecountShard       GetItem + Query P# pages + UpdateItem on sv (epoch + 1)
-//	TransitionShard    GetItem + UpdateItem on status; enters/leaves the running index
-//	ListStaleShards    Query running (g2sk < next minute of Before) + BatchGetItem, exact filter
+//	AdvanceShard also ADDs the attempt counters in the same UpdateItem (in either branch, so
+//	                   they are added whatever the epoch, and still one write per advance)
+//	TransitionShard    GetItem + UpdateItem on status; enters/leaves the running index (entering
+//	                   running or paused with reason breaker keeps it in)
+//	ListStaleShards    Query running (g2pk = RUNNING, g2sk < next minute of Before) +
+//	                   BatchGetItem, exact filter (running, or paused with reason breaker)
 //	ClaimItems         Query due (Limit 4) → first due page; BatchGetItem page (+ member list,
 //	                   cached); PutItem page conditional on its version; BatchGetItem payloads
 //	UpdateItems        per page: BatchGetItem page; BatchWriteItem E# records of accepted errors;
@@ -82,6 +100,20 @@
 //	TakeTokens         GetItem + PutItem conditional on the version read (retry on conflict);
 //	                   nothing is written when nothing is granted
 //	Accounts, tokens   PutItem / GetItem / Query begins_with(sk, "ACCOUNT#")
+//	GetBreaker         GetItem (TENANT#<tenant>, BREAKER#<account>); absent = closed, version 0
+//	SaveBreaker        PutItem conditional on v = the version read (attribute_not_exists for 0)
+//	ListBreakers       Query running (g2pk = BREAKERS#open; also BREAKERS#closed for AllStates)
+//	                   + BatchGetItem; the state is checked on the record (the index lags)
+//	PutSuppressions    BatchWriteItem PutRequests (duplicates in one call written once)
+//	DeleteSuppression  DeleteItem (absent: no error)
+//	SuppressedAmong    BatchGetItem of the recipients' keys: one request per 100 recipients,
+//	                   the (at most 5) requests in parallel; 1 RCU per recipient asked about
+//	ListSuppressions   Query pk = SUPP#<tenant> (Limit+1): the sort key orders by account then
+//	                   recipient (hex keeps the accounts' byte order, and "." sorts before every
+//	                   hex digit); cursor = last sort key
+//	Campaigns          PutItem / GetItem / DeleteItem (attribute_exists: absent → ErrNotFound);
+//	                   a tenant's: Query begins_with(sk, "CAMPAIGN#"); all tenants' (the local
+//	                   scheduler, rare): Query tenantJobs (g1pk = CAMPAIGNS) + BatchGetItem
 //
 // # Cost
 //
@@ -103,6 +135,15 @@
 // epoch its caller read, so a delta the recount may already include is never
 // added on top of it.
 //
+// Operations records. A breaker is one small record per account, written
+// only when its state or window changes; the scheduled check lists the
+// non-closed ones of all tenants with one Query of a partition that holds
+// only them. A tenant's suppression list is one item collection: listing
+// is a Query in order, a look-up reads exactly the recipients asked about
+// (strongly consistent, so a recipient suppressed a moment ago is not
+// sent to). Attempt counters ride on the AdvanceShard write the sender
+// makes anyway, so they add no write (a few bytes to the shard record).
+//
 // Known limits: items of a shard interleaved with many other shards' share
 // blocks with them, so a status page holds fewer of the shard's items (the
 // storetest fixtures deal seqs round-robin); a claim never spans pages, so
@@ -112,5 +153,12 @@
 // and SubmittedAt are kept only while an item is submitted. The index
 // queries are eventually consistent on AWS: a page just changed may be
 // missed by one claim or listing, never claimed twice (the page write is
-// conditional).
+// conditional). A shard paused by its breaker before the running index
+// covered breaker-paused shards has no index entry: ListStaleShards finds it
+// once it is transitioned again. The BREAKERS# and CAMPAIGNS partitions are
+// single index partitions: fine for thousands of breakers and campaigns, the
+// scale of operators, not of recipients. All suppression look-ups of a
+// tenant read one partition; DynamoDB splits a hot partition by sort-key
+// range, but a first submit of a million recipients may be throttled until
+// it has (the adapter retries unprocessed keys).
 package dynamostore

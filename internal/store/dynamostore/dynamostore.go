@@ -3,6 +3,7 @@ package dynamostore
 import (
 	"context"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -74,11 +75,20 @@ func skPage(index int, block int64) string    { return fmt.Sprintf("P#%06d#%010d
 func skMembers(index int, block int64) string { return fmt.Sprintf("M#%06d#%010d", index, block) }
 func skData(dblock int64) string              { return fmt.Sprintf("D#%010d", dblock) }
 func skErr(index int, seq int64) string       { return fmt.Sprintf("E#%06d#%012d", index, seq) }
+func suppPK(tenant string) string             { return "SUPP#" + tenant }
+
+// skSupp is the sort key of a suppression entry: the account in hex, a dot,
+// the recipient. Hex keeps the byte order of accounts and never contains
+// the dot, which sorts before every hex digit, so the keys sort by account,
+// then recipient, whatever characters the account holds.
+func skSupp(account, to string) string { return hex.EncodeToString([]byte(account)) + "." + to }
 
 const (
-	skJob     = "J"
-	skSingle  = "_" // sort key of single-record partitions
-	skAccount = "ACCOUNT#"
+	skJob      = "J"
+	skSingle   = "_" // sort key of single-record partitions
+	skAccount  = "ACCOUNT#"
+	skBreaker  = "BREAKER#"
+	skCampaign = "CAMPAIGN#"
 )
 
 func key(pk, sk string) map[string]types.AttributeValue {
@@ -208,6 +218,49 @@ func (s *Store) putItem(ctx context.Context, item map[string]types.AttributeValu
 	}
 	s.consumed("PutItem", out.ConsumedCapacity)
 	return nil
+}
+
+// deleteItem deletes one record, on condition cond when it is not empty.
+func (s *Store) deleteItem(ctx context.Context, pk, sk, cond string) error {
+	in := &dynamodb.DeleteItemInput{
+		TableName:              aws.String(s.table),
+		Key:                    key(pk, sk),
+		ReturnConsumedCapacity: s.capacity(),
+	}
+	if cond != "" {
+		in.ConditionExpression = aws.String(cond)
+	}
+	out, err := s.db.DeleteItem(ctx, in)
+	if err != nil {
+		return err
+	}
+	s.consumed("DeleteItem", out.ConsumedCapacity)
+	return nil
+}
+
+// queryKeys runs a query on a KEYS_ONLY index to its end and reads the
+// records it names with BatchGetItem, in index order; records deleted
+// since the index saw them are left out.
+func (s *Store) queryKeys(ctx context.Context, in *dynamodb.QueryInput) ([]map[string]types.AttributeValue, error) {
+	idx, err := s.query(ctx, in, 0)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]map[string]types.AttributeValue, len(idx))
+	for i, k := range idx {
+		keys[i] = key(getS(k, attrPK), getS(k, attrSK))
+	}
+	recs, err := s.batchGet(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]map[string]types.AttributeValue, 0, len(keys))
+	for _, k := range keys {
+		if r, ok := recs[recordID(k)]; ok {
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }
 
 func (s *Store) updateItem(ctx context.Context, in *dynamodb.UpdateItemInput) (map[string]types.AttributeValue, error) {

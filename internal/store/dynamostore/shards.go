@@ -28,6 +28,20 @@ const staleBucket = int64(time.Minute)
 
 const runningPK = "RUNNING"
 
+// Cumulative attempt counters of a shard record (absent = 0). They are
+// only ever ADDed, never part of a recount.
+const (
+	attrAttempts        = "att"
+	attrAttemptFailures = "attF"
+)
+
+// watchedForStaleness reports whether a shard in this state belongs in the
+// running index, which ListStaleShards queries: running shards, and shards
+// paused by their breaker (the reconciler resumes or probes them).
+func watchedForStaleness(st store.ShardStatus, reason store.PauseReason) bool {
+	return st == store.ShardRunning || (st == store.ShardPaused && reason == store.PauseBreaker)
+}
+
 func countValues(c store.Counts) [5]int64 {
 	return [5]int64{c.Pending, c.Submitted, c.Confirmed, c.Failed, c.Abandoned}
 }
@@ -48,6 +62,10 @@ func shardItem(sh store.Shard) map[string]types.AttributeValue {
 		"lastAdv": attrN(nanos(sh.LastAdvancedAt)), "slow": attrF(sh.SlowFactor),
 		"turn": attrN(sh.Turn), "dirty": attrBool(sh.Dirty), "sv": attrN(1), "epoch": attrN(sh.Epoch),
 	}
+	if sh.Attempts != 0 || sh.AttemptFailures != 0 {
+		m[attrAttempts] = attrN(sh.Attempts)
+		m[attrAttemptFailures] = attrN(sh.AttemptFailures)
+	}
 	if sh.PauseReason != "" {
 		m["pause"] = attrS(string(sh.PauseReason))
 	}
@@ -62,7 +80,7 @@ func shardItem(sh store.Shard) map[string]types.AttributeValue {
 			m[failurePrefix+cat] = attrN(n)
 		}
 	}
-	if sh.Status == store.ShardRunning {
+	if watchedForStaleness(sh.Status, sh.PauseReason) {
 		m["g2pk"] = attrS(runningPK)
 		m["g2sk"] = attrS(staleKey(nanos(sh.LastAdvancedAt), sh.JobID, sh.Index))
 	}
@@ -81,6 +99,7 @@ func shardFrom(m map[string]types.AttributeValue) store.Shard {
 		Failures:   map[string]int64{},
 		SlowFactor: getF(m, "slow"), Turn: getN(m, "turn"), TurnMessage: getS(m, "turnMsg"),
 		Dirty: getBool(m, "dirty"), Epoch: getN(m, "epoch"),
+		Attempts: getN(m, attrAttempts), AttemptFailures: getN(m, attrAttemptFailures),
 	}
 	for name := range m {
 		if cat, ok := strings.CutPrefix(name, failurePrefix); ok {
@@ -305,7 +324,7 @@ func (s *Store) BeginTurn(ctx context.Context, p store.BeginTurnParams) (store.S
 // condition fails it retries without moving the cursor; if the epoch
 // moved, it recounts instead of folding the delta (advanceRecount).
 func (s *Store) AdvanceShard(ctx context.Context, p store.AdvanceShardParams) (store.Shard, error) {
-	if p.Cursor < 0 || p.SlowFactor < 0 {
+	if p.Cursor < 0 || p.SlowFactor < 0 || p.Attempts < 0 || p.AttemptFailures < 0 {
 		return store.Shard{}, fmt.Errorf("advance shard %s/%d: %w", p.JobID, p.Index, store.ErrInvalidArgument)
 	}
 	if p.JobID == "" || p.Index < 0 {
@@ -345,8 +364,11 @@ func (s *Store) AdvanceShard(ctx context.Context, p store.AdvanceShardParams) (s
 	return store.Shard{}, fmt.Errorf("advance shard %s/%d: %w", p.JobID, p.Index, store.ErrConflict)
 }
 
-// setAdvance sets what AdvanceShard moves besides counts and cursor.
+// setAdvance sets what AdvanceShard moves besides counts and cursor,
+// including the attempt counters, which are added whatever the epoch.
 func (u *updateBuilder) setAdvance(p store.AdvanceShardParams) {
+	u.Add(attrAttempts, p.Attempts)
+	u.Add(attrAttemptFailures, p.AttemptFailures)
 	u.Set("lastAdv", attrN(nanos(p.At)))
 	u.Set("g2pk", attrS(runningPK))
 	u.Set("g2sk", attrS(staleKey(nanos(p.At), p.JobID, p.Index)))
@@ -475,9 +497,9 @@ func (s *Store) TransitionShard(ctx context.Context, p store.TransitionShardPara
 		} else if p.To != store.ShardPaused {
 			u.Remove("pause")
 		}
-		if p.To == store.ShardRunning {
+		if watchedForStaleness(p.To, p.PauseReason) {
 			last := getN(rec, "lastAdv")
-			if !p.At.IsZero() {
+			if p.To == store.ShardRunning && !p.At.IsZero() {
 				last = nanos(p.At)
 				u.Set("lastAdv", attrN(last))
 			}
@@ -501,8 +523,8 @@ func (s *Store) TransitionShard(ctx context.Context, p store.TransitionShardPara
 }
 
 // ListStaleShards queries the running index up to the minute of p.Before
-// and keeps the shards whose record is still running and older than
-// p.Before.
+// and keeps the shards whose record is still running (or paused by its
+// breaker) and older than p.Before.
 func (s *Store) ListStaleShards(ctx context.Context, p store.ListStaleShardsParams) ([]store.ShardRef, error) {
 	limit := p.Limit
 	if limit <= 0 {
@@ -537,7 +559,8 @@ func (s *Store) ListStaleShards(ctx context.Context, p store.ListStaleShardsPara
 		}
 		for _, k := range keys {
 			r, ok := recs[recordID(k)]
-			if !ok || getS(r, "status") != string(store.ShardRunning) || getN(r, "lastAdv") >= before {
+			if !ok || !watchedForStaleness(store.ShardStatus(getS(r, "status")), store.PauseReason(getS(r, "pause"))) ||
+				getN(r, "lastAdv") >= before {
 				continue
 			}
 			refs = append(refs, store.ShardRef{JobID: getS(r, "job"), Index: int(getN(r, "idx"))})

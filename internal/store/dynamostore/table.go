@@ -17,8 +17,8 @@ const (
 	attrPK = "pk"
 	attrSK = "sk"
 
-	indexTenantJobs = "tenantJobs" // g1pk = "TENANT#<tenant>", g1sk = "<createdAt>#<job>"
-	indexRunning    = "running"    // g2pk = "RUNNING", g2sk = "<minute>#<job>#<shard>"
+	indexTenantJobs = "tenantJobs" // g1pk = "TENANT#<tenant>", g1sk = "<createdAt>#<job>"; campaigns: "CAMPAIGNS", "<tenant>#<id>"
+	indexRunning    = "running"    // g2pk = "RUNNING", g2sk = "<minute>#<job>#<shard>"; breakers: "BREAKERS#open|closed", "<tenant>#<account>"
 	indexDue        = "due"        // g3pk = "DUE#<job>#<shard>", g3sk = "<min next>#<block>"
 	indexSubmitted  = "submitted"  // g4pk = "SUB", g4sk = "<oldest submitted-at>#<job>#<shard>#<block>"
 )
@@ -41,7 +41,9 @@ var indexKeys = map[string][2]string{
 //	  due (g3pk, g3sk), submitted (g4pk, g4sk)
 //	BillingMode: PAY_PER_REQUEST
 //
-// No TTL attribute is used.
+// No TTL attribute is used. Campaigns and breakers reuse the tenantJobs and
+// running indexes under partition keys of their own (see the package doc),
+// so the operations features add no index.
 func CreateTable(ctx context.Context, client *dynamodb.Client, tableName string) error {
 	defs := []types.AttributeDefinition{
 		{AttributeName: aws.String(attrPK), AttributeType: types.ScalarAttributeTypeS},

@@ -143,10 +143,11 @@ created_at, started_at, finished_at, meta) VALUES (?, ?, ?, ?, ?, ?, ?, '', ?, ?
 			}
 			_, err := tx.ExecContext(ctx, `INSERT INTO shards (job_no, idx, account, status, pause_reason, size,
 cursor, last_adv, n_pending, n_submitted, n_confirmed, n_failed, n_abandoned, failures, slow_factor,
-turn, turn_message, dirty, epoch) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, 0, '', 0, ?)`,
+turn, turn_message, dirty, epoch, attempts, attempt_failures)
+VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, 0, '', 0, ?, ?, ?)`,
 				no, sh.Index, sh.Account, string(st), string(sh.PauseReason), sh.Size, toNanos(sh.LastAdvancedAt),
 				counts.Pending, counts.Submitted, counts.Confirmed, counts.Failed, counts.Abandoned,
-				encodeFailures(sh.Failures), slow, sh.Epoch)
+				encodeFailures(sh.Failures), slow, sh.Epoch, sh.Attempts, sh.AttemptFailures)
 			if err != nil {
 				return fmt.Errorf("create job %q: shard %d: %w", j.ID, sh.Index, err)
 			}

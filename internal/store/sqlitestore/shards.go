@@ -13,7 +13,7 @@ import (
 
 const shardCols = `j.id, s.idx, s.account, s.status, s.pause_reason, s.size, s.cursor, s.last_adv,
 s.n_pending, s.n_submitted, s.n_confirmed, s.n_failed, s.n_abandoned, s.failures, s.slow_factor,
-s.turn, s.turn_message, s.dirty, s.epoch`
+s.turn, s.turn_message, s.dirty, s.epoch, s.attempts, s.attempt_failures`
 
 // scanShard reads a row of shardCols.
 func scanShard(row interface{ Scan(...any) error }) (store.Shard, error) {
@@ -26,7 +26,7 @@ func scanShard(row interface{ Scan(...any) error }) (store.Shard, error) {
 	)
 	err := row.Scan(&sh.JobID, &sh.Index, &sh.Account, &status, &reason, &sh.Size, &sh.Cursor, &lastAdv,
 		&sh.Counts.Pending, &sh.Counts.Submitted, &sh.Counts.Confirmed, &sh.Counts.Failed, &sh.Counts.Abandoned,
-		&failures, &sh.SlowFactor, &sh.Turn, &sh.TurnMessage, &dirty, &sh.Epoch)
+		&failures, &sh.SlowFactor, &sh.Turn, &sh.TurnMessage, &dirty, &sh.Epoch, &sh.Attempts, &sh.AttemptFailures)
 	if err != nil {
 		return sh, err
 	}
@@ -83,7 +83,8 @@ func (s *Store) saveShard(ctx context.Context, tx *sql.Tx, no int64, sh store.Sh
 	c := sh.Counts
 	_, err := s.stmt(ctx, tx, qShardPut).ExecContext(ctx, no, sh.Index, string(sh.Status), string(sh.PauseReason),
 		sh.Cursor, toNanos(sh.LastAdvancedAt), c.Pending, c.Submitted, c.Confirmed, c.Failed, c.Abandoned,
-		encodeFailures(sh.Failures), sh.SlowFactor, sh.Turn, sh.TurnMessage, dirty, sh.Epoch)
+		encodeFailures(sh.Failures), sh.SlowFactor, sh.Turn, sh.TurnMessage, dirty, sh.Epoch,
+		sh.Attempts, sh.AttemptFailures)
 	if err != nil {
 		return fmt.Errorf("write shard %s/%d: %w", sh.JobID, sh.Index, err)
 	}
@@ -226,6 +227,9 @@ func (s *Store) AdvanceShard(ctx context.Context, p store.AdvanceShardParams) (s
 	if p.SlowFactor < 0 {
 		return store.Shard{}, fmt.Errorf("advance shard: %w: negative slow factor", store.ErrInvalidArgument)
 	}
+	if p.Attempts < 0 || p.AttemptFailures < 0 {
+		return store.Shard{}, fmt.Errorf("advance shard: %w: negative attempt counts", store.ErrInvalidArgument)
+	}
 	var out store.Shard
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		no, sh, err := s.loadShard(ctx, tx, p.JobID, p.Index)
@@ -238,6 +242,10 @@ func (s *Store) AdvanceShard(ctx context.Context, p store.AdvanceShardParams) (s
 		if err := foldOrRecount(ctx, tx, no, &sh, p.Epoch, p.Delta, p.FailuresDelta); err != nil {
 			return err
 		}
+		// Attempts are facts about provider calls, not item states: they
+		// are added whatever the epoch and never recounted.
+		sh.Attempts += p.Attempts
+		sh.AttemptFailures += p.AttemptFailures
 		sh.Cursor = max(sh.Cursor, p.Cursor)
 		if p.SlowFactor > 0 {
 			sh.SlowFactor = p.SlowFactor
@@ -330,8 +338,8 @@ func (s *Store) TransitionShard(ctx context.Context, p store.TransitionShardPara
 	return out, err
 }
 
-// ListStaleShards lists running shards that have not advanced since
-// p.Before, least recently advanced first.
+// ListStaleShards lists running or breaker-paused shards that have not
+// advanced since p.Before, least recently advanced first.
 func (s *Store) ListStaleShards(ctx context.Context, p store.ListStaleShardsParams) ([]store.ShardRef, error) {
 	limit, err := pageLimit(p.Limit, defaultItemsLimit)
 	if err != nil {
@@ -341,7 +349,8 @@ func (s *Store) ListStaleShards(ctx context.Context, p store.ListStaleShardsPara
 	err = s.read(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT j.id, s.idx FROM shards s INDEXED BY shards_stale
 JOIN jobs j ON j.no = s.job_no
-WHERE s.status = 'running' AND s.last_adv < ? ORDER BY s.last_adv LIMIT ?`, toNanos(p.Before), limit)
+WHERE (s.status = 'running' OR (s.status = 'paused' AND s.pause_reason = 'breaker'))
+AND s.last_adv < ? ORDER BY s.last_adv LIMIT ?`, toNanos(p.Before), limit)
 		if err != nil {
 			return fmt.Errorf("list stale shards: %w", err)
 		}

@@ -1,6 +1,7 @@
 // Package sqlitestore is the embedded adapter of the store port: one SQLite
 // file (pure Go driver, WAL mode) holding jobs, shards, items, token
-// buckets, accounts and API tokens. It is the default store of the local
+// buckets, accounts, API tokens, circuit breakers, suppression lists and
+// campaigns. It is the default store of the local
 // runtime and must behave exactly like the DynamoDB adapter; the shared
 // conformance suite in storetest proves it.
 //
@@ -39,7 +40,7 @@ var _ store.Store = (*Store)(nil)
 // schemaVersion is the version of the schema (schema plus migrations),
 // kept in PRAGMA user_version. Open refuses a file written by a newer
 // version.
-const schemaVersion = 2
+const schemaVersion = 3
 
 // busyTimeout is how long a write waits for another process's write lock.
 const busyTimeout = 30 * time.Second
@@ -182,7 +183,69 @@ CREATE TABLE api_tokens (
 var migrations = map[int]string{
 	// 2: count epochs (store package doc); existing shards start at 0.
 	2: `ALTER TABLE shards ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;`,
+	// 3: operations. Cumulative attempt counters on shards (existing
+	// shards start at 0); the stale-shard index also covers shards paused
+	// by their breaker; circuit breakers (the partial index holds the
+	// non-closed ones, which the scheduled check lists across tenants);
+	// suppression lists, keyed so a look-up of a batch of recipients is
+	// one join on the primary key; campaigns.
+	3: `
+ALTER TABLE shards ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE shards ADD COLUMN attempt_failures INTEGER NOT NULL DEFAULT 0;
+DROP INDEX shards_stale;
+CREATE INDEX shards_stale ON shards (last_adv) WHERE ` + staleShardCond + `;
+
+CREATE TABLE breakers (
+	tenant           TEXT NOT NULL,
+	account          TEXT NOT NULL,
+	state            TEXT NOT NULL,
+	reason           TEXT NOT NULL,
+	opened_at        INTEGER NOT NULL,
+	until            INTEGER NOT NULL,
+	opens            INTEGER NOT NULL,
+	probe_shard      TEXT NOT NULL,
+	window_at        INTEGER NOT NULL,
+	window_attempts  INTEGER NOT NULL,
+	window_failures  INTEGER NOT NULL,
+	updated_at       INTEGER NOT NULL,
+	version          INTEGER NOT NULL,
+	PRIMARY KEY (tenant, account)
+) WITHOUT ROWID;
+CREATE INDEX breakers_open ON breakers (tenant, account) WHERE state <> 'closed';
+
+CREATE TABLE suppressions (
+	tenant      TEXT NOT NULL,
+	account     TEXT NOT NULL,
+	to_id       TEXT NOT NULL,
+	reason      TEXT NOT NULL,
+	created_at  INTEGER NOT NULL,
+	PRIMARY KEY (tenant, account, to_id)
+) WITHOUT ROWID;
+
+CREATE TABLE campaigns (
+	tenant         TEXT NOT NULL,
+	id             TEXT NOT NULL,
+	name           TEXT NOT NULL,
+	schedule       TEXT NOT NULL,
+	mode           TEXT NOT NULL,
+	request        BLOB,
+	source         TEXT NOT NULL,
+	max_delay_sec  INTEGER NOT NULL,
+	enabled        INTEGER NOT NULL,
+	last_fired_at  INTEGER NOT NULL,
+	created_by     TEXT NOT NULL,
+	created_at     INTEGER NOT NULL,
+	updated_at     INTEGER NOT NULL,
+	PRIMARY KEY (tenant, id)
+) WITHOUT ROWID;
+`,
 }
+
+// staleShardCond selects the shards ListStaleShards watches: running, or
+// paused by their breaker (the reconciler resumes or probes them). It is
+// the shards_stale index's WHERE clause; ListStaleShards repeats it term
+// for term (qualified), so that it can use the partial index.
+const staleShardCond = `(status = 'running' OR (status = 'paused' AND pause_reason = 'breaker'))`
 
 // Store is the SQLite store. It is safe for concurrent use by many
 // goroutines, and several processes may open the same file.
@@ -322,7 +385,8 @@ WHERE job_no = ?7 AND shard = ?8 AND seq = ?9`
 	qShardGet = `SELECT ` + shardCols + ` FROM shards s JOIN jobs j ON j.no = s.job_no WHERE s.job_no = ?1 AND s.idx = ?2`
 	qShardPut = `UPDATE shards SET status = ?3, pause_reason = ?4, cursor = ?5, last_adv = ?6,
 n_pending = ?7, n_submitted = ?8, n_confirmed = ?9, n_failed = ?10, n_abandoned = ?11,
-failures = ?12, slow_factor = ?13, turn = ?14, turn_message = ?15, dirty = ?16, epoch = ?17
+failures = ?12, slow_factor = ?13, turn = ?14, turn_message = ?15, dirty = ?16, epoch = ?17,
+attempts = ?18, attempt_failures = ?19
 WHERE job_no = ?1 AND idx = ?2`
 	qBucketGet = `SELECT tokens, at FROM buckets WHERE name = ?1`
 	qBucketPut = `INSERT INTO buckets (name, tokens, at) VALUES (?1, ?2, ?3)

@@ -305,3 +305,57 @@ func TestTakeTokensEmptyBucketReadsOnly(t *testing.T) {
 		t.Fatalf("TakeTokens after 2s = %+v, %v; want 2 granted", res, err)
 	}
 }
+
+// TestMigrateFromVersion2 opens a file written by schema version 2 (before
+// the operations features): its shards get zero attempt counters, a shard
+// already paused by its breaker becomes visible to ListStaleShards (the
+// index is rebuilt), and the new tables work.
+func TestMigrateFromVersion2(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "store.db")
+	old, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{schema, migrations[2], "PRAGMA user_version = 2",
+		`INSERT INTO jobs (no, id, tenant, idem_key, request_hash, name, template, status, pause_reason, total,
+suppressed, shard_count, budget, budget_used, rate_per_sec, created_by, created_at, started_at, finished_at, meta)
+VALUES (1, 'job-1', 'tenant', 'k', 'h', 'n', 't', 'running', '', 3, 0, 3, 0, 0, 0, 'me', 1, 1, 0, NULL)`,
+		`INSERT INTO shards (job_no, idx, account, status, pause_reason, size, cursor, last_adv, n_pending,
+n_submitted, n_confirmed, n_failed, n_abandoned, failures, slow_factor, turn, turn_message, dirty, epoch)
+VALUES (1, 0, 'acct', 'running', '', 1, 0, 5, 1, 0, 0, 0, 0, NULL, 1, 2, 'm2', 0, 4),
+       (1, 1, 'acct', 'paused', 'breaker', 1, 0, 6, 1, 0, 0, 0, 0, NULL, 1, 0, '', 0, 0),
+       (1, 2, 'acct', 'paused', 'manual', 1, 0, 7, 1, 0, 0, 0, 0, NULL, 1, 0, '', 0, 0)`,
+	} {
+		if _, err := old.ExecContext(ctx, q); err != nil {
+			t.Fatalf("write version 2 file: %v", err)
+		}
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s := openTemp(t, path)
+	var v int
+	if err := s.w.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil || v != schemaVersion {
+		t.Fatalf("schema version after Open = %d, %v; want %d", v, err, schemaVersion)
+	}
+	refs, err := s.ListStaleShards(ctx, store.ListStaleShardsParams{Before: storetest.Epoch})
+	if err != nil || len(refs) != 2 || refs[0] != (store.ShardRef{JobID: "job-1", Index: 0}) || refs[1] != (store.ShardRef{JobID: "job-1", Index: 1}) {
+		t.Fatalf("ListStaleShards after migration = %v, %v; want the running and the breaker-paused shard", refs, err)
+	}
+	sh, err := s.AdvanceShard(ctx, store.AdvanceShardParams{JobID: "job-1", Turn: 2, Epoch: 4, Attempts: 3, AttemptFailures: 1})
+	if err != nil || sh.Attempts != 3 || sh.AttemptFailures != 1 || sh.Epoch != 4 {
+		t.Fatalf("AdvanceShard on a migrated shard = %+v, %v; want 3 attempts, 1 failed, epoch 4", sh, err)
+	}
+	if b, err := s.SaveBreaker(ctx, store.Breaker{Tenant: "tenant", Account: "acct", State: store.BreakerOpen}); err != nil || b.Version != 1 {
+		t.Fatalf("SaveBreaker after migration = %+v, %v", b, err)
+	}
+	if err := s.PutSuppressions(ctx, "tenant", []store.Suppression{{Account: "acct", To: "u1"}}); err != nil {
+		t.Fatalf("PutSuppressions after migration: %v", err)
+	}
+	if _, err := s.PutCampaign(ctx, store.Campaign{Tenant: "tenant", ID: "c"}); err != nil {
+		t.Fatalf("PutCampaign after migration: %v", err)
+	}
+}

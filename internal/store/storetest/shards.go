@@ -446,7 +446,7 @@ func testRecountShard(t *testing.T, s store.Store, _ Capabilities) {
 
 func testListStaleShards(t *testing.T, s store.Store, _ Capabilities) {
 	ctx := ctxOf(t)
-	a, _ := runningJob(t, s, "tenant-a", 3, 1)
+	a, _ := runningJob(t, s, "tenant-a", 6, 1)
 	b, _ := runningJob(t, s, "tenant-b", 2, 1)
 	advance := func(jobID string, index int, when time.Time) {
 		t.Helper()
@@ -459,6 +459,16 @@ func testListStaleShards(t *testing.T, s store.Store, _ Capabilities) {
 	advance(a.Job.ID, 1, at(30*time.Second))
 	advance(a.Job.ID, 2, at(10*time.Second))
 	transitionShard(t, s, store.TransitionShardParams{JobID: a.Job.ID, Index: 2, To: store.ShardPaused, PauseReason: store.PauseManual, At: at(11 * time.Second)})
+	// Shards paused by their breaker are watched like running ones (the
+	// reconciler resumes or probes them); a breaker-paused shard that is
+	// cancelled is not.
+	advance(a.Job.ID, 3, at(12*time.Second))
+	transitionShard(t, s, store.TransitionShardParams{JobID: a.Job.ID, Index: 3, To: store.ShardPaused, PauseReason: store.PauseBreaker, At: at(13 * time.Second)})
+	advance(a.Job.ID, 4, at(25*time.Second))
+	transitionShard(t, s, store.TransitionShardParams{JobID: a.Job.ID, Index: 4, To: store.ShardPaused, PauseReason: store.PauseBreaker, At: at(26 * time.Second)})
+	advance(a.Job.ID, 5, at(6*time.Second))
+	transitionShard(t, s, store.TransitionShardParams{JobID: a.Job.ID, Index: 5, To: store.ShardPaused, PauseReason: store.PauseBreaker, At: at(7 * time.Second)})
+	transitionShard(t, s, store.TransitionShardParams{JobID: a.Job.ID, Index: 5, To: store.ShardCancelled, At: at(8 * time.Second)})
 	advance(b.Job.ID, 0, at(5*time.Second))
 	advance(b.Job.ID, 1, at(8*time.Second))
 	transitionShard(t, s, store.TransitionShardParams{JobID: b.Job.ID, Index: 1, To: store.ShardCompleted, At: at(9 * time.Second)})
@@ -469,8 +479,10 @@ func testListStaleShards(t *testing.T, s store.Store, _ Capabilities) {
 		want   []string
 	}{
 		{at(time.Second), nil},
-		{at(20 * time.Second), []string{ref(a, 0), ref(b, 0)}},
-		{at(40 * time.Second), []string{ref(a, 0), ref(a, 1), ref(b, 0)}},
+		{at(12 * time.Second), []string{ref(a, 0), ref(b, 0)}},
+		{at(20 * time.Second), []string{ref(a, 0), ref(a, 3), ref(b, 0)}},
+		{at(40 * time.Second), []string{ref(a, 0), ref(a, 1), ref(a, 3), ref(a, 4), ref(b, 0)}},
+		{at(24 * time.Hour), []string{ref(a, 0), ref(a, 1), ref(a, 3), ref(a, 4), ref(b, 0)}},
 	} {
 		refs, err := s.ListStaleShards(ctx, store.ListStaleShardsParams{Before: tc.before, Limit: 100})
 		if err != nil {
@@ -490,4 +502,95 @@ func testListStaleShards(t *testing.T, s store.Store, _ Capabilities) {
 	if err != nil || len(refs) == 0 || len(refs) > 2 {
 		t.Fatalf("ListStaleShards(limit 2) = %v, %v", refs, err)
 	}
+}
+
+// testAttemptCounters: Attempts and AttemptFailures are cumulative facts
+// about provider calls. AdvanceShard adds them whatever the count epoch
+// (also when it recounts instead of folding the delta); recounts, turns
+// and count folds never change them; a refused advance adds nothing.
+func testAttemptCounters(t *testing.T, s store.Store, _ Capabilities) {
+	ctx := ctxOf(t)
+	p, _ := runningJob(t, s, "tenant-a", 2, 10)
+	id := p.Job.ID
+	check := func(op string, sh store.Shard, attempts, failures int64) {
+		t.Helper()
+		if sh.Attempts != attempts || sh.AttemptFailures != failures {
+			t.Fatalf("%s: attempts %d/%d failed, want %d/%d", op, sh.Attempts, sh.AttemptFailures, attempts, failures)
+		}
+		if got := getShard(t, s, id, sh.Index); got.Attempts != attempts || got.AttemptFailures != failures {
+			t.Fatalf("%s: stored attempts %d/%d failed, want %d/%d", op, got.Attempts, got.AttemptFailures, attempts, failures)
+		}
+	}
+	check("new shard", getShard(t, s, id, 0), 0, 0)
+
+	turn := beginTurn(t, s, id, 0, 1, "m1", at(time.Second))
+	c := claim(t, s, id, 0, 4, at(time.Second), "c1")
+	seq := seqsOf(c.Items)
+	u := update(t, s, id, 0, at(2*time.Second),
+		store.ItemUpdate{Seq: seq[0], From: store.ItemSubmitted, ClaimID: "c1", To: store.ItemConfirmed},
+		store.ItemUpdate{Seq: seq[1], From: store.ItemSubmitted, ClaimID: "c1", To: store.ItemFailed, Error: &store.ItemError{Category: store.CategoryPermanent}})
+	sh, err := s.AdvanceShard(ctx, store.AdvanceShardParams{JobID: id, Index: 0, Turn: 1, Epoch: turn.Epoch,
+		Delta: c.Delta.Add(u.Delta), FailuresDelta: u.FailuresDelta, Cursor: seq[1] + 1, At: at(2 * time.Second),
+		Attempts: 2, AttemptFailures: 1})
+	if err != nil {
+		t.Fatalf("AdvanceShard: %v", err)
+	}
+	check("AdvanceShard", sh, 2, 1)
+
+	// A refused advance (stale turn) adds nothing.
+	if _, err := s.AdvanceShard(ctx, store.AdvanceShardParams{JobID: id, Index: 0, Turn: 2, Epoch: sh.Epoch, At: at(3 * time.Second),
+		Attempts: 50, AttemptFailures: 50}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("AdvanceShard(stale turn) error = %v, want ErrConflict", err)
+	}
+	check("refused AdvanceShard", getShard(t, s, id, 0), 2, 1)
+
+	// A recount moves the epoch and leaves the attempts alone.
+	rc, err := s.RecountShard(ctx, id, 0)
+	if err != nil {
+		t.Fatalf("RecountShard: %v", err)
+	}
+	check("RecountShard", rc, 2, 1)
+
+	// An advance of the old epoch: its count delta gives way to a recount,
+	// its attempts are still added.
+	u = update(t, s, id, 0, at(4*time.Second),
+		store.ItemUpdate{Seq: seq[2], From: store.ItemSubmitted, ClaimID: "c1", To: store.ItemConfirmed},
+		store.ItemUpdate{Seq: seq[3], From: store.ItemSubmitted, ClaimID: "c1", To: store.ItemPending, NextAttemptAt: at(time.Minute),
+			Error: &store.ItemError{Category: store.CategoryRateLimited}, AttemptsDelta: -1})
+	sh, err = s.AdvanceShard(ctx, store.AdvanceShardParams{JobID: id, Index: 0, Turn: 1, Epoch: turn.Epoch,
+		Delta: u.Delta, FailuresDelta: u.FailuresDelta, Cursor: seq[3] + 1, At: at(4 * time.Second),
+		Attempts: 3, AttemptFailures: 2})
+	if err != nil {
+		t.Fatalf("AdvanceShard(stale epoch): %v", err)
+	}
+	if sh.Epoch <= rc.Epoch-1 {
+		t.Fatalf("AdvanceShard(stale epoch) at epoch %d, recount was at %d", sh.Epoch, rc.Epoch)
+	}
+	checkShardMatchesItems(t, s, sh)
+	check("AdvanceShard(stale epoch)", sh, 5, 3)
+
+	// A turn that ends without EndTurn leaves the shard dirty: the next
+	// BeginTurn recounts, and AddShardCounts of a stale epoch recounts.
+	sh = beginTurn(t, s, id, 0, 2, "m2", at(5*time.Second))
+	check("BeginTurn(dirty shard)", sh, 5, 3)
+	sh, err = s.AddShardCounts(ctx, store.AddShardCountsParams{JobID: id, Index: 0, Epoch: turn.Epoch,
+		Delta: store.Counts{Pending: -1, Abandoned: 1}})
+	if err != nil {
+		t.Fatalf("AddShardCounts(stale epoch): %v", err)
+	}
+	check("AddShardCounts(stale epoch)", sh, 5, 3)
+	sh, err = s.AdvanceShard(ctx, store.AdvanceShardParams{JobID: id, Index: 0, Turn: 2, Epoch: sh.Epoch, At: at(6 * time.Second),
+		EndTurn: true, Attempts: 1})
+	if err != nil {
+		t.Fatalf("AdvanceShard(end turn): %v", err)
+	}
+	check("AdvanceShard(end turn)", sh, 6, 3)
+	if other := getShard(t, s, id, 1); other.Attempts != 0 || other.AttemptFailures != 0 {
+		t.Fatalf("the other shard's attempts moved: %d/%d", other.Attempts, other.AttemptFailures)
+	}
+	if _, err := s.AdvanceShard(ctx, store.AdvanceShardParams{JobID: id, Index: 0, Turn: 2, Epoch: sh.Epoch, At: at(7 * time.Second),
+		Attempts: -1}); !errors.Is(err, store.ErrInvalidArgument) {
+		t.Fatalf("AdvanceShard(negative attempts) error = %v, want ErrInvalidArgument", err)
+	}
+	check("AdvanceShard(negative attempts)", getShard(t, s, id, 0), 6, 3)
 }

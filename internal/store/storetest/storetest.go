@@ -42,9 +42,15 @@
 //   - Times survive a round trip to the millisecond: the suite uses whole
 //     milliseconds and compares with time.Equal, and waits RetryAfter
 //     rounded up to a whole millisecond.
-//   - Cross-job queries (ListStaleShards, ListSubmittedItems) see the whole
+//   - Cross-job queries (ListStaleShards, ListSubmittedItems) and
+//     cross-tenant ones (ListBreakers, ListCampaigns("")) see the whole
 //     fixture, which each subtest gets fresh, so the suite asserts exact
-//     sets.
+//     sets. The order of ListBreakers and ListCampaigns("") is not checked.
+//   - SaveBreaker of an empty State stores a closed breaker. Negative
+//     attempt counts in AdvanceShard are ErrInvalidArgument.
+//   - SuppressedAmong maps each suppressed recipient asked about to true;
+//     others may be absent or false. PutSuppressions of an entry already on
+//     the list (even twice in one call) leaves one entry.
 //
 // The suite drives time only through the Now and At parameters; it never
 // sleeps.
@@ -239,6 +245,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"EpochStaleAddShardCounts", testEpochStaleAddShardCounts},
 		{"EpochReported", testEpochReported},
 		{"ListStaleShards", testListStaleShards},
+		{"AttemptCounters", testAttemptCounters},
 		{"ClaimItems", testClaimItems},
 		{"ClaimItemsConcurrent", testClaimItemsConcurrent},
 		{"UpdateItems", testUpdateItems},
@@ -251,6 +258,12 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"TakeTokensConcurrent", testTakeTokensConcurrent},
 		{"Accounts", testAccounts},
 		{"APITokens", testAPITokens},
+		{"Breakers", testBreakers},
+		{"SaveBreakerConcurrent", testSaveBreakerConcurrent},
+		{"ListBreakers", testListBreakers},
+		{"Suppressions", testSuppressions},
+		{"ListSuppressions", testListSuppressions},
+		{"Campaigns", testCampaigns},
 		{"ShardCountsProperty", testShardCountsProperty},
 	}
 	for _, tc := range tests {

@@ -1,0 +1,213 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/qunfa/qunfa/internal/store"
+)
+
+// normBreaker returns b with times in UTC without monotonic readings, for
+// deep comparison.
+func normBreaker(b store.Breaker) store.Breaker {
+	for _, t := range []*time.Time{&b.OpenedAt, &b.Until, &b.WindowAt, &b.UpdatedAt} {
+		*t = t.UTC().Round(0)
+	}
+	return b
+}
+
+func sameBreaker(a, b store.Breaker) bool { return reflect.DeepEqual(normBreaker(a), normBreaker(b)) }
+
+func getBreaker(t tb, s store.Store, tenant, account string) store.Breaker {
+	t.Helper()
+	b, err := s.GetBreaker(ctxOf(t), tenant, account)
+	if err != nil {
+		t.Fatalf("GetBreaker(%s/%s): %v", tenant, account, err)
+	}
+	return b
+}
+
+func saveBreaker(t tb, s store.Store, b store.Breaker) store.Breaker {
+	t.Helper()
+	got, err := s.SaveBreaker(ctxOf(t), b)
+	if err != nil {
+		t.Fatalf("SaveBreaker(%s/%s, version %d): %v", b.Tenant, b.Account, b.Version, err)
+	}
+	want := b
+	want.Version = b.Version + 1
+	if !sameBreaker(got, want) {
+		t.Fatalf("SaveBreaker returned %+v, want %+v", got, want)
+	}
+	if stored := getBreaker(t, s, b.Tenant, b.Account); !sameBreaker(stored, got) {
+		t.Fatalf("GetBreaker after SaveBreaker = %+v, want %+v", stored, got)
+	}
+	return got
+}
+
+// openBreaker is a breaker of tenant/account opened at Epoch + d with every
+// field set.
+func openBreaker(tenant, account string, d time.Duration) store.Breaker {
+	return store.Breaker{
+		Tenant: tenant, Account: account, State: store.BreakerOpen, Reason: "failure rate 0.6",
+		OpenedAt: at(d), Until: at(d + time.Minute), Opens: 2, ProbeShard: "job-x/3",
+		WindowAt: at(d - time.Minute), WindowAttempts: 120, WindowFailures: 72, UpdatedAt: at(d),
+	}
+}
+
+func testBreakers(t *testing.T, s store.Store, _ Capabilities) {
+	ctx := ctxOf(t)
+	// Never saved: closed, version 0, never ErrNotFound.
+	b := getBreaker(t, s, "tenant-a", "acct-1")
+	if want := (store.Breaker{Tenant: "tenant-a", Account: "acct-1", State: store.BreakerClosed}); !sameBreaker(b, want) {
+		t.Fatalf("GetBreaker(never saved) = %+v, want %+v", b, want)
+	}
+
+	// The first save is conditional on there being none (version 0).
+	b = saveBreaker(t, s, openBreaker("tenant-a", "acct-1", time.Second))
+	if b.Version != 1 {
+		t.Fatalf("first SaveBreaker: Version %d, want 1", b.Version)
+	}
+	for _, v := range []int64{0, 2, 7} {
+		stale := openBreaker("tenant-a", "acct-1", time.Hour)
+		stale.Version = v
+		if _, err := s.SaveBreaker(ctx, stale); !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("SaveBreaker(version %d, stored 1) error = %v, want ErrConflict", v, err)
+		}
+		if got := getBreaker(t, s, "tenant-a", "acct-1"); !sameBreaker(got, b) {
+			t.Fatalf("refused SaveBreaker changed the breaker: %+v", got)
+		}
+	}
+
+	// Half-open, then closed by a successful probe; each save moves the
+	// version on.
+	b.State, b.ProbeShard, b.UpdatedAt = store.BreakerHalfOpen, "job-y/0", at(2*time.Minute)
+	b = saveBreaker(t, s, b)
+	b.State, b.Opens, b.ProbeShard, b.Reason, b.Until = store.BreakerClosed, 0, "", "", time.Time{}
+	b = saveBreaker(t, s, b)
+	if b.Version != 3 {
+		t.Fatalf("Version after three saves = %d, want 3", b.Version)
+	}
+
+	// An empty state reads as closed.
+	empty := saveBreaker(t, s, store.Breaker{Tenant: "tenant-a", Account: "acct-2", State: store.BreakerClosed, UpdatedAt: at(time.Second)})
+	empty.State = ""
+	if got, err := s.SaveBreaker(ctx, empty); err != nil || (got.State != store.BreakerClosed && got.State != "") {
+		t.Fatalf("SaveBreaker(empty state) = %+v, %v", got, err)
+	}
+	if got := getBreaker(t, s, "tenant-a", "acct-2"); got.State != store.BreakerClosed || got.Version != 2 {
+		t.Fatalf("breaker saved with an empty state reads %q, version %d; want closed, 2", got.State, got.Version)
+	}
+
+	// Tenants and accounts are separate.
+	if got := getBreaker(t, s, "tenant-b", "acct-1"); got.State != store.BreakerClosed || got.Version != 0 {
+		t.Fatalf("another tenant's breaker of the same account = %+v, want closed at version 0", got)
+	}
+	if got := getBreaker(t, s, "tenant-a", "acct-3"); got.State != store.BreakerClosed || got.Version != 0 {
+		t.Fatalf("another account's breaker = %+v, want closed at version 0", got)
+	}
+	if _, err := s.SaveBreaker(ctx, store.Breaker{Account: "acct-1", State: store.BreakerOpen}); !errors.Is(err, store.ErrInvalidArgument) {
+		t.Fatalf("SaveBreaker(empty tenant) error = %v, want ErrInvalidArgument", err)
+	}
+}
+
+// testSaveBreakerConcurrent: savers racing from the same version — exactly
+// one wins, the others get ErrConflict, and the winner's breaker is stored.
+func testSaveBreakerConcurrent(t *testing.T, s store.Store, caps Capabilities) {
+	n := caps.sizes().workers
+	for round, version := range []int64{0, 1} {
+		errs := make([]error, n)
+		got := make([]store.Breaker, n)
+		var wg sync.WaitGroup
+		for g := range n {
+			wg.Go(func() {
+				b := openBreaker("tenant-a", "acct-1", time.Duration(round*n+g+1)*time.Second)
+				b.Reason = fmt.Sprintf("saver %d", g)
+				b.Version = version
+				got[g], errs[g] = s.SaveBreaker(ctxOf(t), b)
+			})
+		}
+		wg.Wait()
+		winner := -1
+		for g, err := range errs {
+			switch {
+			case err == nil:
+				if winner >= 0 {
+					t.Fatalf("round %d: savers %d and %d both saved from version %d", round, winner, g, version)
+				}
+				winner = g
+			case !errors.Is(err, store.ErrConflict):
+				t.Fatalf("round %d: saver %d error = %v, want ErrConflict", round, g, err)
+			}
+		}
+		if winner < 0 {
+			t.Fatalf("round %d: no saver won", round)
+		}
+		stored := getBreaker(t, s, "tenant-a", "acct-1")
+		if !sameBreaker(stored, got[winner]) || stored.Version != version+1 || stored.Reason != fmt.Sprintf("saver %d", winner) {
+			t.Fatalf("round %d: stored %+v, winner %d saved %+v", round, stored, winner, got[winner])
+		}
+	}
+}
+
+func testListBreakers(t *testing.T, s store.Store, _ Capabilities) {
+	ctx := ctxOf(t)
+	list := func(all bool) []string {
+		t.Helper()
+		bs, err := s.ListBreakers(ctx, store.ListBreakersParams{AllStates: all})
+		if err != nil {
+			t.Fatalf("ListBreakers(AllStates %v): %v", all, err)
+		}
+		var out []string
+		for _, b := range bs {
+			stored := getBreaker(t, s, b.Tenant, b.Account)
+			if !sameBreaker(b, stored) {
+				t.Fatalf("ListBreakers returned %+v, stored %+v", b, stored)
+			}
+			out = append(out, fmt.Sprintf("%s/%s:%s", b.Tenant, b.Account, b.State))
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got := list(false); len(got) != 0 {
+		t.Fatalf("ListBreakers on an empty store = %v", got)
+	}
+	getBreaker(t, s, "tenant-a", "acct-never") // reading stores nothing
+
+	aOpen := saveBreaker(t, s, openBreaker("tenant-a", "acct-1", time.Second))
+	aClosed := saveBreaker(t, s, openBreaker("tenant-a", "acct-2", time.Second))
+	aClosed.State = store.BreakerClosed
+	saveBreaker(t, s, aClosed)
+	half := openBreaker("tenant-b", "acct-1", time.Second)
+	half.State = store.BreakerHalfOpen
+	bHalf := saveBreaker(t, s, half)
+	bClosed := openBreaker("tenant-b", "acct-9", time.Second)
+	bClosed.State = store.BreakerClosed
+	saveBreaker(t, s, bClosed)
+
+	if got, want := list(false), []string{"tenant-a/acct-1:open", "tenant-b/acct-1:half_open"}; !slices.Equal(got, want) {
+		t.Fatalf("ListBreakers() = %v, want %v", got, want)
+	}
+	if got, want := list(true), []string{"tenant-a/acct-1:open", "tenant-a/acct-2:closed", "tenant-b/acct-1:half_open", "tenant-b/acct-9:closed"}; !slices.Equal(got, want) {
+		t.Fatalf("ListBreakers(AllStates) = %v, want %v", got, want)
+	}
+
+	// Closing one and reopening another moves them in and out.
+	aOpen.State = store.BreakerClosed
+	saveBreaker(t, s, aOpen)
+	bHalf.State = store.BreakerOpen
+	saveBreaker(t, s, bHalf)
+	reopened := getBreaker(t, s, "tenant-a", "acct-2")
+	reopened.State = store.BreakerOpen
+	saveBreaker(t, s, reopened)
+	if got, want := list(false), []string{"tenant-a/acct-2:open", "tenant-b/acct-1:open"}; !slices.Equal(got, want) {
+		t.Fatalf("ListBreakers() after changes = %v, want %v", got, want)
+	}
+	if got := list(true); len(got) != 4 {
+		t.Fatalf("ListBreakers(AllStates) after changes = %v, want 4 breakers", got)
+	}
+}
