@@ -29,6 +29,7 @@ func runDev(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.MockAddr, "mock-addr", "127.0.0.1:8081", "mock provider listen address")
 	fs.IntVar(&cfg.Workers, "workers", 8, "concurrent sender invocations")
 	fs.DurationVar(&cfg.ReconcileEvery, "reconcile-every", time.Minute, "reconciler schedule")
+	fs.DurationVar(&cfg.BreakerEvery, "breaker-every", time.Minute, "breaker failure-rate check schedule")
 	fs.DurationVar(&cfg.StaleAfter, "stale-after", 2*time.Minute, "re-drive shards without progress for this long")
 	fs.DurationVar(&cfg.ProviderTimeout, "provider-timeout", 10*time.Second, "provider response timeout")
 	demo := fs.Bool("demo", false, "configure demo accounts and submit a demo campaign")

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/qunfa/qunfa/internal/api"
+	"github.com/qunfa/qunfa/internal/breaker"
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/control"
 	"github.com/qunfa/qunfa/internal/metrics"
@@ -99,7 +100,7 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 	}
 	core.Metrics = metrics.NewEMF(os.Stdout, metrics.EMFOptions{Dimensions: map[string]string{"function": cfg.fn.Name}})
 	core.Sender = &sender.Sender{Store: st, Queue: q, Provider: metrics.Provider(prov, core.Metrics), Clock: clk, Log: log,
-		Config: cfg.Sender, Metrics: core.Metrics}
+		Config: cfg.Sender, Metrics: core.Metrics, Breakers: &breaker.Breakers{Store: st, Clock: clk, Log: log}}
 	core.Reconciler = &reconcile.Reconciler{
 		Store: st, Queue: q, Provider: prov, Clock: clk, Log: log,
 		StaleAfter: cfg.StaleAfter, SettleAfter: cfg.SettleAfter,

@@ -19,6 +19,7 @@ import (
 
 	"github.com/qunfa/qunfa/internal/alert"
 	"github.com/qunfa/qunfa/internal/api"
+	"github.com/qunfa/qunfa/internal/breaker"
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/control"
 	"github.com/qunfa/qunfa/internal/handlers"
@@ -42,6 +43,7 @@ type Config struct {
 	MockAddr        string        // default 127.0.0.1:8081
 	Workers         int           // concurrent sender invocations (default 8)
 	ReconcileEvery  time.Duration // default 1 min
+	BreakerEvery    time.Duration // breaker failure-rate check (default 1 min)
 	StaleAfter      time.Duration // default 2 min
 	ProviderTimeout time.Duration // provider response timeout (default 10 s)
 	// Token is the API token of the default tenant; empty = generated.
@@ -65,6 +67,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ReconcileEvery <= 0 {
 		c.ReconcileEvery = time.Minute
+	}
+	if c.BreakerEvery <= 0 {
+		c.BreakerEvery = time.Minute
 	}
 	if c.StaleAfter <= 0 {
 		c.StaleAfter = 2 * time.Minute
@@ -175,7 +180,8 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 		return qs.Visible, qs.InFlight, err
 	})
 	s.Sender = &sender.Sender{Store: st, Queue: q, Provider: metrics.Provider(prov, s.Metrics), Clock: clk, Log: log,
-		Config: cfg.Sender, Alerts: alerts, Metrics: s.Metrics}
+		Config: cfg.Sender, Alerts: alerts, Metrics: s.Metrics,
+		Breakers: &breaker.Breakers{Store: st, Clock: clk, Alerts: alerts, Log: log}}
 	s.Reconciler = &reconcile.Reconciler{
 		Store: st, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts,
 		// A call lasts at most connect + 2 × response timeout: never look up
@@ -225,9 +231,16 @@ func (s *Stack) Serve(ctx context.Context, api http.Handler) error {
 		Queue: s.Queue, Handler: handlers.Sender(s.Sender, s.Log), Log: s.Log,
 		Workers: cfg.Workers, Timeout: 2 * s.senderTurn(),
 	}
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); src.Run(workCtx) }()
-	go func() { defer wg.Done(); s.schedule(workCtx) }()
+	go func() {
+		defer wg.Done()
+		s.schedule(workCtx, "qunfa-reconciler", cfg.ReconcileEvery, handlers.Reconciler(s.Reconciler, s.Log))
+	}()
+	go func() {
+		defer wg.Done()
+		s.schedule(workCtx, "qunfa-breaker", cfg.BreakerEvery, handlers.Breaker(s.Sender.Breakers, s.Log))
+	}()
 
 	var serveErr error
 	select {
@@ -250,23 +263,25 @@ func (s *Stack) senderTurn() time.Duration {
 	return s.Config.Sender.TurnDuration
 }
 
-// schedule fires the reconciler like its EventBridge rule would, with a
-// scheduled-event payload, once at start (to resume after a crash) and then
-// every ReconcileEvery.
-func (s *Stack) schedule(ctx context.Context) {
-	h := handlers.Reconciler(s.Reconciler, s.Log)
+// ScheduledHandler is the shape of an EventBridge-scheduled handler.
+type ScheduledHandler func(context.Context, events.EventBridgeEvent) error
+
+// schedule fires a scheduled handler like its EventBridge rule would, with a
+// scheduled-event payload: once at start (to resume after a crash), then
+// every period.
+func (s *Stack) schedule(ctx context.Context, rule string, every time.Duration, h ScheduledHandler) {
 	fire := func(t time.Time) {
 		ev := events.EventBridgeEvent{
 			Version: "0", ID: "local-" + strconv.FormatInt(t.UnixNano(), 36), DetailType: "Scheduled Event",
-			Source: "aws.events", Time: t.UTC(), Region: "local", Resources: []string{"local:rule/qunfa-reconciler"},
+			Source: "aws.events", Time: t.UTC(), Region: "local", Resources: []string{"local:rule/" + rule},
 			Detail: []byte("{}"),
 		}
 		if err := h(ctx, ev); err != nil && ctx.Err() == nil {
-			s.Log.Error("reconciler", slog.Any("err", err))
+			s.Log.Error("scheduled function failed", slog.String("rule", rule), slog.Any("err", err))
 		}
 	}
 	fire(time.Now())
-	tick := time.NewTicker(s.Config.ReconcileEvery)
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		select {

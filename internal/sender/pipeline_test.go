@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/qunfa/qunfa/internal/alert"
+	"github.com/qunfa/qunfa/internal/breaker"
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/devstack"
 	"github.com/qunfa/qunfa/internal/handlers"
@@ -135,14 +136,19 @@ func newPipeline(t testing.TB, o pipelineOptions) *pipeline {
 		StaleAfter: 30 * time.Second, SettleAfter: 30 * time.Second}
 	p.alerts = &alertRecorder{}
 	p.submitter.Alerts, p.sender.Alerts, p.reconciler.Alerts = p.alerts, p.alerts, p.alerts
+	p.sender.Breakers = &breaker.Breakers{Store: st, Clock: o.clock, Alerts: p.alerts, Log: log}
 	return p
 }
 
 func (p *pipeline) account(id string, rate, burst, reserve float64, perCall int) {
 	p.t.Helper()
-	if _, err := p.store.PutAccount(context.Background(), store.Account{
-		Tenant: tenant, ID: id, RatePerSec: rate, Burst: burst, OnlineReservePerSec: reserve, MaxRecipientsPerCall: perCall,
-	}); err != nil {
+	p.putAccount(store.Account{ID: id, RatePerSec: rate, Burst: burst, OnlineReservePerSec: reserve, MaxRecipientsPerCall: perCall})
+}
+
+func (p *pipeline) putAccount(a store.Account) {
+	p.t.Helper()
+	a.Tenant = tenant
+	if _, err := p.store.PutAccount(context.Background(), a); err != nil {
 		p.t.Fatal(err)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/qunfa/qunfa/internal/alert"
+	"github.com/qunfa/qunfa/internal/breaker"
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/content"
 	"github.com/qunfa/qunfa/internal/dispatch"
@@ -108,6 +109,8 @@ type Sender struct {
 	Config   Config
 	// Alerts receives JobPaused and JobFinished events (nil: none).
 	Alerts alert.Publisher
+	// Breakers is the accounts' circuit breakers (nil: no breaker).
+	Breakers *breaker.Breakers
 	// Metrics receives token waits, hand-backs and active shards (nil:
 	// none). Sends, failures and provider latency are measured by wrapping
 	// the Provider with metrics.Provider.
@@ -231,6 +234,14 @@ type turn struct {
 	deadline time.Time
 	sent     int
 
+	// probe: the breaker is half-open and this shard sends its probe.
+	probe bool
+	// streak holds the failed outcomes since the last success, to restore
+	// them if they trip the breaker.
+	streak []store.ItemUpdate
+	// attempts and attemptFailures since the last flush.
+	attempts, attemptFailures int64
+
 	// progress not yet folded into the shard
 	delta    store.Counts
 	failures map[string]int64
@@ -261,6 +272,9 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 			return tr.continueLater(ctx, "turn time up")
 		}
 		want := tr.cfg.ClaimBatch
+		if tr.probe {
+			want = min(want, breaker.ProbeSize)
+		}
 		granted, wait, err := tr.takeTokens(ctx, want, now)
 		if err != nil {
 			return Result{}, err
@@ -346,7 +360,7 @@ func (tr *turn) checkState(ctx context.Context) (bool, Result, error) {
 	case tr.job.Status != store.JobRunning:
 		res, err := tr.end(ctx, "job "+string(tr.job.Status))
 		return true, res, err
-	case tr.shard.Status == store.ShardPaused:
+	case tr.shard.Status == store.ShardPaused && tr.shard.PauseReason != store.PauseBreaker:
 		res, err := tr.end(ctx, "shard paused ("+string(tr.shard.PauseReason)+")")
 		return true, res, err
 	case tr.shard.Status == store.ShardPending:
@@ -370,7 +384,59 @@ func (tr *turn) checkState(ctx context.Context) (bool, Result, error) {
 		return true, Result{}, fmt.Errorf("read account %q: %w", tr.shard.Account, err)
 	}
 	tr.account = acct
+	return tr.gate(ctx)
+}
+
+// shardName identifies the shard to the breaker (the half-open probe
+// belongs to one shard).
+func (tr *turn) shardName() string {
+	return tr.t.JobID + "/" + strconv.Itoa(tr.t.Shard)
+}
+
+// gate asks the account's breaker whether this shard may send now. While it
+// is open the shard pauses (reason breaker) and is handed back until the
+// cool-down ends; after it, one shard probes with a few items.
+func (tr *turn) gate(ctx context.Context) (bool, Result, error) {
+	tr.probe = false
+	if tr.s.Breakers == nil {
+		return false, Result{}, nil
+	}
+	dec, err := tr.s.Breakers.Gate(ctx, tr.job.Tenant, tr.shard.Account, tr.shardName())
+	if err != nil {
+		return true, Result{}, err
+	}
+	if !dec.Allow {
+		if err := tr.pauseShardForBreaker(ctx); err != nil {
+			return true, Result{}, err
+		}
+		res, err := tr.handBack(ctx, dec.Wait, "breaker "+string(dec.State.State)+" for "+tr.shard.Account)
+		return true, res, err
+	}
+	if tr.shard.Status == store.ShardPaused {
+		if _, err := tr.s.Store.TransitionShard(ctx, store.TransitionShardParams{
+			JobID: tr.job.ID, Index: tr.shard.Index, From: []store.ShardStatus{store.ShardPaused},
+			To: store.ShardRunning, At: tr.s.Clock.Now(),
+		}); err != nil && !errors.Is(err, store.ErrInvalidTransition) {
+			return true, Result{}, fmt.Errorf("resume shard after breaker: %w", err)
+		}
+		tr.shard.Status, tr.shard.PauseReason = store.ShardRunning, ""
+	}
+	tr.probe = dec.Probe
 	return false, Result{}, nil
+}
+
+func (tr *turn) pauseShardForBreaker(ctx context.Context) error {
+	if tr.shard.Status == store.ShardPaused {
+		return nil
+	}
+	if _, err := tr.s.Store.TransitionShard(ctx, store.TransitionShardParams{
+		JobID: tr.job.ID, Index: tr.shard.Index, From: []store.ShardStatus{store.ShardRunning, store.ShardPending},
+		To: store.ShardPaused, PauseReason: store.PauseBreaker, At: tr.s.Clock.Now(),
+	}); err != nil && !errors.Is(err, store.ErrInvalidTransition) {
+		return fmt.Errorf("pause shard for the breaker: %w", err)
+	}
+	tr.shard.Status, tr.shard.PauseReason = store.ShardPaused, store.PauseBreaker
+	return nil
 }
 
 // takeTokens takes up to want tokens from the account bucket (and the job's,
@@ -446,6 +512,13 @@ func (tr *turn) wait(ctx context.Context, d time.Duration, why string) (Result, 
 
 // nothingDue decides what to do when a claim found nothing.
 func (tr *turn) nothingDue(ctx context.Context, nextDue, now time.Time) (Result, bool, error) {
+	if tr.probe {
+		// Nothing to probe with here: let another shard of the account probe.
+		if err := tr.s.Breakers.ReleaseProbe(context.WithoutCancel(ctx), tr.job.Tenant, tr.shard.Account, tr.shardName()); err != nil {
+			return Result{}, true, err
+		}
+		tr.probe = false
+	}
 	counts := tr.shard.Counts
 	switch {
 	case !nextDue.IsZero():
@@ -497,6 +570,7 @@ func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Ite
 	now := tr.s.Clock.Now()
 	rateLimited := 0
 	accountDown := false
+	batchFailed := false
 	for i, c := range calls {
 		for j := range c.items {
 			var rr provider.RecipientResult
@@ -512,6 +586,19 @@ func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Ite
 				rateLimited++
 			case provider.AccountDown:
 				accountDown = true
+				tr.attempts++
+				tr.attemptFailures++
+			case provider.Retryable, provider.Uncertain:
+				tr.attempts++
+				tr.attemptFailures++
+				tr.streak = append(tr.streak, u)
+				batchFailed = true
+			default: // accepted, or refused for this recipient only
+				tr.attempts++
+				if rr.Category != "" {
+					tr.attemptFailures++
+				}
+				tr.streak = tr.streak[:0]
 			}
 		}
 	}
@@ -541,16 +628,72 @@ func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Ite
 	if err := tr.flush(ctx, false); err != nil {
 		return err
 	}
-	if accountDown {
-		tr.log.Error("account refuses every call; pausing its shard", slog.String("account", tr.shard.Account))
-		if _, err := tr.s.Store.TransitionShard(ctx, store.TransitionShardParams{
-			JobID: tr.job.ID, Index: tr.shard.Index, From: []store.ShardStatus{store.ShardRunning},
-			To: store.ShardPaused, PauseReason: store.PauseBreaker, At: now,
-		}); err != nil && !errors.Is(err, store.ErrInvalidTransition) {
-			return fmt.Errorf("pause shard: %w", err)
+	return tr.judgeBreaker(ctx, accountDown, batchFailed)
+}
+
+// judgeBreaker applies the breaker's fast path after a batch: an
+// account-level error, or a streak of failures as long as the account's
+// consecutive_failures, opens it; a half-open probe closes or reopens it.
+// The items of the tripping streak go back to pending with their attempt
+// given back, so the outage does not burn them.
+func (tr *turn) judgeBreaker(ctx context.Context, accountDown, batchFailed bool) error {
+	if tr.s.Breakers == nil {
+		return nil
+	}
+	tenant, account := tr.job.Tenant, tr.shard.Account
+	if tr.probe {
+		ok := !accountDown && !batchFailed
+		if err := tr.s.Breakers.ProbeResult(ctx, tenant, account, tr.shardName(), ok); err != nil {
+			return fmt.Errorf("probe result: %w", err)
+		}
+		if ok {
+			tr.probe, tr.streak = false, tr.streak[:0]
+			return nil
+		}
+		return tr.restoreStreak(ctx)
+	}
+	n := tr.account.Breaker.ConsecutiveFailures
+	switch {
+	case accountDown:
+		if _, err := tr.s.Breakers.Open(ctx, tenant, account, "the account refuses every call (credential expired or invalid)"); err != nil {
+			return err
+		}
+	case n > 0 && len(tr.streak) >= n:
+		if _, err := tr.s.Breakers.Open(ctx, tenant, account, fmt.Sprintf("%d failed sends in a row", len(tr.streak))); err != nil {
+			return err
+		}
+	default:
+		return nil
+	}
+	return tr.restoreStreak(ctx)
+}
+
+// restoreStreak returns the items of the failure streak that are not in
+// flight to pending without using an attempt: retried items keep their
+// place, exhausted ones come back. Items left submitted (no answer) stay
+// for the reconciler.
+func (tr *turn) restoreStreak(ctx context.Context) error {
+	var ups []store.ItemUpdate
+	for _, u := range tr.streak {
+		switch u.To {
+		case store.ItemPending, store.ItemFailed:
+			ups = append(ups, store.ItemUpdate{
+				Seq: u.Seq, From: u.To, To: store.ItemPending, AttemptsDelta: -1, NextAttemptAt: tr.s.Clock.Now(),
+				Error: &store.ItemError{Category: store.CategoryRetryable, Code: "breaker",
+					Message: "failed while the account's breaker tripped; will be sent again after the cool-down"},
+			})
 		}
 	}
-	return nil
+	tr.streak = tr.streak[:0]
+	if len(ups) == 0 {
+		return nil
+	}
+	res, err := tr.s.Store.UpdateItems(ctx, store.UpdateItemsParams{JobID: tr.job.ID, Index: tr.shard.Index, Updates: ups, At: tr.s.Clock.Now()})
+	if err != nil {
+		return fmt.Errorf("restore items of the tripping streak: %w", err)
+	}
+	tr.fold(res.Delta, res.FailuresDelta)
+	return tr.flush(ctx, false)
 }
 
 type call struct {
@@ -663,6 +806,7 @@ func (tr *turn) flush(ctx context.Context, endTurn bool) error {
 		JobID: tr.t.JobID, Index: tr.t.Shard, Turn: tr.t.Turn, Epoch: tr.shard.Epoch,
 		Delta: tr.delta, FailuresDelta: tr.failures, Cursor: tr.cursor,
 		SlowFactor: tr.slow, At: tr.s.Clock.Now(), EndTurn: endTurn,
+		Attempts: tr.attempts, AttemptFailures: tr.attemptFailures,
 	})
 	if errors.Is(err, store.ErrConflict) {
 		// A newer turn took the shard over; our unfolded delta is lost, so
@@ -676,6 +820,7 @@ func (tr *turn) flush(ctx context.Context, endTurn bool) error {
 		return fmt.Errorf("advance shard: %w", err)
 	}
 	tr.delta, tr.failures = store.Counts{}, nil
+	tr.attempts, tr.attemptFailures = 0, 0
 	tr.shard.Counts, tr.shard.Epoch = sh.Counts, sh.Epoch
 	return nil
 }
