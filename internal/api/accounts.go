@@ -33,7 +33,11 @@ func (s *server) putAccount(w http.ResponseWriter, r *http.Request, tenant strin
 	if err != nil {
 		return s.storeProblem(r, "account", err)
 	}
-	writeJSON(w, http.StatusOK, accountView(saved))
+	b, err := s.Store.GetBreaker(r.Context(), tenant, saved.ID)
+	if err != nil {
+		return s.storeProblem(r, "account", err)
+	}
+	writeJSON(w, http.StatusOK, accountView(saved, b))
 	return nil
 }
 
@@ -122,7 +126,11 @@ func (s *server) getAccount(w http.ResponseWriter, r *http.Request, tenant strin
 	if err != nil {
 		return s.storeProblem(r, "account", err)
 	}
-	writeJSON(w, http.StatusOK, accountView(a))
+	b, err := s.Store.GetBreaker(r.Context(), tenant, a.ID)
+	if err != nil {
+		return s.storeProblem(r, "account", err)
+	}
+	writeJSON(w, http.StatusOK, accountView(a, b))
 	return nil
 }
 
@@ -133,7 +141,11 @@ func (s *server) listAccounts(w http.ResponseWriter, r *http.Request, tenant str
 	}
 	out := AccountList{Accounts: make([]Account, 0, len(as))}
 	for _, a := range as {
-		out.Accounts = append(out.Accounts, accountView(a))
+		b, err := s.Store.GetBreaker(r.Context(), tenant, a.ID)
+		if err != nil {
+			return s.storeProblem(r, "account", err)
+		}
+		out.Accounts = append(out.Accounts, accountView(a, b))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

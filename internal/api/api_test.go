@@ -100,7 +100,8 @@ func TestAccounts(t *testing.T) {
 	var a api.Account
 	r.json(t, &a)
 	want := api.Account{ID: "acct-new", RatePerSec: 10, Burst: 15, OnlineReservePerSec: 2, BatchRatePerSec: 8, MaxRecipientsPerCall: 5,
-		Breaker: store.BreakerConfig{ConsecutiveFailures: 20, FailureRate: 0.5, MinSamples: 50, CooldownSec: 60}}
+		Breaker:      store.BreakerConfig{ConsecutiveFailures: 20, FailureRate: 0.5, MinSamples: 50, CooldownSec: 60},
+		BreakerState: api.BreakerState{State: "closed"}}
 	a.UpdatedAt = nil
 	if a != want {
 		t.Errorf("put answered %+v, want %+v", a, want)

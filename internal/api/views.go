@@ -79,6 +79,17 @@ type Account struct {
 	MaxRecipientsPerCall int                 `json:"max_recipients_per_call"`
 	Breaker              store.BreakerConfig `json:"breaker"`
 	UpdatedAt            *time.Time          `json:"updated_at"`
+	// BreakerState is the account's circuit breaker right now.
+	BreakerState BreakerState `json:"breaker_state"`
+}
+
+// BreakerState is an account's circuit breaker as operators see it.
+type BreakerState struct {
+	State    string     `json:"state"` // closed, open, half_open
+	Reason   string     `json:"reason"`
+	OpenedAt *time.Time `json:"opened_at"`
+	Until    *time.Time `json:"until"` // end of the cool-down while open
+	Opens    int        `json:"opens"`
 }
 
 // AccountList is the answer of GET /v1/accounts, ordered by id.
@@ -181,8 +192,13 @@ func itemView(it store.Item) Item {
 	}
 }
 
-func accountView(a store.Account) Account {
+func accountView(a store.Account, b store.Breaker) Account {
+	state := string(b.State)
+	if state == "" {
+		state = string(store.BreakerClosed)
+	}
 	return Account{
+		BreakerState:         BreakerState{State: state, Reason: b.Reason, OpenedAt: timePtr(b.OpenedAt), Until: timePtr(b.Until), Opens: b.Opens},
 		ID:                   a.ID,
 		RatePerSec:           a.RatePerSec,
 		Burst:                a.Burst,
