@@ -95,6 +95,10 @@ func New(deps Deps) http.Handler {
 	s.handle("POST /v1/jobs/{id}/cancel", s.command("cancel", s.Control.Cancel))
 	s.handle("POST /v1/jobs/{id}/redrive", s.redrive)
 	s.handle("POST /v1/jobs/{id}/items/{seq}/resolve", s.resolve)
+	s.handle("GET /v1/suppressions", s.listSuppressions)
+	s.handle("POST /v1/suppressions", s.importSuppressions)
+	s.handle("PUT /v1/suppressions/{account}/{to}", s.putSuppression)
+	s.handle("DELETE /v1/suppressions/{account}/{to}", s.deleteSuppression)
 	return s
 }
 

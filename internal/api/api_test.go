@@ -401,11 +401,10 @@ func TestJobCommands(t *testing.T) {
 	wantProblem(t, s.do("POST", "/v1/jobs/nope/pause", tokenA, nil), http.StatusNotFound)
 }
 
-// suppressBlocked suppresses every recipient whose id starts with
-// "blocked".
+// suppressBlocked puts "blocked-1" of acct-a on tenant A's suppression list.
 func suppressBlocked(d *api.Deps) {
-	d.Submitter.Suppressed = func(_ context.Context, _, _, to string) (bool, error) {
-		return strings.HasPrefix(to, "blocked"), nil
+	if err := d.Store.PutSuppressions(context.Background(), "tenant-a", []store.Suppression{{Account: "acct-a", To: "blocked-1"}}); err != nil {
+		panic(err)
 	}
 }
 

@@ -304,6 +304,20 @@ func TestOpenAPIConformance(t *testing.T) {
 		specCall{method: "POST", path: "/v1/jobs/nope/cancel", token: tokenA, want: 404},
 		specCall{method: "POST", path: jobPath + "/redrive", token: tokenA, body: `{"category": "permanent"}`, want: 409},
 		specCall{method: "GET", path: jobPath, token: tokenA, want: 200},
+
+		// Suppression list.
+		specCall{method: "PUT", path: "/v1/suppressions/acct-a/user-1", token: tokenA, body: `{"reason": "unsubscribed"}`, want: 200},
+		specCall{method: "PUT", path: "/v1/suppressions/acct-a/user-2", token: tokenA, want: 200},
+		specCall{method: "PUT", path: "/v1/suppressions/acct-a/user-3", token: tokenA, body: `{"reason": 1}`, want: 400},
+		specCall{method: "PUT", path: "/v1/suppressions/acct-a/user-3", token: tokenA, body: `{"reason": "` + strings.Repeat("x", 1100) + `"}`, want: 422},
+		specCall{method: "POST", path: "/v1/suppressions", token: tokenA, body: `{"entries": [{"account": "acct-a", "to": "u9"}, {"account": "acct-b", "to": "u9", "reason": "complaint"}]}`, want: 200},
+		specCall{method: "POST", path: "/v1/suppressions", token: tokenA, body: `{"entries": []}`, want: 422},
+		specCall{method: "POST", path: "/v1/suppressions", token: tokenA, body: `{"entries": [{"account": "acct-a"}]}`, want: 422},
+		specCall{method: "POST", path: "/v1/suppressions", token: tokenA, body: `{"entries": "x"}`, want: 400},
+		specCall{method: "GET", path: "/v1/suppressions?limit=2", token: tokenA, want: 200},
+		specCall{method: "GET", path: "/v1/suppressions?limit=0", token: tokenA, want: 400},
+		specCall{method: "DELETE", path: "/v1/suppressions/acct-a/user-2", token: tokenA, want: 204},
+		specCall{method: "GET", path: "/v1/suppressions", token: tokenB, want: 200},
 	)
 
 	// Every authenticated route refuses a missing or unknown token.
@@ -312,7 +326,7 @@ func TestOpenAPIConformance(t *testing.T) {
 		if route == "GET /healthz" || route == "GET /v1/openapi.json" {
 			continue
 		}
-		path = strings.NewReplacer("{account}", "acct-a", "{id}", job.ID, "{seq}", "0").Replace(path)
+		path = strings.NewReplacer("{account}", "acct-a", "{id}", job.ID, "{seq}", "0", "{to}", "user-1").Replace(path)
 		c.run(s,
 			specCall{method: method, path: path, want: 401},
 			specCall{method: method, path: path, token: "not-a-token", want: 401},
@@ -330,6 +344,8 @@ func TestOpenAPIConformance(t *testing.T) {
 		specCall{method: "PATCH", path: smallPath, token: tokenA, body: padded(`{"budget": 1}`), want: 413},
 		specCall{method: "POST", path: smallPath + "/redrive", token: tokenA, body: padded(`{"category": "permanent"}`), want: 413},
 		specCall{method: "POST", path: smallPath + "/items/0/resolve", token: tokenA, body: padded(`{"outcome": "resend"}`), want: 413},
+		specCall{method: "PUT", path: "/v1/suppressions/acct-a/u1", token: tokenA, body: padded(`{"reason": "x"}`), want: 413},
+		specCall{method: "POST", path: "/v1/suppressions", token: tokenA, body: padded(`{"entries": [{"account": "acct-a", "to": "u1"}]}`), want: 413},
 	)
 
 	// Paths and methods the description does not have: 404 and 405 problems.

@@ -410,3 +410,26 @@ func TestResolveItemUnderReview(t *testing.T) {
 	}
 	p.checkExactlyOnce(job.Job.ID)
 }
+
+// TestSuppressedAfterSubmitIsAbandoned: a recipient added to the
+// suppression list after the job was submitted is abandoned at send time
+// with category suppressed, never sent.
+func TestSuppressedAfterSubmitIsAbandoned(t *testing.T) {
+	t.Parallel()
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 3})
+	p.account("a", 1000, 1000, 0, 1)
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 6)}, "supp")
+	if err := p.store.PutSuppressions(context.Background(), tenant, []store.Suppression{{Account: "a", To: "user-4", Reason: "unsubscribed"}}); err != nil {
+		t.Fatal(err)
+	}
+	v := p.driveUntil(clk, final, job.Job.ID)
+	if v.Job.Status != store.JobPartial || v.Counts().Abandoned != 1 || v.Failures()[store.CategorySuppressed] != 1 {
+		t.Fatalf("%s %+v %v", v.Job.Status, v.Counts(), v.Failures())
+	}
+	for _, ds := range p.deliveries() {
+		if ds[0].ToID == "user-4" {
+			t.Fatal("suppressed recipient was sent")
+		}
+	}
+	p.checkExactlyOnce(job.Job.ID)
+}

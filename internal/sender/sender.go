@@ -540,7 +540,31 @@ func (tr *turn) nothingDue(ctx context.Context, nextDue, now time.Time) (Result,
 
 // sendBatch renders and sends the claimed items and records outcomes.
 func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Item) error {
+	// Recipients suppressed since the job was submitted are abandoned, not
+	// sent (checked per batch, right before sending).
+	keys := make([]store.RecipientKey, len(items))
+	for i, it := range items {
+		keys[i] = store.RecipientKey{Account: it.Account, To: it.To}
+	}
+	suppressed, err := tr.s.Store.SuppressedAmong(ctx, tr.job.Tenant, keys)
+	if err != nil {
+		return fmt.Errorf("suppression look-up: %w", err)
+	}
+	var skipped []store.ItemUpdate
+	if len(suppressed) > 0 {
+		keep := items[:0:0]
+		for i, it := range items {
+			if suppressed[keys[i]] {
+				skipped = append(skipped, store.ItemUpdate{Seq: it.Seq, From: store.ItemSubmitted, ClaimID: claimID, To: store.ItemAbandoned,
+					Error: &store.ItemError{Category: store.CategorySuppressed, Message: "recipient is on the suppression list"}})
+				continue
+			}
+			keep = append(keep, it)
+		}
+		items = keep
+	}
 	calls, updates := tr.buildCalls(items)
+	updates = append(updates, skipped...)
 	results := make([]provider.SendResult, len(calls))
 	sem := make(chan struct{}, tr.cfg.Concurrency)
 	var wg sync.WaitGroup

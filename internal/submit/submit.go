@@ -122,9 +122,6 @@ type Submitter struct {
 	Queue  queue.Queue
 	Clock  clock.Clock
 	Limits Limits
-	// Suppressed, when set, reports whether a recipient is on the tenant's
-	// suppression list; suppressed recipients are dropped and counted.
-	Suppressed func(ctx context.Context, tenant, account, to string) (bool, error)
 	// Alerts receives JobStarted (nil: none).
 	Alerts alert.Publisher
 	// Log receives alert publishing failures (nil: slog.Default()).
@@ -324,30 +321,38 @@ func (s *Submitter) validate(ctx context.Context, p Params, lim Limits) (map[str
 	return accounts, nil
 }
 
-// plan drops duplicate and suppressed recipients and assigns items to
-// shards: one or more shards per account, shard count fixed here.
+// plan drops duplicate recipients and those on the tenant's suppression
+// list (counted in Job.Suppressed), and assigns items to shards: one or
+// more shards per account, shard count fixed here.
 func (s *Submitter) plan(ctx context.Context, p Params, lim Limits, accounts map[string]store.Account) (planned, error) {
-	type key struct{ account, to string }
-	seen := make(map[key]bool, len(p.Request.Recipients))
+	seen := make(map[store.RecipientKey]bool, len(p.Request.Recipients))
+	unique := make([]Recipient, 0, len(p.Request.Recipients))
+	for _, rc := range p.Request.Recipients {
+		k := store.RecipientKey{Account: rc.Account, To: rc.To}
+		if !seen[k] {
+			seen[k] = true
+			unique = append(unique, rc)
+		}
+	}
 	byAccount := map[string][]Recipient{}
 	var pl planned
-	for _, rc := range p.Request.Recipients {
-		k := key{rc.Account, rc.To}
-		if seen[k] {
-			continue
+	for start := 0; start < len(unique); start += store.MaxPutItems {
+		page := unique[start:min(start+store.MaxPutItems, len(unique))]
+		keys := make([]store.RecipientKey, len(page))
+		for i, rc := range page {
+			keys[i] = store.RecipientKey{Account: rc.Account, To: rc.To}
 		}
-		seen[k] = true
-		if s.Suppressed != nil {
-			sup, err := s.Suppressed(ctx, p.Tenant, rc.Account, rc.To)
-			if err != nil {
-				return planned{}, fmt.Errorf("suppression look-up: %w", err)
-			}
-			if sup {
+		suppressed, err := s.Store.SuppressedAmong(ctx, p.Tenant, keys)
+		if err != nil {
+			return planned{}, fmt.Errorf("suppression look-up: %w", err)
+		}
+		for i, rc := range page {
+			if suppressed[keys[i]] {
 				pl.suppressed++
 				continue
 			}
+			byAccount[rc.Account] = append(byAccount[rc.Account], rc)
 		}
-		byAccount[rc.Account] = append(byAccount[rc.Account], rc)
 	}
 	if len(byAccount) == 0 {
 		msg := "has no recipient left after removing duplicates"

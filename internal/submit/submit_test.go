@@ -196,8 +196,15 @@ func TestDuplicatesDroppedAndShardsPlanned(t *testing.T) {
 func TestNothingLeftAfterSuppressionIsRefused(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, submit.Limits{})
-	f.sub.Suppressed = func(_ context.Context, _, _, to string) (bool, error) { return true, nil }
-	_, err := f.sub.Submit(context.Background(), submit.Params{Tenant: "t1", Request: submit.Request{Template: "x", Recipients: rcpts("acct-a", 3)}})
+	ctx := context.Background()
+	var entries []store.Suppression
+	for _, rc := range rcpts("acct-a", 3) {
+		entries = append(entries, store.Suppression{Account: rc.Account, To: rc.To, Reason: "unsubscribed"})
+	}
+	if err := f.st.PutSuppressions(ctx, "t1", entries); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.sub.Submit(ctx, submit.Params{Tenant: "t1", Request: submit.Request{Template: "x", Recipients: rcpts("acct-a", 3)}})
 	var ve *submit.ValidationError
 	if !errors.As(err, &ve) || ve.Errors[0].Field != "recipients" {
 		t.Fatalf("err = %v", err)
@@ -316,5 +323,31 @@ func TestRequestHashIgnoresMapOrder(t *testing.T) {
 	b.Recipients[0].To = "2"
 	if submit.RequestHash(a) == submit.RequestHash(b) {
 		t.Fatal("different requests hash equally")
+	}
+}
+
+func TestSuppressedRecipientsAreDroppedAndCounted(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, submit.Limits{})
+	ctx := context.Background()
+	if err := f.st.PutSuppressions(ctx, "t1", []store.Suppression{{Account: "acct-a", To: "u1"}, {Account: "acct-a", To: "u3"}, {Account: "acct-b", To: "u0"}}); err != nil {
+		t.Fatal(err)
+	}
+	// Another tenant's list does not apply.
+	if err := f.st.PutSuppressions(ctx, "t2", []store.Suppression{{Account: "acct-a", To: "u2"}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.sub.Submit(ctx, submit.Params{Tenant: "t1", Request: submit.Request{Template: "x", Recipients: rcpts("acct-a", 5)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Job.Job.Total != 3 || res.Job.Job.Suppressed != 2 {
+		t.Fatalf("total %d suppressed %d, want 3 and 2", res.Job.Job.Total, res.Job.Job.Suppressed)
+	}
+	items, _ := f.st.ListItems(ctx, store.ListItemsParams{JobID: res.Job.Job.ID})
+	for _, it := range items.Items {
+		if it.To == "u1" || it.To == "u3" {
+			t.Fatalf("suppressed recipient %s planned", it.To)
+		}
 	}
 }
