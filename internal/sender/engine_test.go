@@ -433,3 +433,42 @@ func TestSuppressedAfterSubmitIsAbandoned(t *testing.T) {
 	}
 	p.checkExactlyOnce(job.Job.ID)
 }
+
+// TestLiveRateChange: lowering a job's rate cap while it runs applies at
+// the next batch: the provider sees the new rate from then on.
+func TestLiveRateChange(t *testing.T) {
+	t.Parallel()
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 5, TurnDuration: time.Second})
+	p.account("a", 1000, 1000, 0, 1)
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 200), RatePerSec: 20}, "live")
+	p.driveUntil(clk, func(v store.JobView) bool { return v.Counts().Confirmed >= 60 }, job.Job.ID)
+	ctl := &control.Controller{Store: p.store, Queue: p.queue, Clock: clk}
+	slower := 4.0
+	if _, err := ctl.UpdateLimits(context.Background(), job.Job.ID, &slower, nil); err != nil {
+		t.Fatal(err)
+	}
+	changed := clk.Now()
+	p.driveUntil(clk, func(v store.JobView) bool { return v.Counts().Confirmed >= 120 }, job.Job.ID)
+	var after []time.Time
+	for _, ds := range p.deliveries() {
+		if ts := ds[0].TS; ts.After(changed.Add(time.Second)) {
+			after = append(after, ts)
+		}
+	}
+	if len(after) < 20 {
+		t.Fatalf("only %d deliveries after the change", len(after))
+	}
+	first, last := after[0], after[0]
+	for _, ts := range after {
+		if ts.Before(first) {
+			first = ts
+		}
+		if ts.After(last) {
+			last = ts
+		}
+	}
+	// At most the job bucket's burst (2) plus 4/s over the span.
+	if span := last.Sub(first).Seconds(); float64(len(after)) > 2+4*span+1 {
+		t.Fatalf("%d deliveries in %.1fs after lowering the cap to 4/s", len(after), span)
+	}
+}
