@@ -240,6 +240,15 @@ func (s *Submitter) writeSnapshot(ctx context.Context, jobID string, items []sto
 	return nil
 }
 
+// Validate checks a submission as Submit does — the request against the
+// contract, the tenant's accounts, every recipient's message rendered —
+// without storing anything: nil, a *ValidationError, or a store failure.
+// Scheduled campaigns check their stored request with it.
+func (s *Submitter) Validate(ctx context.Context, p Params) error {
+	_, err := s.validate(ctx, p, s.Limits.withDefaults())
+	return err
+}
+
 // validate checks the request against the contract and returns the
 // tenant's accounts the recipients use.
 func (s *Submitter) validate(ctx context.Context, p Params, lim Limits) (map[string]store.Account, error) {
