@@ -200,7 +200,7 @@ func (c *Controller) Redrive(ctx context.Context, jobID, category string) (int, 
 func (c *Controller) repend(ctx context.Context, jobID string, index int, from store.ItemStatus, cat string, now time.Time) (int, error) {
 	n := 0
 	for {
-		sh, err := c.Store.GetShard(ctx, jobID, index) // the epoch our delta is relative to
+		sh, err := c.Store.GetShard(ctx, jobID, index) // the counts our delta is relative to
 		if err != nil {
 			return n, err
 		}
@@ -222,9 +222,7 @@ func (c *Controller) repend(ctx context.Context, jobID string, index int, from s
 		if err != nil {
 			return n, fmt.Errorf("redrive items: %w", err)
 		}
-		if _, err := c.Store.AddShardCounts(ctx, store.AddShardCountsParams{
-			JobID: jobID, Index: index, Epoch: sh.Epoch, Delta: res.Delta, FailuresDelta: res.FailuresDelta,
-		}); err != nil {
+		if _, err := store.FoldOutsideTurn(ctx, c.Store, sh, res.Delta, res.FailuresDelta); err != nil {
 			return n, fmt.Errorf("fold redrive counts: %w", err)
 		}
 		n += len(ups) - len(res.Rejected)
@@ -275,9 +273,7 @@ func (c *Controller) Resolve(ctx context.Context, jobID string, seq int64, r Res
 	if len(res.Rejected) > 0 {
 		return store.Item{}, fmt.Errorf("%w: it changed meanwhile", ErrNotUnderReview)
 	}
-	if _, err := c.Store.AddShardCounts(ctx, store.AddShardCountsParams{
-		JobID: jobID, Index: it.Shard, Epoch: sh.Epoch, Delta: res.Delta, FailuresDelta: res.FailuresDelta,
-	}); err != nil {
+	if _, err := store.FoldOutsideTurn(ctx, c.Store, sh, res.Delta, res.FailuresDelta); err != nil {
 		return store.Item{}, err
 	}
 	// The shard may be waiting only for this item: let it finish or resend.

@@ -143,7 +143,7 @@ func (r *Reconciler) settle(ctx context.Context, rep *Report, touched map[string
 	for k, ups := range updates {
 		for start := 0; start < len(ups); start += store.MaxPutItems {
 			chunk := ups[start:min(start+store.MaxPutItems, len(ups))]
-			sh, err := r.Store.GetShard(ctx, k.job, k.shard) // the epoch our delta is relative to
+			sh, err := r.Store.GetShard(ctx, k.job, k.shard) // the counts our delta is relative to
 			if err != nil {
 				return fmt.Errorf("read shard %s/%d: %w", k.job, k.shard, err)
 			}
@@ -151,12 +151,8 @@ func (r *Reconciler) settle(ctx context.Context, rep *Report, touched map[string
 			if err != nil {
 				return fmt.Errorf("settle items of shard %s/%d: %w", k.job, k.shard, err)
 			}
-			if !res.Delta.IsZero() || len(res.FailuresDelta) > 0 {
-				if _, err := r.Store.AddShardCounts(ctx, store.AddShardCountsParams{
-					JobID: k.job, Index: k.shard, Epoch: sh.Epoch, Delta: res.Delta, FailuresDelta: res.FailuresDelta,
-				}); err != nil {
-					return fmt.Errorf("fold settled counts of shard %s/%d: %w", k.job, k.shard, err)
-				}
+			if _, err := store.FoldOutsideTurn(ctx, r.Store, sh, res.Delta, res.FailuresDelta); err != nil {
+				return fmt.Errorf("fold settled counts of shard %s/%d: %w", k.job, k.shard, err)
 			}
 		}
 		touched[k.job] = true

@@ -472,3 +472,41 @@ func TestLiveRateChange(t *testing.T) {
 		t.Fatalf("%d deliveries in %.1fs after lowering the cap to 4/s", len(after), span)
 	}
 }
+
+// TestReconcileAfterCrashKeepsCountsTrue: a sender dies after sending a
+// batch but before recording it; the reconciler settles those items before
+// any new turn. The shard's counts never saw the claim, so the settlement
+// must recount instead of adding a delta (counts never go negative).
+func TestReconcileAfterCrashKeepsCountsTrue(t *testing.T) {
+	t.Parallel()
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 5})
+	p.account("a", 1000, 1000, 0, 1)
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 10)}, "crash")
+	ctx := context.Background()
+	msgs, err := p.queue.Receive(ctx, queue.ReceiveParams{Max: 1, VisibilityTimeout: time.Hour})
+	if err != nil || len(msgs) != 1 {
+		t.Fatal(err)
+	}
+	cs := &crashingStore{Store: p.store}
+	cs.left.Store(2) // take tokens, claim; then the process "dies" at UpdateItems
+	s2 := *p.sender
+	s2.Store = cs
+	if _, err := s2.HandleTurn(ctx, sender.Message{ID: msgs[0].ID, Body: msgs[0].Body, ReceiptHandle: msgs[0].ReceiptHandle, ReceiveCount: 1}); err == nil {
+		t.Fatal("the crashing turn succeeded")
+	}
+	if n := len(p.deliveries()); n != 5 {
+		t.Fatalf("%d delivered before the crash, want the batch of 5", n)
+	}
+	clk.Advance(31 * time.Second) // past SettleAfter
+	rep, err := p.reconciler.Run(ctx)
+	if err != nil || rep.Confirmed != 5 {
+		t.Fatalf("reconcile: %+v %v", rep, err)
+	}
+	v, err := p.store.GetJob(ctx, job.Job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := v.Counts(); c != (store.Counts{Pending: 5, Confirmed: 5}) {
+		t.Fatalf("counts after settling a crashed batch: %+v, want 5 pending and 5 confirmed", c)
+	}
+}

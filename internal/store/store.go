@@ -778,3 +778,22 @@ func (a Account) BatchRate() float64 {
 	}
 	return r
 }
+
+// FoldOutsideTurn folds the count changes of item operations made outside a
+// sender turn (reconciler, operator actions) into their shard. before is
+// the shard as read before those operations. If it was Dirty (a turn is
+// running, or one died without folding its progress) its counts cannot be
+// trusted to add a delta to, so they are recounted from the items (which
+// also moves the epoch, making any running turn recount at its next fold);
+// otherwise the delta is added relative to before's epoch.
+func FoldOutsideTurn(ctx context.Context, s Store, before Shard, delta Counts, failures map[string]int64) (Shard, error) {
+	if before.Dirty {
+		return s.RecountShard(ctx, before.JobID, before.Index)
+	}
+	if delta.IsZero() && len(failures) == 0 {
+		return before, nil
+	}
+	return s.AddShardCounts(ctx, AddShardCountsParams{
+		JobID: before.JobID, Index: before.Index, Epoch: before.Epoch, Delta: delta, FailuresDelta: failures,
+	})
+}
