@@ -125,8 +125,14 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
+	unlock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	s.closers = append(s.closers, unlock)
 	st, err := sqlitestore.Open(ctx, filepath.Join(cfg.DataDir, "store.db"))
 	if err != nil {
+		s.Close()
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	s.Store = st
@@ -140,6 +146,16 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 	}
 	s.Queue = q
 	s.closers = append(s.closers, q.Close)
+	// This process owns the data directory alone (the lock): whatever its
+	// previous life held in flight was abandoned by a crash. Hand it out
+	// again now instead of waiting out the visibility timeout; the store's
+	// turn fencing and the reconciler make the redelivery safe.
+	if n, err := q.ReleaseInFlight(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("release messages held before a restart: %w", err)
+	} else if n > 0 {
+		log.Info("resuming shard turns held before the restart", slog.Int("turns", n))
+	}
 
 	s.Token, s.TokenGenerated = cfg.Token, false
 	if s.Token == "" {

@@ -525,6 +525,39 @@ func (q *Queue) ChangeVisibility(ctx context.Context, receiptHandle string, d ti
 	return nil
 }
 
+// ReleaseInFlight makes every message of the queue that is in flight (or
+// handed back with a delay) visible at once, and returns how many. It is
+// for a process that owns the queue file alone and starts again after a
+// crash: the messages its previous life received will never be deleted or
+// handed back, and waiting out their visibility timeout would only delay
+// the work. Never call it while another process may hold messages.
+func (q *Queue) ReleaseInFlight(ctx context.Context) (int, error) {
+	var n int64
+	err := q.inTx(ctx, func(tx *sql.Tx) error {
+		now := q.opts.Clock.Now().UnixNano()
+		res, err := tx.ExecContext(ctx, `UPDATE queue_messages SET visible_at = ? WHERE queue = ? AND visible_at > ? AND receive_count > 0`,
+			now, q.opts.Name, now)
+		if err != nil {
+			return fmt.Errorf("release messages: %w", err)
+		}
+		if n, err = res.RowsAffected(); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE queue_groups SET visible_at = ? WHERE queue = ? AND visible_at > ?`,
+			now, q.opts.Name, now); err != nil {
+			return fmt.Errorf("release groups: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlitequeue: release in-flight messages of %s: %w", q.opts.Name, err)
+	}
+	if n > 0 {
+		q.notify()
+	}
+	return int(n), nil
+}
+
 // Stats is a snapshot of a queue's depth, for metrics.
 type Stats struct {
 	// Visible counts messages not in flight (including those waiting

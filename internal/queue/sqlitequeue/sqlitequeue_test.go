@@ -532,3 +532,42 @@ func TestOddPathNames(t *testing.T) {
 		t.Fatalf("queue file not created under its name: %v", err)
 	}
 }
+
+// TestReleaseInFlight: after a crash, the restarted owner releases what its
+// previous life held: in-flight and handed-back messages are delivered
+// again at once, in group order, with their receive count kept.
+func TestReleaseInFlight(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	path := filepath.Join(t.TempDir(), "q.db")
+	q := open(t, path, sqlitequeue.Options{Name: "work", Clock: clk})
+	for i, g := range []string{"g1", "g1", "g2"} {
+		if _, err := q.Send(ctx, queue.SendParams{Group: g, DedupID: fmt.Sprint("d", i), Body: []byte(fmt.Sprint("m", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held, err := q.Receive(ctx, queue.ReceiveParams{Max: 10, VisibilityTimeout: time.Hour})
+	if err != nil || len(held) != 2 {
+		t.Fatalf("receive: %v %d", err, len(held))
+	}
+	if err := q.ChangeVisibility(ctx, held[1].ReceiptHandle, 30*time.Minute); err != nil { // a hand-back
+		t.Fatal(err)
+	}
+	if again, _ := q.Receive(ctx, queue.ReceiveParams{Max: 10, VisibilityTimeout: time.Hour}); len(again) != 0 {
+		t.Fatalf("%d messages visible while held", len(again))
+	}
+	n, err := q.ReleaseInFlight(ctx)
+	if err != nil || n != 2 {
+		t.Fatalf("released %d, %v; want 2", n, err)
+	}
+	again, err := q.Receive(ctx, queue.ReceiveParams{Max: 10, VisibilityTimeout: time.Hour})
+	if err != nil || len(again) != 2 {
+		t.Fatalf("after release: %v %d", err, len(again))
+	}
+	for _, m := range again {
+		if m.ReceiveCount != 2 || (m.Group == "g1" && string(m.Body) != "m0") {
+			t.Fatalf("redelivered %+v, want the group heads with receive count 2", m)
+		}
+	}
+}
