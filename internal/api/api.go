@@ -22,6 +22,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/qunfa/qunfa/internal/campaign"
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/control"
 	"github.com/qunfa/qunfa/internal/dashboard"
@@ -42,6 +43,9 @@ type Deps struct {
 	// MaxBodyBytes bounds a request body (default DefaultMaxBodyBytes);
 	// larger bodies get 413.
 	MaxBodyBytes int64
+	// Scheduler keeps campaigns' schedules (EventBridge rules in AWS;
+	// default campaign.NoScheduler{}, the local runtime fires them itself).
+	Scheduler campaign.Scheduler
 }
 
 func (d Deps) withDefaults() Deps {
@@ -53,6 +57,9 @@ func (d Deps) withDefaults() Deps {
 	}
 	if d.MaxBodyBytes <= 0 {
 		d.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if d.Scheduler == nil {
+		d.Scheduler = campaign.NoScheduler{}
 	}
 	return d
 }
@@ -99,6 +106,10 @@ func New(deps Deps) http.Handler {
 	s.handle("POST /v1/suppressions", s.importSuppressions)
 	s.handle("PUT /v1/suppressions/{account}/{to}", s.putSuppression)
 	s.handle("DELETE /v1/suppressions/{account}/{to}", s.deleteSuppression)
+	s.handle("POST /v1/campaigns", s.putCampaign)
+	s.handle("GET /v1/campaigns", s.listCampaigns)
+	s.handle("GET /v1/campaigns/{id}", s.getCampaign)
+	s.handle("DELETE /v1/campaigns/{id}", s.deleteCampaign)
 	return s
 }
 

@@ -320,6 +320,27 @@ func TestOpenAPIConformance(t *testing.T) {
 		specCall{method: "GET", path: "/v1/suppressions", token: tokenB, want: 200},
 	)
 
+	// Campaigns.
+	campaign := `{"id": "weekly", "name": "Weekly digest", "schedule": "cron(0 9 ? * MON *)", "mode": "snapshot", "max_delay_sec": 900,
+		"request": {"template": "Hi {{name}}", "recipients": [{"account": "acct-a", "to": "u1", "vars": {"name": "Li"}}], "budget": 10}}`
+	c.run(s,
+		specCall{method: "POST", path: "/v1/campaigns", token: tokenA, body: campaign, want: 201},
+		specCall{method: "POST", path: "/v1/campaigns", token: tokenA, body: strings.Replace(campaign, `"max_delay_sec": 900`, `"enabled": false`, 1), want: 200},
+		specCall{method: "POST", path: "/v1/campaigns", token: tokenA, want: 201, body: `{"name": "VIPs", "schedule": "rate(1 day)", "mode": "requery",
+			"source": "https://crm.example/recipients?segment=vip", "request": {"template": "Hi {{name}}"}}`},
+		specCall{method: "POST", path: "/v1/campaigns", token: tokenA, body: strings.Replace(campaign, "cron(0 9 ? * MON *)", "cron(0 9 * * * *)", 1), want: 422},
+		specCall{method: "POST", path: "/v1/campaigns", token: tokenA, body: `{"name": "x", "schedule": "rate(1 day)", "mode": "snapshot"}`, want: 422},
+		specCall{method: "POST", path: "/v1/campaigns", token: tokenA, body: `{"name": "x", "mode": 1}`, want: 400},
+		specCall{method: "GET", path: "/v1/campaigns", token: tokenA, want: 200},
+		specCall{method: "GET", path: "/v1/campaigns", token: tokenB, want: 200},
+		specCall{method: "GET", path: "/v1/campaigns/weekly", token: tokenA, want: 200},
+		specCall{method: "GET", path: "/v1/campaigns/weekly", token: tokenB, want: 404},
+		specCall{method: "GET", path: "/v1/campaigns/nope", token: tokenA, want: 404},
+		specCall{method: "DELETE", path: "/v1/campaigns/weekly", token: tokenB, want: 404},
+		specCall{method: "DELETE", path: "/v1/campaigns/weekly", token: tokenA, want: 204},
+		specCall{method: "DELETE", path: "/v1/campaigns/weekly", token: tokenA, want: 404},
+	)
+
 	// Every authenticated route refuses a missing or unknown token.
 	for _, route := range api.Routes() {
 		method, path, _ := strings.Cut(route, " ")
@@ -346,6 +367,7 @@ func TestOpenAPIConformance(t *testing.T) {
 		specCall{method: "POST", path: smallPath + "/items/0/resolve", token: tokenA, body: padded(`{"outcome": "resend"}`), want: 413},
 		specCall{method: "PUT", path: "/v1/suppressions/acct-a/u1", token: tokenA, body: padded(`{"reason": "x"}`), want: 413},
 		specCall{method: "POST", path: "/v1/suppressions", token: tokenA, body: padded(`{"entries": [{"account": "acct-a", "to": "u1"}]}`), want: 413},
+		specCall{method: "POST", path: "/v1/campaigns", token: tokenA, body: padded(`{"name": "x"}`), want: 413},
 	)
 
 	// Paths and methods the description does not have: 404 and 405 problems.

@@ -1,0 +1,117 @@
+package api_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/qunfa/qunfa/internal/api"
+	"github.com/qunfa/qunfa/internal/store"
+)
+
+// recordingScheduler is a campaign.Scheduler that records what it is told
+// and can be made to fail.
+type recordingScheduler struct {
+	mu     sync.Mutex
+	rules  map[string]store.Campaign // tenant/id
+	failOn string                    // campaign id whose Upsert fails
+}
+
+func (r *recordingScheduler) Upsert(_ context.Context, c store.Campaign) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c.ID == r.failOn {
+		return errors.New("eventbridge unavailable")
+	}
+	r.rules[c.Tenant+"/"+c.ID] = c
+	return nil
+}
+
+func (r *recordingScheduler) Delete(_ context.Context, tenant, id string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.rules, tenant+"/"+id)
+	return nil
+}
+
+// TestCampaigns: create, replace (history kept), tenant scoping, the
+// scheduler kept in step, and a failed schedule stores nothing.
+func TestCampaigns(t *testing.T) {
+	sched := &recordingScheduler{rules: map[string]store.Campaign{}, failOn: "broken"}
+	s := newStack(t, func(d *api.Deps) { d.Scheduler = sched })
+	body := `{"id": "weekly", "name": "Weekly", "schedule": "cron(0 9 ? * MON *)", "mode": "snapshot",
+		"request": {"template": "Hi {{name}}", "recipients": [{"account": "acct-a", "to": "u1", "vars": {"name": "Li"}}]}}`
+	r := s.do("POST", "/v1/campaigns", tokenA, body)
+	var c api.Campaign
+	r.json(t, &c)
+	if r.status != http.StatusCreated || r.header.Get("Location") != "/v1/campaigns/weekly" || !c.Enabled ||
+		c.NextFireAt == nil || !c.NextFireAt.Equal(time.Date(2025, 3, 3, 9, 0, 0, 0, time.UTC)) {
+		t.Fatalf("create: %d %+v", r.status, c)
+	}
+	if got := sched.rules["tenant-a/weekly"]; got.Schedule != "cron(0 9 ? * MON *)" || !got.Enabled {
+		t.Errorf("scheduler got %+v", got)
+	}
+	// A firing happened; replacing keeps it.
+	stored, _ := s.store.GetCampaign(context.Background(), "tenant-a", "weekly")
+	stored.LastFiredAt = time.Date(2025, 3, 3, 9, 0, 0, 0, time.UTC)
+	if _, err := s.store.PutCampaign(context.Background(), stored); err != nil {
+		t.Fatal(err)
+	}
+	s.clock.Advance(time.Hour)
+	r = s.do("POST", "/v1/campaigns", tokenA, strings.Replace(body, `"mode"`, `"enabled": false, "mode"`, 1))
+	r.json(t, &c)
+	if r.status != http.StatusOK || c.Enabled || c.NextFireAt != nil || c.LastFiredAt == nil || c.CreatedAt.Equal(*c.UpdatedAt) {
+		t.Fatalf("replace: %d %+v", r.status, c)
+	}
+	if sched.rules["tenant-a/weekly"].Enabled {
+		t.Errorf("the rule was not disabled")
+	}
+	// Tenant B sees none of it and cannot delete it.
+	if r := s.do("GET", "/v1/campaigns/weekly", tokenB, nil); r.status != http.StatusNotFound {
+		t.Errorf("tenant B read: %d", r.status)
+	}
+	if r := s.do("DELETE", "/v1/campaigns/weekly", tokenB, nil); r.status != http.StatusNotFound {
+		t.Errorf("tenant B delete: %d", r.status)
+	}
+	var list api.CampaignList
+	s.do("GET", "/v1/campaigns", tokenB, nil).json(t, &list)
+	if len(list.Campaigns) != 0 {
+		t.Errorf("tenant B lists %+v", list)
+	}
+	// Tenant B's accounts are its own: the same body is valid there too,
+	// under the same id, as another campaign.
+	if r := s.do("POST", "/v1/campaigns", tokenB, body); r.status != http.StatusCreated {
+		t.Errorf("tenant B create: %d %s", r.status, r.body)
+	}
+	// Validation names the fields; nothing stored or scheduled.
+	r = s.do("POST", "/v1/campaigns", tokenA, `{"id": "bad id", "name": "x", "schedule": "rate(2 hour)", "mode": "requery",
+		"source": "http://crm.example/", "max_delay_sec": -5, "request": {"template": "Hi {{name}}", "recipients": [{"account": "acct-a", "to": "u"}]}}`)
+	p := wantProblem(t, r, http.StatusUnprocessableEntity)
+	var fields []string
+	for _, e := range p.Errors {
+		fields = append(fields, e.Field)
+	}
+	if strings.Join(fields, ",") != "id,schedule,max_delay_sec,source,request.recipients,request.recipients[0].vars.name" {
+		t.Errorf("fields %v (%+v)", fields, p)
+	}
+	// The schedule cannot be set: the campaign is not kept.
+	r = s.do("POST", "/v1/campaigns", tokenA, strings.Replace(body, `"weekly"`, `"broken"`, 1))
+	wantProblem(t, r, http.StatusInternalServerError)
+	if _, err := s.store.GetCampaign(context.Background(), "tenant-a", "broken"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a campaign without a schedule was kept: %v", err)
+	}
+	// Delete removes the rule too.
+	if r := s.do("DELETE", "/v1/campaigns/weekly", tokenA, nil); r.status != http.StatusNoContent {
+		t.Fatalf("delete: %d", r.status)
+	}
+	if _, ok := sched.rules["tenant-a/weekly"]; ok {
+		t.Errorf("rule left after delete")
+	}
+	if _, ok := sched.rules["tenant-b/weekly"]; !ok {
+		t.Errorf("tenant B's rule was deleted")
+	}
+}
