@@ -1,5 +1,5 @@
-// Command submit is the submit Lambda function: POST /v1/jobs from API Gateway and campaign
-// events from EventBridge become jobs.
+// Command submit is the submit Lambda function: POST /v1/jobs from API Gateway and the firings
+// of scheduled campaigns (their EventBridge rules) become jobs.
 // Wiring only: configuration from the environment, AWS clients, the core
 // (internal/awsrun), the handler (internal/handlers).
 package main
@@ -34,5 +34,5 @@ func main() {
 		os.Exit(1)
 	}
 	log.Info("ready", slog.Any("config", cfg))
-	lambda.StartWithOptions(handlers.Submit(core.API, core.Submitter, log), awsrun.StartOptions(log)...)
+	lambda.StartWithOptions(handlers.Submit(core.API, core.Campaigns, log), awsrun.StartOptions(log)...)
 }

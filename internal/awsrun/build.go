@@ -11,10 +11,16 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/qunfa/qunfa/internal/alert"
+	ebalert "github.com/qunfa/qunfa/internal/alert/eventbridge"
 	"github.com/qunfa/qunfa/internal/api"
 	"github.com/qunfa/qunfa/internal/breaker"
+	"github.com/qunfa/qunfa/internal/campaign"
+	"github.com/qunfa/qunfa/internal/campaign/ebscheduler"
+	"github.com/qunfa/qunfa/internal/campaign/httpsource"
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/control"
 	"github.com/qunfa/qunfa/internal/metrics"
@@ -36,21 +42,22 @@ func NewLogger(w io.Writer, level slog.Level, fn Function) *slog.Logger {
 
 // Clients are the AWS SDK clients a function uses.
 type Clients struct {
-	DynamoDB *dynamodb.Client
-	SQS      *sqs.Client
+	DynamoDB    *dynamodb.Client
+	SQS         *sqs.Client
+	EventBridge *eventbridge.Client
 }
 
 // NewClients loads the AWS configuration the SDK way (the Lambda role's
 // credentials and region from the environment) and makes the clients. The
-// SDK itself honours AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_DYNAMODB and
-// AWS_ENDPOINT_URL_SQS, which point the functions at LocalStack or the
-// emulators; opts are for tests.
+// SDK itself honours AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_DYNAMODB,
+// AWS_ENDPOINT_URL_SQS and AWS_ENDPOINT_URL_EVENTBRIDGE, which point the
+// functions at LocalStack or the emulators; opts are for tests.
 func NewClients(ctx context.Context, opts ...func(*config.LoadOptions) error) (Clients, error) {
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		return Clients{}, fmt.Errorf("load AWS configuration: %w", err)
 	}
-	return Clients{DynamoDB: dynamodb.NewFromConfig(cfg), SQS: sqs.NewFromConfig(cfg)}, nil
+	return Clients{DynamoDB: dynamodb.NewFromConfig(cfg), SQS: sqs.NewFromConfig(cfg), EventBridge: eventbridge.NewFromConfig(cfg)}, nil
 }
 
 // Core is the core of qunfa assembled on the AWS adapters.
@@ -61,6 +68,13 @@ type Core struct {
 	Control   *control.Controller
 	// API is the HTTP API v1 handler (submit and api functions).
 	API http.Handler
+	// Campaigns fires scheduled campaigns (submit function).
+	Campaigns *campaign.Campaigns
+	// Breakers is the circuit breaker core (breaker function; the sender's
+	// fast path).
+	Breakers *breaker.Breakers
+	// Alerts publishes to the log and the alert bus.
+	Alerts alert.Publisher
 	// Sender and Reconciler are set for functions that call the provider.
 	Sender     *sender.Sender
 	Reconciler *reconcile.Reconciler
@@ -72,19 +86,32 @@ type Core struct {
 // Build assembles the core for cfg's function, as devstack.Open does for
 // the local stack, on the DynamoDB table and SQS queue of cfg.
 func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
-	if c.DynamoDB == nil || c.SQS == nil {
+	if c.DynamoDB == nil || c.SQS == nil || c.EventBridge == nil {
 		return nil, fmt.Errorf("build core: missing AWS clients")
 	}
 	clk := clock.System{}
 	st := dynamostore.New(c.DynamoDB, cfg.Table, dynamostore.Options{Logger: log})
 	q := sqsqueue.New(c.SQS, cfg.QueueURL)
+	alerts := alert.Multi{alert.NewLog(log), ebalert.New(c.EventBridge, cfg.AlertBus)}
 	core := &Core{
 		Store:     st,
 		Queue:     q,
-		Submitter: &submit.Submitter{Store: st, Queue: q, Clock: clk},
-		Control:   &control.Controller{Store: st, Queue: q, Clock: clk},
+		Alerts:    alerts,
+		Submitter: &submit.Submitter{Store: st, Queue: q, Clock: clk, Alerts: alerts, Log: log},
+		Control:   &control.Controller{Store: st, Queue: q, Clock: clk, Alerts: alerts, Log: log},
+		Breakers:  &breaker.Breakers{Store: st, Clock: clk, Alerts: alerts, Log: log},
 	}
-	core.API = api.New(api.Deps{Store: st, Submitter: core.Submitter, Control: core.Control, Clock: clk, Logger: log})
+	core.Campaigns = &campaign.Campaigns{Store: st, Submitter: core.Submitter, Source: httpsource.New(httpsource.Config{}),
+		Clock: clk, Alerts: alerts, Log: log}
+	deps := api.Deps{Store: st, Submitter: core.Submitter, Control: core.Control, Clock: clk, Logger: log}
+	if cfg.fn.reads(EnvCampaignRulePrefix) {
+		sched, err := ebscheduler.New(c.EventBridge, ebscheduler.Config{RulePrefix: cfg.CampaignRulePrefix, TargetARN: cfg.CampaignTarget})
+		if err != nil {
+			return nil, err
+		}
+		deps.Scheduler = sched
+	}
+	core.API = api.New(deps)
 	if !cfg.fn.Provider {
 		return core, nil
 	}
@@ -100,9 +127,9 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 	}
 	core.Metrics = metrics.NewEMF(os.Stdout, metrics.EMFOptions{Dimensions: map[string]string{"function": cfg.fn.Name}})
 	core.Sender = &sender.Sender{Store: st, Queue: q, Provider: metrics.Provider(prov, core.Metrics), Clock: clk, Log: log,
-		Config: cfg.Sender, Metrics: core.Metrics, Breakers: &breaker.Breakers{Store: st, Clock: clk, Log: log}}
+		Config: cfg.Sender, Alerts: alerts, Metrics: core.Metrics, Breakers: core.Breakers}
 	core.Reconciler = &reconcile.Reconciler{
-		Store: st, Queue: q, Provider: prov, Clock: clk, Log: log,
+		Store: st, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts,
 		StaleAfter: cfg.StaleAfter, SettleAfter: cfg.SettleAfter,
 	}
 	return core, nil

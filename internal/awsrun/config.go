@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/qunfa/qunfa/internal/campaign/ebscheduler"
 	"github.com/qunfa/qunfa/internal/sender"
 )
 
@@ -30,6 +31,13 @@ type Config struct {
 	// Reconciler.
 	StaleAfter  time.Duration
 	SettleAfter time.Duration
+
+	// AlertBus is the EventBridge bus of the alerts.
+	AlertBus string
+	// Campaign rules (api function): rule name prefix and target (the
+	// submit function's ARN).
+	CampaignRulePrefix string
+	CampaignTarget     string
 
 	fn Function
 }
@@ -89,6 +97,9 @@ func Load(fn Function, getenv func(string) string) (Config, error) {
 	dur(EnvDeadlineMargin, &c.Sender.DeadlineMargin)
 	dur(EnvStaleAfter, &c.StaleAfter)
 	dur(EnvSettleAfter, &c.SettleAfter)
+	c.AlertBus = get(EnvAlertBus)
+	c.CampaignRulePrefix = get(EnvCampaignRulePrefix)
+	c.CampaignTarget = get(EnvCampaignTarget)
 	c = c.withDefaults()
 	return c, errors.Join(append(errs, c.validate())...)
 }
@@ -137,6 +148,14 @@ func (c Config) validate() error {
 	} else if u, err := url.Parse(c.QueueURL); err != nil || u.Host == "" || !strings.HasSuffix(u.Path, ".fifo") {
 		errs = append(errs, fmt.Errorf("%s=%q: want the URL of a FIFO queue (ending in .fifo)", EnvQueueURL, c.QueueURL))
 	}
+	if c.fn.reads(EnvAlertBus) && c.AlertBus == "" {
+		errs = append(errs, fmt.Errorf("%s is required (the EventBridge bus of the alerts)", EnvAlertBus))
+	}
+	if c.fn.reads(EnvCampaignRulePrefix) {
+		if _, err := ebscheduler.New(nil, ebscheduler.Config{RulePrefix: c.CampaignRulePrefix, TargetARN: c.CampaignTarget}); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q, %s=%q: %w", EnvCampaignRulePrefix, c.CampaignRulePrefix, EnvCampaignTarget, c.CampaignTarget, err))
+		}
+	}
 	if !c.fn.Provider {
 		return errors.Join(errs...)
 	}
@@ -178,6 +197,10 @@ func (c Config) Function() Function { return c.fn }
 func (c Config) LogValue() slog.Value {
 	attrs := []slog.Attr{
 		slog.String("function", c.fn.Name), slog.String("table", c.Table), slog.String("queue_url", c.QueueURL),
+		slog.String("alert_bus", c.AlertBus),
+	}
+	if c.fn.reads(EnvCampaignRulePrefix) {
+		attrs = append(attrs, slog.String("campaign_rule_prefix", c.CampaignRulePrefix), slog.String("campaign_target", c.CampaignTarget))
 	}
 	if c.fn.Provider {
 		token := "(none)"

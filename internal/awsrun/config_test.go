@@ -10,9 +10,12 @@ import (
 
 func TestLoad(t *testing.T) {
 	base := map[string]string{
-		awsrun.EnvTable:       "qunfa",
-		awsrun.EnvQueueURL:    "https://sqs.ap-east-1.amazonaws.com/123456789012/work.fifo",
-		awsrun.EnvProviderURL: "https://provider.example",
+		awsrun.EnvTable:              "qunfa",
+		awsrun.EnvQueueURL:           "https://sqs.ap-east-1.amazonaws.com/123456789012/work.fifo",
+		awsrun.EnvProviderURL:        "https://provider.example",
+		awsrun.EnvAlertBus:           "qunfa-alerts",
+		awsrun.EnvCampaignRulePrefix: "qunfa-dev-c-",
+		awsrun.EnvCampaignTarget:     "arn:aws:lambda:ap-east-1:123456789012:function:submit",
 	}
 	with := func(kv ...string) map[string]string {
 		m := map[string]string{}
@@ -46,6 +49,14 @@ func TestLoad(t *testing.T) {
 		{name: "deadline margin shorter than a provider call", fn: awsrun.Sender,
 			env:     with(awsrun.EnvProviderTimeout, "10s", awsrun.EnvDeadlineMargin, "5s"),
 			wantErr: []string{awsrun.EnvDeadlineMargin}},
+		{name: "no alert bus", fn: awsrun.Breaker, env: with(awsrun.EnvAlertBus, ""),
+			wantErr: []string{awsrun.EnvAlertBus}},
+		{name: "campaign rules without prefix or target", fn: awsrun.API,
+			env:     with(awsrun.EnvCampaignRulePrefix, "", awsrun.EnvCampaignTarget, ""),
+			wantErr: []string{awsrun.EnvCampaignRulePrefix, "target"}},
+		{name: "campaign rule prefix too long", fn: awsrun.API, env: with(awsrun.EnvCampaignRulePrefix, strings.Repeat("p", 41)),
+			wantErr: []string{awsrun.EnvCampaignRulePrefix}},
+		{name: "submit ignores campaign rule settings", fn: awsrun.Submit, env: with(awsrun.EnvCampaignRulePrefix, "bad/prefix")},
 		{name: "settle sooner than a provider call can last", fn: awsrun.Reconciler,
 			env:     with(awsrun.EnvSettleAfter, "20s"),
 			wantErr: []string{awsrun.EnvSettleAfter}},
@@ -75,6 +86,7 @@ func TestLoadDefaultsFollowProviderTimeouts(t *testing.T) {
 	env := map[string]string{
 		awsrun.EnvTable: "t", awsrun.EnvQueueURL: "http://127.0.0.1:1/000000000000/q.fifo", awsrun.EnvProviderURL: "http://127.0.0.1:2",
 		awsrun.EnvProviderConnectTimeout: "2s", awsrun.EnvProviderTimeout: "4s", awsrun.EnvProviderToken: "secret-token",
+		awsrun.EnvAlertBus: "alerts",
 	}
 	cfg, err := awsrun.Load(awsrun.Sender, func(k string) string { return env[k] })
 	if err != nil {

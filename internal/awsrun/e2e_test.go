@@ -26,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/middleware"
 
@@ -89,6 +90,9 @@ func allowed(fn awsrun.Function) map[string]bool {
 	for _, a := range fn.SQS {
 		m["sqs:"+a] = true
 	}
+	for _, a := range append(fn.Events, fn.CampaignRules...) {
+		m["eventbridge:"+a] = true
+	}
 	return m
 }
 
@@ -98,6 +102,7 @@ func allowed(fn awsrun.Function) map[string]bool {
 func awsEnv(t *testing.T) {
 	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", awsemu.DynamoDB(t))
 	t.Setenv("AWS_ENDPOINT_URL_SQS", awsemu.SQS(t))
+	t.Setenv("AWS_ENDPOINT_URL_EVENTBRIDGE", awsemu.Moto(t))
 	t.Setenv("AWS_ACCESS_KEY_ID", "test")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
 	t.Setenv("AWS_SESSION_TOKEN", "")
@@ -158,10 +163,12 @@ func buildFunction(t *testing.T, fn awsrun.Function, env map[string]string, log 
 	return function{spec: fn, core: core, calls: rec}
 }
 
-// TestLambdaHandlersOnAWSAdapters runs the four functions' handlers, built
-// by awsrun as in Lambda, on DynamoDB (dynalite) and SQS FIFO (fauxqs)
-// with the mock provider, fed with the sample events of events/; a small
-// event source loop stands in for the Lambda SQS poller.
+// TestLambdaHandlersOnAWSAdapters runs the five functions' handlers, built
+// by awsrun as in Lambda, on DynamoDB (dynalite), SQS FIFO (fauxqs) and
+// EventBridge (moto: the alert bus, the campaign rules) with the mock
+// provider, fed with the sample events of events/; a small event source
+// loop stands in for the Lambda SQS poller, and the campaign rule's input
+// template, filled as EventBridge fills it, for its firings.
 func TestLambdaHandlersOnAWSAdapters(t *testing.T) {
 	awsEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -201,8 +208,18 @@ func TestLambdaHandlersOnAWSAdapters(t *testing.T) {
 	defer provider.Close()
 	defer mock.Close()
 
+	bus, rulePrefix := uniqueName("qunfa-e2e-alerts-"), uniqueName("qe2e")+"-c-"
+	if _, err := admin.EventBridge.CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: aws.String(bus)}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.EventBridge.DeleteEventBus(context.Background(), &eventbridge.DeleteEventBusInput{Name: aws.String(bus)})
+	})
+	const submitARN = "arn:aws:lambda:us-east-1:123456789012:function:qunfa-e2e-SubmitFunction"
+
 	env := map[string]string{
 		awsrun.EnvTable: table, awsrun.EnvQueueURL: queueURL, awsrun.EnvLogLevel: "info",
+		awsrun.EnvAlertBus: bus, awsrun.EnvCampaignRulePrefix: rulePrefix, awsrun.EnvCampaignTarget: submitARN,
 		awsrun.EnvProviderURL: provider.URL, awsrun.EnvProviderToken: "test-provider-token",
 		awsrun.EnvProviderConnectTimeout: "1s", awsrun.EnvProviderTimeout: "2s",
 		awsrun.EnvClaimBatch: "10", awsrun.EnvConcurrency: "4",
@@ -213,10 +230,11 @@ func TestLambdaHandlersOnAWSAdapters(t *testing.T) {
 	for _, fn := range awsrun.Functions() {
 		fns[fn.Name] = buildFunction(t, fn, env, log)
 	}
-	submitH := handlers.Submit(fns["submit"].core.API, fns["submit"].core.Submitter, log)
+	submitH := handlers.Submit(fns["submit"].core.API, fns["submit"].core.Campaigns, log)
 	apiH := handlers.API(fns["api"].core.API)
 	senderH := handlers.Sender(fns["sender"].core.Sender, log)
 	reconcilerH := handlers.Reconciler(fns["reconciler"].core.Reconciler, log)
+	breakerH := handlers.Breaker(fns["breaker"].core.Breakers, log)
 
 	// The operator provisions the tenant's API token (docs/deploy.md): the
 	// token of the sample events, stored hashed.
@@ -245,18 +263,42 @@ func TestLambdaHandlersOnAWSAdapters(t *testing.T) {
 	if err := json.Unmarshal([]byte(sresp.Body), &apiJob); err != nil || apiJob.Total != 3 {
 		t.Fatalf("submitted job %s: %v", sresp.Body, err)
 	}
-	// A campaign event, delivered twice: one job.
+	// A campaign through the api function: stored, and its EventBridge
+	// rule made, pointing at submit.
+	var postCampaign events.APIGatewayV2HTTPRequest
+	readEvent(t, "api-post-campaign.json", &postCampaign)
+	if resp, err := apiH(ctx, postCampaign); err != nil || resp.StatusCode != 201 {
+		t.Fatalf("POST campaign: %v %d %s", err, resp.StatusCode, resp.Body)
+	}
+	rules, err := admin.EventBridge.ListRules(ctx, &eventbridge.ListRulesInput{NamePrefix: aws.String(rulePrefix)})
+	if err != nil || len(rules.Rules) != 1 || aws.ToString(rules.Rules[0].ScheduleExpression) != "cron(0 8 ? * MON *)" {
+		t.Fatalf("campaign rules: %v %+v", err, rules)
+	}
+	targets, err := admin.EventBridge.ListTargetsByRule(ctx, &eventbridge.ListTargetsByRuleInput{Rule: rules.Rules[0].Name})
+	if err != nil || len(targets.Targets) != 1 || aws.ToString(targets.Targets[0].Arn) != submitARN || targets.Targets[0].InputTransformer == nil {
+		t.Fatalf("campaign rule targets: %v %+v", err, targets)
+	}
+	// The rule fires for Monday 2025-02-03 08:00 and EventBridge delivers
+	// twice (at least once): the target's input, then the sample event
+	// (the same firing). One job.
+	firing := strings.Replace(aws.ToString(targets.Targets[0].InputTransformer.InputTemplate), "<time>", `"2025-02-03T08:00:00Z"`, 1)
 	var campaign handlers.CampaignResult
-	for i := range 2 {
-		out, err := submitH(ctx, rawEvent(t, "submit-campaign.json"))
+	for i, ev := range []json.RawMessage{json.RawMessage(firing), rawEvent(t, "submit-campaign.json")} {
+		out, err := submitH(ctx, ev)
 		if err != nil {
-			t.Fatalf("campaign: %v", err)
+			t.Fatalf("campaign firing: %v", err)
 		}
 		res := out.(handlers.CampaignResult)
 		if i == 0 && (!res.Created || res.Total != 2) || i == 1 && (res.Created || res.JobID != campaign.JobID) {
 			t.Fatalf("campaign delivery %d: %+v", i+1, res)
 		}
 		campaign = res
+	}
+	// The breaker's schedule while the jobs run: nothing to open.
+	var breakerEvent events.EventBridgeEvent
+	readEvent(t, "breaker-schedule.json", &breakerEvent)
+	if err := breakerH(ctx, breakerEvent); err != nil {
+		t.Fatalf("breaker: %v", err)
 	}
 	jobs := []string{apiJob.ID, campaign.JobID}
 
@@ -322,6 +364,10 @@ func TestLambdaHandlersOnAWSAdapters(t *testing.T) {
 		t.Fatalf("reconciler: %v", err)
 	}
 
+	if err := breakerH(ctx, breakerEvent); err != nil {
+		t.Fatalf("breaker after the jobs: %v", err)
+	}
+
 	// Status and items through the api function.
 	for _, id := range jobs {
 		j := getJob(id)
@@ -348,6 +394,24 @@ func TestLambdaHandlersOnAWSAdapters(t *testing.T) {
 	}
 	if st := mock.Stats()["acct-a"]; st.Accepted != 5 {
 		t.Errorf("mock stats %+v, want 5 accepted", st)
+	}
+
+	// Deleting the campaign removes its rule.
+	del := postCampaign
+	del.RawPath, del.Body = "/v1/campaigns/weekly-digest", ""
+	del.RequestContext.HTTP.Method, del.RequestContext.HTTP.Path = "DELETE", del.RawPath
+	if resp, err := apiH(ctx, del); err != nil || resp.StatusCode != 204 {
+		t.Fatalf("DELETE campaign: %v %d %s", err, resp.StatusCode, resp.Body)
+	}
+	if rules, err := admin.EventBridge.ListRules(ctx, &eventbridge.ListRulesInput{NamePrefix: aws.String(rulePrefix)}); err != nil || len(rules.Rules) != 0 {
+		t.Errorf("campaign rules after delete: %v %+v", err, rules)
+	}
+
+	// Every function that started or finished a job published the alert.
+	for _, name := range []string{"submit", "sender"} {
+		if !slices.Contains(fns[name].calls.list(), "eventbridge:PutEvents") {
+			t.Errorf("%s published no alert on the bus", name)
+		}
 	}
 
 	// Every call a function made is granted by its policy (template_test

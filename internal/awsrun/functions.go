@@ -1,9 +1,10 @@
 // Package awsrun is the AWS wiring shared by the Lambda functions
 // (functions/*): it reads a function's configuration from the environment,
-// makes the AWS SDK clients (which honour the AWS_ENDPOINT_URL_DYNAMODB and
-// AWS_ENDPOINT_URL_SQS overrides natively, for LocalStack or emulators), and
-// assembles the core on the AWS adapters — dynamostore, sqsqueue, wecomapi —
-// as devstack assembles it on the embedded ones.
+// makes the AWS SDK clients (which honour the AWS_ENDPOINT_URL_DYNAMODB,
+// AWS_ENDPOINT_URL_SQS and AWS_ENDPOINT_URL_EVENTBRIDGE overrides natively,
+// for LocalStack or emulators), and assembles the core on the AWS adapters
+// — dynamostore, sqsqueue, wecomapi, EventBridge for alerts and campaign
+// rules — as devstack assembles it on the embedded ones.
 //
 // It also declares, per function, the environment variables the function
 // reads and the AWS actions its code calls (Function). template.yaml must
@@ -47,6 +48,25 @@ const (
 	// EnvSettleAfter: the reconciler looks up items submitted this long ago;
 	// it must exceed the longest provider call (default: that call + 5s).
 	EnvSettleAfter = "QUNFA_SETTLE_AFTER"
+	// EnvAlertBus names the EventBridge bus every function puts its alerts
+	// on (internal/alert/eventbridge).
+	EnvAlertBus = "QUNFA_ALERT_BUS"
+	// EnvCampaignRulePrefix starts the names of the campaigns' EventBridge
+	// rules (api function); its policy allows rule actions on such names
+	// only.
+	EnvCampaignRulePrefix = "QUNFA_CAMPAIGN_RULE_PREFIX"
+	// EnvCampaignTarget is the ARN of the submit function, the target of
+	// every campaign rule (api function).
+	EnvCampaignTarget = "QUNFA_CAMPAIGN_TARGET_ARN"
+)
+
+// EventBridge actions, as IAM names them (events:<action>).
+const (
+	EventsPutEvents     = "PutEvents"
+	EventsPutRule       = "PutRule"
+	EventsPutTargets    = "PutTargets"
+	EventsRemoveTargets = "RemoveTargets"
+	EventsDeleteRule    = "DeleteRule"
 )
 
 // DynamoDB actions, as IAM names them (dynamodb:<action>).
@@ -57,6 +77,7 @@ const (
 	DynamoQuery          = "Query"
 	DynamoBatchGetItem   = "BatchGetItem"
 	DynamoBatchWriteItem = "BatchWriteItem"
+	DynamoDeleteItem     = "DeleteItem"
 )
 
 // SQS actions, as IAM names them (sqs:<action>).
@@ -97,10 +118,16 @@ type Function struct {
 	SQS []string
 	// Provider: the function calls the provider (sends, status look-ups).
 	Provider bool
+	// Events lists the events actions on the alert bus (PutEvents).
+	Events []string
+	// CampaignRules lists the events actions on the campaign rules (names
+	// starting with the rule prefix, on the default bus).
+	CampaignRules []string
 }
 
 var (
-	baseEnv     = []string{EnvTable, EnvQueueURL, EnvLogLevel}
+	baseEnv     = []string{EnvTable, EnvQueueURL, EnvLogLevel, EnvAlertBus}
+	alerts      = []string{EventsPutEvents}
 	providerEnv = []string{EnvProviderURL, EnvProviderToken, EnvProviderConnectTimeout, EnvProviderTimeout}
 )
 
@@ -112,27 +139,31 @@ func concat(lists ...[]string) []string {
 	return out
 }
 
-// The functions. The breaker function is not here: its core does not exist
-// yet.
+// The functions. Every one publishes alerts on the alert bus.
 var (
-	// Submit serves POST /v1/jobs (API Gateway) and campaign events
-	// (EventBridge): authenticate, validate, write the job and its
-	// snapshot, enqueue the first turn of every shard.
+	// Submit serves POST /v1/jobs (API Gateway) and campaign firings
+	// (the campaigns' EventBridge rules): authenticate, validate, write
+	// the job and its snapshot, enqueue the first turn of every shard.
 	Submit = Function{
 		Name: "submit", LogicalID: "SubmitFunction",
 		Env:      baseEnv,
 		DynamoDB: []string{DynamoGetItem, DynamoPutItem, DynamoUpdateItem, DynamoQuery, DynamoBatchGetItem},
 		SQS:      []string{SQSSendMessage},
+		Events:   alerts,
 	}
 	// API serves every other route of the HTTP API v1. Redrive and resolve
-	// record the items' error details (BatchWriteItem of E# records).
+	// record the items' error details (BatchWriteItem of E# records);
+	// deleting a campaign or a suppression deletes its record; the
+	// campaign routes keep the campaigns' EventBridge rules.
 	API = Function{
 		Name: "api", LogicalID: "ApiFunction",
-		Env: baseEnv,
+		Env: concat(baseEnv, []string{EnvCampaignRulePrefix, EnvCampaignTarget}),
 		DynamoDB: []string{DynamoGetItem, DynamoPutItem, DynamoUpdateItem, DynamoQuery, DynamoBatchGetItem,
-			DynamoBatchWriteItem},
-		Indexes: []string{IndexTenantJobs},
-		SQS:     []string{SQSSendMessage},
+			DynamoBatchWriteItem, DynamoDeleteItem},
+		Indexes:       []string{IndexTenantJobs},
+		SQS:           []string{SQSSendMessage},
+		Events:        alerts,
+		CampaignRules: []string{EventsPutRule, EventsPutTargets, EventsRemoveTargets, EventsDeleteRule},
 	}
 	// Sender works shard turns from the FIFO work queue.
 	Sender = Function{
@@ -144,6 +175,7 @@ var (
 		SQS: []string{SQSSendMessage, SQSChangeMessageVisibility,
 			SQSReceiveMessage, SQSDeleteMessage, SQSGetQueueAttributes}, // the last three: event source mapping
 		Provider: true,
+		Events:   alerts,
 	}
 	// Reconciler runs one reconciliation pass per scheduled event.
 	Reconciler = Function{
@@ -154,11 +186,21 @@ var (
 		Indexes:  []string{IndexRunning, IndexSubmitted},
 		SQS:      []string{SQSSendMessage},
 		Provider: true,
+		Events:   alerts,
+	}
+	// Breaker runs one failure-rate check over the accounts with running
+	// shards per scheduled event (breaker.Breakers.Check).
+	Breaker = Function{
+		Name: "breaker", LogicalID: "BreakerFunction",
+		Env:      baseEnv,
+		DynamoDB: []string{DynamoGetItem, DynamoPutItem, DynamoQuery, DynamoBatchGetItem},
+		Indexes:  []string{IndexRunning},
+		Events:   alerts,
 	}
 )
 
 // Functions lists every function deployed by template.yaml.
-func Functions() []Function { return []Function{Submit, API, Sender, Reconciler} }
+func Functions() []Function { return []Function{Submit, API, Sender, Reconciler, Breaker} }
 
 // reads reports whether the function reads the variable.
 func (f Function) reads(name string) bool {

@@ -248,9 +248,12 @@ func checkEnv(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 		t.Errorf("%s must be a Secrets Manager dynamic reference, got %q", awsrun.EnvProviderToken, tok)
 	}
 	resolved := map[string]string{
-		"ref:Table":       "qunfa-table",
-		"ref:WorkQueue":   "https://sqs.ap-east-1.amazonaws.com/123456789012/qunfa-WorkQueue.fifo",
-		"ref:ProviderURL": "https://provider.example",
+		"ref:Table":                 "qunfa-table",
+		"ref:WorkQueue":             "https://sqs.ap-east-1.amazonaws.com/123456789012/qunfa-WorkQueue.fifo",
+		"ref:ProviderURL":           "https://provider.example",
+		"ref:EventBus":              "qunfa-dev-alerts",
+		"sub:${AWS::StackName}-c-":  "qunfa-dev-c-",
+		"getatt:SubmitFunction.Arn": "arn:aws:lambda:ap-east-1:123456789012:function:qunfa-dev-SubmitFunction-X",
 	}
 	_, err := awsrun.Load(fn, func(name string) string {
 		v := env[name]
@@ -264,9 +267,16 @@ func checkEnv(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 	}
 }
 
+// campaignRuleARN is the resource of the api function's campaign rule
+// actions: the rules named with its rule prefix. It is the only wildcard
+// resource the policies may hold.
+const campaignRuleARN = "sub:arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:rule/${AWS::StackName}-c-*"
+
 // checkPolicy: the function's role has one inline policy granting exactly
 // the declared actions: logs on its own log group, DynamoDB on the table
-// and the indexes it queries, SQS on the work queue.
+// and the indexes it queries, SQS on the work queue, PutEvents on the
+// alert bus, and rule actions on the campaign rules (statement
+// CampaignRules).
 func checkPolicy(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 	t.Helper()
 	role, err := tp.typed.GetIAMRoleWithName(roleOf(fn))
@@ -289,7 +299,7 @@ func checkPolicy(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 		}
 		var svc string
 		for _, a := range strs(at(s, "Action")) {
-			p, action, _ := strings.Cut(a, ":")
+			p, _, _ := strings.Cut(a, ":")
 			if strings.Contains(a, "*") {
 				t.Errorf("wildcard action %s", a)
 			}
@@ -297,10 +307,16 @@ func checkPolicy(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 				t.Errorf("statement mixes services %s and %s", svc, p)
 			}
 			svc = p
-			actions[p] = append(actions[p], action)
+		}
+		if svc == "events" && at(s, "Sid") == "CampaignRules" {
+			svc = "events:rules"
+		}
+		for _, a := range strs(at(s, "Action")) {
+			_, action, _ := strings.Cut(a, ":")
+			actions[svc] = append(actions[svc], action)
 		}
 		for _, r := range strs(at(s, "Resource")) {
-			if strings.Contains(strings.TrimPrefix(r, "sub:"), "*") {
+			if strings.Contains(strings.TrimPrefix(r, "sub:"), "*") && !(svc == "events:rules" && r == campaignRuleARN) {
 				t.Errorf("wildcard resource %s", r)
 			}
 			resources[svc] = append(resources[svc], r)
@@ -317,6 +333,8 @@ func checkPolicy(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 		{"logs", []string{"CreateLogStream", "PutLogEvents"}, []string{"getatt:" + logGroupOf(fn) + ".Arn"}},
 		{"dynamodb", fn.DynamoDB, wantResources},
 		{"sqs", fn.SQS, []string{"getatt:WorkQueue.Arn"}},
+		{"events", fn.Events, []string{"getatt:EventBus.Arn"}},
+		{"events:rules", fn.CampaignRules, []string{campaignRuleARN}},
 	}
 	for _, c := range checks {
 		if got, want := sorted(actions[c.svc]), sorted(c.actions); !slices.Equal(got, want) {
@@ -395,7 +413,8 @@ func TestTemplateQueuesAndEventSources(t *testing.T) {
 	}
 
 	// Routes: POST /v1/jobs to submit, everything else ($default) to api;
-	// campaigns from the bus to submit; a schedule for the reconciler.
+	// schedules for the reconciler and the breaker. (Campaign rules are
+	// made at run time by the api function: see TestTemplateCampaignRules.)
 	type route struct{ fn, typ, path, method string }
 	var got []route
 	for _, fn := range awsrun.Functions() {
@@ -415,10 +434,10 @@ func TestTemplateQueuesAndEventSources(t *testing.T) {
 	}
 	for _, want := range []route{
 		{"submit", "HttpApi", "/v1/jobs", "POST"},
-		{"submit", "EventBridgeRule", "<nil>", "<nil>"},
 		{"api", "HttpApi", "<nil>", "<nil>"},
 		{"sender", "SQS", "<nil>", "<nil>"},
 		{"reconciler", "Schedule", "<nil>", "<nil>"},
+		{"breaker", "Schedule", "<nil>", "<nil>"},
 	} {
 		if !slices.Contains(got, want) {
 			t.Errorf("no event %+v; events: %+v", want, got)
@@ -426,6 +445,37 @@ func TestTemplateQueuesAndEventSources(t *testing.T) {
 	}
 	if len(got) != 5 {
 		t.Errorf("events %+v, want exactly the five above", got)
+	}
+}
+
+// TestTemplateCampaignRules: the api function names campaign rules with a
+// prefix and targets the submit function; EventBridge may invoke submit
+// from exactly the rules with that prefix, which are the rules the api
+// role may manage.
+func TestTemplateCampaignRules(t *testing.T) {
+	tp := loadTemplate(t)
+	env := functionEnv(tp, awsrun.API)
+	if env[awsrun.EnvCampaignTarget] != "getatt:SubmitFunction.Arn" {
+		t.Errorf("%s = %q, want the submit function's ARN", awsrun.EnvCampaignTarget, env[awsrun.EnvCampaignTarget])
+	}
+	prefix := strings.TrimPrefix(env[awsrun.EnvCampaignRulePrefix], "sub:")
+	if prefix == "" || !strings.HasSuffix(campaignRuleARN, ":rule/"+prefix+"*") {
+		t.Errorf("rule prefix %q does not match the api role's rule resource %s", prefix, campaignRuleARN)
+	}
+	var perms int
+	for name, r := range tp.raw["Resources"].(map[string]any) {
+		if at(r, "Type") != "AWS::Lambda::Permission" {
+			continue
+		}
+		perms++
+		p := at(r, "Properties")
+		if at(p, "FunctionName") != "getatt:SubmitFunction.Arn" || at(p, "Principal") != "events.amazonaws.com" ||
+			at(p, "Action") != "lambda:InvokeFunction" || at(p, "SourceArn") != campaignRuleARN || at(p, "SourceAccount") == nil {
+			t.Errorf("permission %s: %v", name, p)
+		}
+	}
+	if perms != 1 {
+		t.Errorf("%d Lambda permissions, want the one for campaign rules", perms)
 	}
 }
 

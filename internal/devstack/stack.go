@@ -20,6 +20,7 @@ import (
 	"github.com/qunfa/qunfa/internal/alert"
 	"github.com/qunfa/qunfa/internal/api"
 	"github.com/qunfa/qunfa/internal/breaker"
+	"github.com/qunfa/qunfa/internal/campaign"
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/control"
 	"github.com/qunfa/qunfa/internal/handlers"
@@ -102,6 +103,8 @@ type Stack struct {
 	Control    *control.Controller
 	Sender     *sender.Sender
 	Reconciler *reconcile.Reconciler
+	// Campaigns fires due scheduled campaigns (campaigns.go).
+	Campaigns *campaign.Campaigns
 	// Feed keeps the latest alerts for the dashboard; alerts also go to
 	// the log.
 	Feed *alert.Feed
@@ -204,6 +207,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 		// an item whose call may still be in flight.
 		StaleAfter: cfg.StaleAfter, SettleAfter: 3*time.Second + 2*cfg.ProviderTimeout + 5*time.Second,
 	}
+	s.Campaigns = s.newCampaigns()
 	s.APIURL = "http://" + cfg.Addr
 	return s, nil
 }
@@ -247,7 +251,10 @@ func (s *Stack) Serve(ctx context.Context, api http.Handler) error {
 		Queue: s.Queue, Handler: handlers.Sender(s.Sender, s.Log), Log: s.Log,
 		Workers: cfg.Workers, Timeout: 2 * s.senderTurn(),
 	}
-	wg.Add(3)
+	campaignTick := time.NewTicker(CampaignTick)
+	defer campaignTick.Stop()
+	wg.Add(4)
+	go func() { defer wg.Done(); s.fireCampaigns(workCtx, campaignTick.C) }()
 	go func() { defer wg.Done(); src.Run(workCtx) }()
 	go func() {
 		defer wg.Done()

@@ -12,62 +12,50 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/qunfa/qunfa/internal/campaign"
 	"github.com/qunfa/qunfa/internal/store"
-	"github.com/qunfa/qunfa/internal/submit"
 )
 
-// Campaign events: what a scheduler or a business system puts on qunfa's
-// EventBridge bus to submit a job without the HTTP API.
-const (
-	// CampaignSource is the event source of campaign events.
-	CampaignSource = "qunfa.campaigns"
-	// CampaignDetailType is their detail-type.
-	CampaignDetailType = "qunfa.campaign"
-)
-
-// Campaign is the detail of a campaign event.
-type Campaign struct {
-	// Tenant owns the job (and its accounts).
-	Tenant string `json:"tenant"`
-	// Campaign names the campaign; with the firing time it makes the
-	// idempotency key, so a campaign fired twice for the same time (or an
-	// event delivered twice) creates one job.
+// CampaignFiring is what a campaign's EventBridge rule delivers to the
+// submit function: its target's InputTransformer (campaign/ebscheduler)
+// turns the scheduled event into this JSON. Time is the scheduled event's
+// time, the firing's scheduled minute.
+type CampaignFiring struct {
+	Tenant   string `json:"tenant"`
 	Campaign string `json:"campaign"`
-	// ScheduledTime, when set (RFC 3339), is the firing time used in the
-	// key instead of the event's time — EventBridge Scheduler's
-	// <aws.scheduler.scheduled-time>, stable across its retries.
-	ScheduledTime string `json:"scheduled_time,omitempty"`
-	// IdempotencyKey, when set, replaces the derived key.
-	IdempotencyKey string `json:"idempotency_key,omitempty"`
-	// Job is the submission, as the body of POST /v1/jobs.
-	Job submit.Request `json:"job"`
+	Time     string `json:"time"`
 }
 
-// CampaignResult is what the submit function answers to a campaign event.
+// CampaignResult is what the submit function answers to a firing.
 type CampaignResult struct {
-	JobID   string `json:"job_id"`
-	Status  string `json:"status"`
-	Total   int64  `json:"total"`
+	// Outcome is campaign.Outcome: fired, duplicate, superseded,
+	// skipped_late, skipped_disabled, or not_found (the campaign was
+	// deleted; its rule should be gone too).
+	Outcome string `json:"outcome"`
+	JobID   string `json:"job_id,omitempty"`
+	Status  string `json:"status,omitempty"`
+	Total   int64  `json:"total,omitempty"`
 	Created bool   `json:"created"`
 	Key     string `json:"idempotency_key"`
 }
 
-// maxCampaignKeyBytes is the HTTP API's bound on Idempotency-Key.
-const maxCampaignKeyBytes = 255
+// OutcomeNotFound: the firing's campaign does not exist (any more).
+const OutcomeNotFound = "not_found"
 
 // Submit is the submit function's handler. It takes both of its triggers:
 // API Gateway HTTP API requests (POST /v1/jobs, served by apiHandler — the
-// HTTP API v1 — like the api function serves the other routes) and campaign
-// events from EventBridge (see Campaigns). Any other event is an error.
-func Submit(apiHandler http.Handler, sub *submit.Submitter, log *slog.Logger) func(context.Context, json.RawMessage) (any, error) {
+// HTTP API v1 — like the api function serves the other routes) and
+// campaign firings from the campaigns' EventBridge rules (see Campaigns).
+// Any other event is an error.
+func Submit(apiHandler http.Handler, camps *campaign.Campaigns, log *slog.Logger) func(context.Context, json.RawMessage) (any, error) {
 	viaAPI := API(apiHandler)
-	campaigns := Campaigns(sub, log)
+	firings := Campaigns(camps, log)
 	return func(ctx context.Context, raw json.RawMessage) (any, error) {
 		var probe struct {
 			RouteKey       string          `json:"routeKey"`
 			RequestContext json.RawMessage `json:"requestContext"`
+			Campaign       *string         `json:"campaign"`
 			DetailType     string          `json:"detail-type"`
-			Source         string          `json:"source"`
 		}
 		if err := json.Unmarshal(raw, &probe); err != nil {
 			return nil, fmt.Errorf("submit: event is not a JSON object: %w", err)
@@ -79,106 +67,56 @@ func Submit(apiHandler http.Handler, sub *submit.Submitter, log *slog.Logger) fu
 				return nil, fmt.Errorf("submit: API Gateway event: %w", err)
 			}
 			return viaAPI(ctx, ev)
-		case probe.DetailType != "":
-			var ev events.EventBridgeEvent
-			if err := json.Unmarshal(raw, &ev); err != nil {
-				return nil, fmt.Errorf("submit: EventBridge event: %w", err)
+		case probe.Campaign != nil && probe.DetailType == "":
+			var f CampaignFiring
+			dec := json.NewDecoder(strings.NewReader(string(raw)))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&f); err != nil {
+				return nil, fmt.Errorf("submit: campaign firing: %w", err)
 			}
-			return campaigns(ctx, ev)
+			return firings(ctx, f)
 		}
-		return nil, errors.New("submit: neither an API Gateway HTTP API (payload 2.0) request nor an EventBridge event")
+		return nil, errors.New(`submit: neither an API Gateway HTTP API (payload 2.0) request nor a campaign firing {"tenant", "campaign", "time"}`)
 	}
 }
 
-// Campaigns submits the job of a campaign event. A campaign that cannot be
-// submitted (invalid, its key reused with another job, a store failure)
-// fails the invocation with the reason logged, so the function's error
-// alarm fires; a refused campaign has stored nothing.
-func Campaigns(sub *submit.Submitter, log *slog.Logger) func(context.Context, events.EventBridgeEvent) (CampaignResult, error) {
-	return func(ctx context.Context, ev events.EventBridgeEvent) (CampaignResult, error) {
-		res, err := submitCampaign(ctx, sub, ev)
+// Campaigns fires the campaign of a firing (campaign.Campaigns.Fire). A
+// firing that fails (a bad source answer, an invalid request, a store
+// failure) fails the invocation with the reason logged, so EventBridge
+// retries it and the function's error alarm fires; it stored nothing. A
+// firing of a deleted campaign is logged and answered not_found.
+func Campaigns(c *campaign.Campaigns, log *slog.Logger) func(context.Context, CampaignFiring) (CampaignResult, error) {
+	return func(ctx context.Context, f CampaignFiring) (CampaignResult, error) {
+		var errs []error
+		if strings.TrimSpace(f.Tenant) == "" {
+			errs = append(errs, errors.New("tenant is required"))
+		}
+		if !campaign.ValidID(f.Campaign) {
+			errs = append(errs, fmt.Errorf("campaign %q is not a campaign id", f.Campaign))
+		}
+		at, err := time.Parse(time.RFC3339, f.Time)
 		if err != nil {
-			log.Error("campaign not submitted", slog.String("event", ev.ID), slog.String("source", ev.Source), slog.Any("err", err))
+			errs = append(errs, fmt.Errorf("time %q is not RFC 3339", f.Time))
+		}
+		if err := errors.Join(errs...); err != nil {
+			log.Error("campaign firing refused", slog.Any("err", err))
+			return CampaignResult{}, fmt.Errorf("campaign firing: %w", err)
+		}
+		res, err := c.Fire(ctx, f.Tenant, f.Campaign, at)
+		out := CampaignResult{Outcome: string(res.Outcome), Key: res.Key, Created: res.Created}
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			log.Warn("campaign firing for an unknown campaign", slog.String("tenant", f.Tenant), slog.String("campaign", f.Campaign))
+			out.Outcome = OutcomeNotFound
+			return out, nil
+		case err != nil:
+			log.Error("campaign firing failed", slog.String("tenant", f.Tenant), slog.String("campaign", f.Campaign),
+				slog.String("time", f.Time), slog.Any("err", err))
 			return CampaignResult{}, err
 		}
-		log.Info("campaign submitted", slog.String("event", ev.ID), slog.String("job", res.JobID),
-			slog.Bool("created", res.Created), slog.Int64("total", res.Total))
-		return res, nil
-	}
-}
-
-func submitCampaign(ctx context.Context, sub *submit.Submitter, ev events.EventBridgeEvent) (CampaignResult, error) {
-	if ev.DetailType != CampaignDetailType {
-		return CampaignResult{}, fmt.Errorf("event detail-type %q is not %q", ev.DetailType, CampaignDetailType)
-	}
-	var c Campaign
-	dec := json.NewDecoder(strings.NewReader(string(ev.Detail)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		return CampaignResult{}, fmt.Errorf("campaign detail: %w", err)
-	}
-	key, err := campaignKey(c, ev)
-	if err != nil {
-		return CampaignResult{}, err
-	}
-	params := submit.Params{
-		Tenant: c.Tenant, CreatedBy: "campaign:" + c.Campaign, IdempotencyKey: key, Request: c.Job,
-		Meta: map[string]string{"campaign": c.Campaign, "event": ev.ID},
-	}
-	res, err := sub.Submit(ctx, params)
-	// As the HTTP API does: a concurrent submission with the same key may
-	// be rewriting the snapshot; submitting again finishes or finds it.
-	for try := 0; try < 3 && errors.Is(err, store.ErrInvalidTransition); try++ {
-		res, err = sub.Submit(ctx, params)
-	}
-	var verr *submit.ValidationError
-	switch {
-	case errors.As(err, &verr):
-		return CampaignResult{}, fmt.Errorf("campaign %q refused, nothing stored: %w", c.Campaign, err)
-	case errors.Is(err, submit.ErrIdempotencyConflict):
-		return CampaignResult{}, fmt.Errorf("campaign %q: key %q: %w", c.Campaign, key, err)
-	case err != nil:
-		return CampaignResult{}, fmt.Errorf("campaign %q: %w", c.Campaign, err)
-	}
-	return CampaignResult{
-		JobID: res.Job.Job.ID, Status: string(res.Job.Job.Status), Total: res.Job.Job.Total,
-		Created: res.Created, Key: key,
-	}, nil
-}
-
-// campaignKey is the campaign's idempotency key: the explicit one, or
-// "campaign:<name>@<firing time>".
-func campaignKey(c Campaign, ev events.EventBridgeEvent) (string, error) {
-	var errs []error
-	if strings.TrimSpace(c.Tenant) == "" {
-		errs = append(errs, errors.New("campaign detail: tenant is required"))
-	}
-	if strings.TrimSpace(c.Campaign) == "" {
-		errs = append(errs, errors.New("campaign detail: campaign is required"))
-	}
-	key := c.IdempotencyKey
-	if key == "" {
-		at := ev.Time
-		if c.ScheduledTime != "" {
-			t, err := time.Parse(time.RFC3339, c.ScheduledTime)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("campaign detail: scheduled_time %q is not RFC 3339", c.ScheduledTime))
-			}
-			at = t
+		if res.Outcome == campaign.Fired {
+			out.JobID, out.Status, out.Total = res.Job.ID, string(res.Job.Status), res.Job.Total
 		}
-		if at.IsZero() && c.ScheduledTime == "" {
-			errs = append(errs, errors.New("campaign event has no time: give detail.scheduled_time or detail.idempotency_key"))
-		}
-		key = "campaign:" + c.Campaign + "@" + at.UTC().Format(time.RFC3339)
+		return out, nil
 	}
-	if len(key) > maxCampaignKeyBytes {
-		errs = append(errs, fmt.Errorf("campaign idempotency key is longer than %d bytes", maxCampaignKeyBytes))
-	}
-	for _, r := range key {
-		if r < 0x20 || r > 0x7e {
-			errs = append(errs, errors.New("campaign idempotency key must be printable ASCII (campaign name included)"))
-			break
-		}
-	}
-	return key, errors.Join(errs...)
 }

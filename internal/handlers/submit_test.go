@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/qunfa/qunfa/internal/api"
+	"github.com/qunfa/qunfa/internal/campaign"
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/control"
 	"github.com/qunfa/qunfa/internal/handlers"
@@ -34,7 +35,7 @@ func sampleEvent(t *testing.T, name string, replace ...string) json.RawMessage {
 }
 
 // The submit function's handler on the embedded adapters, fed with the
-// sample events: an API Gateway POST /v1/jobs and a campaign event.
+// sample events: an API Gateway POST /v1/jobs and a campaign firing.
 func TestSubmitHandlerSampleEvents(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -57,9 +58,10 @@ func TestSubmitHandlerSampleEvents(t *testing.T) {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	sub := &submit.Submitter{Store: st, Queue: q, Clock: clk}
+	camps := &campaign.Campaigns{Store: st, Submitter: sub, Clock: clk, Log: log}
 	h := handlers.Submit(api.New(api.Deps{
 		Store: st, Submitter: sub, Control: &control.Controller{Store: st, Queue: q, Clock: clk}, Clock: clk, Logger: log,
-	}), sub, log)
+	}), camps, log)
 
 	out, err := h(ctx, sampleEvent(t, "submit-api.json"))
 	resp, ok := out.(events.APIGatewayV2HTTPResponse)
@@ -71,35 +73,48 @@ func TestSubmitHandlerSampleEvents(t *testing.T) {
 		t.Fatalf("job %s (the sample's duplicate recipient is dropped): %v", resp.Body, err)
 	}
 
-	// A campaign fired twice for the same time: one job.
+	// The sample firing's campaign, stored as POST /v1/campaigns stores it.
+	if _, err := st.PutCampaign(ctx, store.Campaign{
+		Tenant: "tenant-a", ID: "weekly-digest", Name: "Weekly digest", Schedule: "cron(0 8 ? * MON *)", Mode: campaign.ModeSnapshot,
+		MaxDelaySec: 7200, Enabled: true, CreatedAt: clk.Now().Add(-30 * 24 * time.Hour),
+		Request: []byte(`{"template": "{{name}}, here is your weekly digest.", "recipients": [
+			{"account": "acct-a", "to": "wm-user-101", "vars": {"name": "Chen Jie"}},
+			{"account": "acct-a", "to": "wm-user-102", "vars": {"name": "Liu Yang"}}]}`),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// A firing delivered twice: one job.
 	first, err := h(ctx, sampleEvent(t, "submit-campaign.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := h(ctx, sampleEvent(t, "submit-campaign.json", "7b1e2f8a", "9c9c9c9c"))
+	again, err := h(ctx, sampleEvent(t, "submit-campaign.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	a, b := first.(handlers.CampaignResult), again.(handlers.CampaignResult)
-	if !a.Created || b.Created || a.JobID != b.JobID || a.Total != 2 || a.Key != "campaign:weekly-digest@2025-02-03T08:00:00Z" {
+	if a.Outcome != "fired" || !a.Created || b.Created || a.JobID != b.JobID || a.Total != 2 || a.Key != "campaign:weekly-digest:2025-02-03T08:00:00Z" {
 		t.Fatalf("campaign: first %+v, again %+v", a, b)
 	}
 	// The next firing is a new job.
+	clk.Set(time.Date(2025, 2, 10, 8, 0, 5, 0, time.UTC))
 	next, err := h(ctx, sampleEvent(t, "submit-campaign.json", "2025-02-03T08:00:00Z", "2025-02-10T08:00:00Z"))
 	if err != nil || !next.(handlers.CampaignResult).Created || next.(handlers.CampaignResult).JobID == a.JobID {
 		t.Fatalf("next firing: %v %+v", err, next)
 	}
-	// Same key, other body: refused.
-	if _, err := h(ctx, sampleEvent(t, "submit-campaign.json", "Weekly digest", "Other")); err == nil || !strings.Contains(err.Error(), "idempotency") {
-		t.Errorf("same key, other job: %v", err)
+	// A deleted campaign's firing: answered, nothing done.
+	gone, err := h(ctx, sampleEvent(t, "submit-campaign.json", "weekly-digest", "deleted-one"))
+	if err != nil || gone.(handlers.CampaignResult).Outcome != handlers.OutcomeNotFound {
+		t.Errorf("deleted campaign: %v %+v", err, gone)
 	}
 
 	before, _ := st.ListJobs(ctx, store.ListJobsParams{Tenant: "tenant-a", Limit: 100})
 	for name, ev := range map[string]json.RawMessage{
-		"unknown account": sampleEvent(t, "submit-campaign.json", "2025-02-03T08:00:00Z", "2025-03-03T08:00:00Z", `"acct-a"`, `"acct-zz"`),
 		"no tenant":       sampleEvent(t, "submit-campaign.json", `"tenant": "tenant-a",`, ""),
 		"unknown field":   sampleEvent(t, "submit-campaign.json", `"tenant": "tenant-a",`, `"tenant": "tenant-a", "tennant": "x",`),
-		"wrong type":      sampleEvent(t, "submit-campaign.json", `"detail-type": "qunfa.campaign"`, `"detail-type": "other"`),
+		"bad time":        sampleEvent(t, "submit-campaign.json", "2025-02-03T08:00:00Z", "Monday"),
+		"bad campaign id": sampleEvent(t, "submit-campaign.json", "weekly-digest", "weekly digest"),
+		"an event":        json.RawMessage(`{"detail-type": "Scheduled Event", "campaign": "weekly-digest"}`),
 		"not an event":    json.RawMessage(`{"hello": "world"}`),
 		"not JSON object": json.RawMessage(`[1, 2]`),
 	} {
@@ -109,6 +124,6 @@ func TestSubmitHandlerSampleEvents(t *testing.T) {
 	}
 	after, _ := st.ListJobs(ctx, store.ListJobsParams{Tenant: "tenant-a", Limit: 100})
 	if len(after.Jobs) != len(before.Jobs) {
-		t.Errorf("refused campaigns stored jobs: %d → %d", len(before.Jobs), len(after.Jobs))
+		t.Errorf("refused firings stored jobs: %d → %d", len(before.Jobs), len(after.Jobs))
 	}
 }
