@@ -144,3 +144,31 @@ func StartOptions(log *slog.Logger) []lambda.Option {
 		log.Info("runtime shutting down")
 	})}
 }
+
+// Run is the whole of a function's main: it loads fn's configuration from
+// the environment, builds the AWS clients and the core, and starts the
+// Lambda runtime with the handler handlerFor returns. A configuration or
+// start-up error is logged and exits the process (the runtime reports the
+// failed init).
+func Run(fn Function, handlerFor func(core *Core, log *slog.Logger) any) {
+	ctx := context.Background()
+	cfg, cfgErr := Load(fn, os.Getenv)
+	log := NewLogger(os.Stdout, cfg.LogLevel, fn)
+	fail := func(what string, err error) {
+		log.Error(what, slog.Any("err", err))
+		os.Exit(1)
+	}
+	if cfgErr != nil {
+		fail("invalid configuration", cfgErr)
+	}
+	clients, err := NewClients(ctx)
+	if err != nil {
+		fail("AWS clients", err)
+	}
+	core, err := Build(cfg, clients, log)
+	if err != nil {
+		fail("build core", err)
+	}
+	log.Info("ready", slog.Any("config", cfg))
+	lambda.StartWithOptions(handlerFor(core, log), StartOptions(log)...)
+}
