@@ -43,8 +43,10 @@ lint: ## go vet and gofmt check
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: bench
-bench: emulators ## Benchmarks: DynamoDB cost per message, pipeline throughput
-	$(GO) test -run '^$$' -bench . -benchtime 1x ./...
+bench: emulators ## Benchmarks: DynamoDB cost per message, pipeline throughput, end-to-end msg/s
+	$(GO) test -run '^$$' -bench . -benchtime 1x $$($(GO) list ./... | grep -v '/e2e$$')
+	@# Alone, so no other package's benchmark competes for the CPU.
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./e2e/
 
 # ------------------------------------------------------------------ AWS (SAM)
 # docs/deploy.md explains these. They need the sam CLI (and, for LocalStack,
