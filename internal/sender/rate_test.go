@@ -19,6 +19,13 @@ func TestRatePerAccount(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-time rate measurement")
 	}
+	if raceEnabled {
+		// The race detector slows every step 10×, so requests granted in
+		// order reach the mock bunched up: the mock's verdict measures the
+		// detector, not qunfa. The bucket's bound itself is proven without
+		// timing by storetest's property test, under -race too.
+		t.Skip("wall-clock rate measurement is meaningless under the race detector")
+	}
 	t.Parallel()
 	p := newPipeline(t, pipelineOptions{sender: sender.Config{ClaimBatch: 10, Concurrency: 8}, shardSplit: 60})
 	type acct struct {
@@ -67,7 +74,7 @@ func TestRatePerAccount(t *testing.T) {
 			hist[int(x.Sub(ts[0])/(250*time.Millisecond))]++
 		}
 		t.Logf("%s: per 250ms: %v", a.id, hist)
-		if achieved < 0.95*batch && !raceEnabled {
+		if achieved < 0.95*batch {
 			t.Errorf("%s: achieved %.1f/s, below 95%% of batch rate %.0f/s", a.id, achieved, batch)
 		}
 		// Never over: any window holds at most burst + rate × length (+1 for
