@@ -44,6 +44,19 @@ func runDev(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
+	if *demo {
+		// The demo's flaky account loses an answer now and then; a short
+		// timeout keeps its shard from stalling on each, so the demo shows
+		// the whole cycle (lost answer → reconciled) in well under a minute.
+		explicit := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+		if !explicit["provider-timeout"] {
+			cfg.ProviderTimeout = 2 * time.Second
+		}
+		if !explicit["reconcile-every"] {
+			cfg.ReconcileEvery = 5 * time.Second
+		}
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return usagef("--log-level: %v", err)
