@@ -14,11 +14,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/qunfa/qunfa/internal/api"
+	"github.com/qunfa/qunfa/internal/api/apispec"
 	"github.com/qunfa/qunfa/internal/mockprovider"
 )
 
@@ -63,14 +65,49 @@ func runMain(m *testing.M) int {
 // testToken is the API token every qunfa dev process of the tests accepts.
 const testToken = "qf_e2e_test_token"
 
-// httpClient is shared by every request of the tests.
+// httpClient is shared by every request of the tests. Its transport checks
+// every answer of a qunfa dev process against the OpenAPI description
+// (specCheck).
 var httpClient = &http.Client{
 	Timeout: 30 * time.Second,
-	Transport: &http.Transport{
+	Transport: &specCheckingTransport{next: &http.Transport{
 		Proxy:               nil,
 		MaxIdleConnsPerHost: 32,
 		IdleConnTimeout:     30 * time.Second,
-	},
+	}},
+}
+
+// specCheck maps the host:port of each running qunfa dev process to its
+// test: every answer of that process to a request on an API v1 path (or
+// /healthz) is validated with apispec, and a mismatch fails that test.
+var specCheck sync.Map // host:port → testing.TB
+
+// checkSpecOf makes the answers of the qunfa dev process at addr be
+// validated against the OpenAPI description, failing t on a mismatch,
+// until t's cleanup.
+func checkSpecOf(t testing.TB, addr string) {
+	specCheck.Store(addr, t)
+	t.Cleanup(func() { specCheck.CompareAndDelete(addr, t) })
+}
+
+// specCheckingTransport validates answers of registered qunfa dev
+// processes (checkSpecOf) with apispec.ValidateAgainstSpec; the answer's
+// body stays readable.
+type specCheckingTransport struct{ next http.RoundTripper }
+
+func (s *specCheckingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := s.next.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	v, ok := specCheck.Load(req.URL.Host)
+	if !ok || !(req.URL.Path == "/healthz" || strings.HasPrefix(req.URL.Path, "/v1/")) {
+		return resp, nil
+	}
+	t := v.(testing.TB)
+	t.Helper()
+	apispec.ValidateAgainstSpec(t, req, resp)
+	return resp, nil
 }
 
 // freeAddr returns a 127.0.0.1 address with a port nobody listens on.
@@ -381,6 +418,7 @@ func startDev(t testing.TB, m *mockProc, o devOptions) *devProc {
 		"--provider-timeout", o.ProviderTimeout.String(), "--log-format", "json",
 	}
 	dumpOnFailure(t, "qunfa dev stderr", d.stderr)
+	checkSpecOf(t, d.addr)
 	d.start()
 	return d
 }
