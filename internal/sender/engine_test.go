@@ -510,3 +510,17 @@ func TestReconcileAfterCrashKeepsCountsTrue(t *testing.T) {
 		t.Fatalf("counts after settling a crashed batch: %+v, want 5 pending and 5 confirmed", c)
 	}
 }
+
+// TestBudgetEqualToTotalCompletes: a budget that runs out exactly on the
+// last item lets the job complete instead of pausing it forever.
+func TestBudgetEqualToTotalCompletes(t *testing.T) {
+	t.Parallel()
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 4})
+	p.account("a", 1000, 1000, 0, 1)
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 12), Budget: 12}, "exact")
+	v := p.driveUntil(clk, final, job.Job.ID)
+	if v.Job.Status != store.JobCompleted || v.Counts().Confirmed != 12 {
+		t.Fatalf("%s %+v (pause reason %q)", v.Job.Status, v.Counts(), v.Job.PauseReason)
+	}
+	p.checkExactlyOnce(job.Job.ID)
+}

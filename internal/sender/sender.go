@@ -272,6 +272,11 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 			return tr.continueLater(ctx, "turn time up")
 		}
 		want := tr.cfg.ClaimBatch
+		if n := tr.account.Breaker.ConsecutiveFailures; n > 0 && tr.s.Breakers != nil {
+			// A batch's outcomes are judged together: never send more at
+			// once than the streak that must open the breaker.
+			want = min(want, n)
+		}
 		if tr.probe {
 			want = min(want, breaker.ProbeSize)
 		}
@@ -293,6 +298,14 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 				return Result{}, fmt.Errorf("reserve budget: %w", err)
 			}
 			if budget == 0 {
+				if tr.shard.Counts.Pending == 0 {
+					// Nothing left to send here: finishing the shard (or
+					// waiting for reconciliation) needs no budget.
+					if res, stop, err := tr.nothingDue(stopCtx, time.Time{}, now); stop || err != nil {
+						return res, err
+					}
+					continue
+				}
 				return tr.pauseJob(ctx, store.PauseBudget)
 			}
 		}
