@@ -156,7 +156,7 @@ func (r *Reconciler) settle(ctx context.Context, rep *Report, touched map[string
 			}
 		}
 		touched[k.job] = true
-		if err := r.kick(ctx, k.job, k.shard); err != nil {
+		if _, err := r.kick(ctx, k.job, k.shard); err != nil {
 			return err
 		}
 	}
@@ -179,50 +179,54 @@ func (r *Reconciler) redrive(ctx context.Context, rep *Report, touched map[strin
 		return fmt.Errorf("list stale shards: %w", err)
 	}
 	for _, ref := range stale {
-		if err := r.kick(ctx, ref.JobID, ref.Index); err != nil {
+		kicked, err := r.kick(ctx, ref.JobID, ref.Index)
+		if err != nil {
 			return err
 		}
 		touched[ref.JobID] = true
-		rep.Redriven++
+		if kicked {
+			rep.Redriven++
+		}
 	}
 	return nil
 }
 
 // kick enqueues the next turn of a shard if its job is running and the
-// shard is not finished. The turn number makes it a no-op when a turn is
-// already queued or running (queue dedup, store turn fencing).
-func (r *Reconciler) kick(ctx context.Context, jobID string, index int) error {
+// shard is not finished, and reports whether it did. The turn number makes
+// it a no-op when a turn is already queued or running (queue dedup, store
+// turn fencing).
+func (r *Reconciler) kick(ctx context.Context, jobID string, index int) (bool, error) {
 	view, err := r.Store.GetJob(ctx, jobID)
 	if err != nil {
-		return fmt.Errorf("read job %s: %w", jobID, err)
+		return false, fmt.Errorf("read job %s: %w", jobID, err)
 	}
 	if index >= len(view.Shards) {
-		return nil
+		return false, nil
 	}
 	sh := view.Shards[index]
 	if view.Job.Status == store.JobCompleted || view.Job.Status == store.JobPartial || view.Job.Status == store.JobFailed {
 		// Settled items re-opened a finished shard: run it again.
 		if sh.Counts.Pending == 0 {
-			return nil
+			return false, nil
 		}
 		if _, err := r.Store.TransitionJob(ctx, store.TransitionJobParams{JobID: jobID, To: store.JobRunning, At: r.Clock.Now()}); err != nil && !errors.Is(err, store.ErrInvalidTransition) {
-			return fmt.Errorf("reopen job %s: %w", jobID, err)
+			return false, fmt.Errorf("reopen job %s: %w", jobID, err)
 		}
 		view.Job.Status = store.JobRunning
 	}
 	if store.ShardFinal(sh.Status) && sh.Status != store.ShardCancelled && sh.Counts.Pending > 0 {
 		if _, err := r.Store.TransitionShard(ctx, store.TransitionShardParams{JobID: jobID, Index: index, To: store.ShardRunning, At: r.Clock.Now()}); err != nil && !errors.Is(err, store.ErrInvalidTransition) {
-			return fmt.Errorf("reopen shard %s/%d: %w", jobID, index, err)
+			return false, fmt.Errorf("reopen shard %s/%d: %w", jobID, index, err)
 		}
 		sh.Status = store.ShardRunning
 	}
 	if view.Job.Status != store.JobRunning && view.Job.Status != store.JobCancelled {
-		return nil
+		return false, nil
 	}
 	if store.ShardFinal(sh.Status) {
-		return nil
+		return false, nil
 	}
-	return dispatch.Send(ctx, r.Queue, dispatch.Turn{JobID: jobID, Shard: index, Turn: sh.Turn + 1})
+	return true, dispatch.Send(ctx, r.Queue, dispatch.Turn{JobID: jobID, Shard: index, Turn: sh.Turn + 1})
 }
 
 // checkJob verifies that a job's counts add up to its total and finishes it
