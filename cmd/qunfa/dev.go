@@ -20,6 +20,7 @@ import (
 
 // runDev runs the whole stack locally: `qunfa dev`.
 func runDev(ctx context.Context, args []string) error {
+	tuneGC()
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var cfg devstack.Config

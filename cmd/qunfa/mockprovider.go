@@ -10,6 +10,7 @@ import (
 )
 
 func (c *cli) mockProvider(ctx context.Context, args []string) error {
+	tuneGC()
 	fs := c.newFlagSet("mock-provider")
 	addr := fs.String("addr", "127.0.0.1:8081", "address to listen on")
 	logPath := fs.String("log", "", "JSON-lines log of delivered messages (created if missing, loaded at start; required)")
