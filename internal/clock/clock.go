@@ -35,18 +35,30 @@ func (System) Sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// After returns a channel that receives the time once d has passed.
+func (System) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
 // Sleeper is a clock that can also wait. Short in-handler waits (never more
 // than a fraction of a second) go through it, so tests with a Fake clock do
 // not wait at all.
 type Sleeper interface {
 	Clock
 	Sleep(ctx context.Context, d time.Duration) error
+	// After returns a channel that receives the time once d has passed on
+	// this clock (for a select between a result and a deadline).
+	After(d time.Duration) <-chan time.Time
 }
 
 // Fake is a clock that moves only when told to. It is safe for concurrent use.
 type Fake struct {
-	mu sync.Mutex
-	t  time.Time
+	mu      sync.Mutex
+	t       time.Time
+	waiters []fakeWaiter
+}
+
+type fakeWaiter struct {
+	at time.Time
+	ch chan time.Time
 }
 
 // NewFake returns a fake clock showing t.
@@ -63,7 +75,32 @@ func (f *Fake) Now() time.Time {
 func (f *Fake) Advance(d time.Duration) {
 	f.mu.Lock()
 	f.t = f.t.Add(d)
+	f.fire()
 	f.mu.Unlock()
+}
+
+// After returns a channel that receives the fake time once it has moved d
+// forward (at once for d <= 0).
+func (f *Fake) After(d time.Duration) <-chan time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	f.waiters = append(f.waiters, fakeWaiter{at: f.t.Add(d), ch: ch})
+	f.fire()
+	return ch
+}
+
+// fire delivers to the waiters whose time has come; f.mu must be held.
+func (f *Fake) fire() {
+	kept := f.waiters[:0]
+	for _, w := range f.waiters {
+		if !f.t.Before(w.at) {
+			w.ch <- f.t
+			continue
+		}
+		kept = append(kept, w)
+	}
+	f.waiters = kept
 }
 
 // Sleep advances the fake time by d at once.
@@ -81,5 +118,6 @@ func (f *Fake) Sleep(ctx context.Context, d time.Duration) error {
 func (f *Fake) Set(t time.Time) {
 	f.mu.Lock()
 	f.t = t
+	f.fire()
 	f.mu.Unlock()
 }

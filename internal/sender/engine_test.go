@@ -3,6 +3,7 @@ package sender_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/control"
 	"github.com/qunfa/qunfa/internal/mockprovider"
+	"github.com/qunfa/qunfa/internal/provider"
 	"github.com/qunfa/qunfa/internal/queue"
 	"github.com/qunfa/qunfa/internal/sender"
 	"github.com/qunfa/qunfa/internal/store"
@@ -521,6 +523,90 @@ func TestBudgetEqualToTotalCompletes(t *testing.T) {
 	v := p.driveUntil(clk, final, job.Job.ID)
 	if v.Job.Status != store.JobCompleted || v.Counts().Confirmed != 12 {
 		t.Fatalf("%s %+v (pause reason %q)", v.Job.Status, v.Counts(), v.Job.PauseReason)
+	}
+	p.checkExactlyOnce(job.Job.ID)
+}
+
+// holdingProvider holds the calls to one recipient until released, and
+// signals every other call's answer.
+type holdingProvider struct {
+	provider.Provider
+	to       string
+	held     chan struct{} // closed when the held call started
+	release  chan struct{}
+	answered chan struct{} // one per answered call but the held one
+	heldOnce sync.Once
+}
+
+func (h *holdingProvider) Send(ctx context.Context, req provider.SendRequest) (provider.SendResult, error) {
+	for _, to := range req.To {
+		if to == h.to {
+			h.heldOnce.Do(func() { close(h.held) })
+			<-h.release
+			return h.Provider.Send(ctx, req)
+		}
+	}
+	defer func() { h.answered <- struct{}{} }()
+	return h.Provider.Send(ctx, req)
+}
+
+// within fails the test if ch does not deliver n times in 10 s.
+func within(t *testing.T, ch <-chan struct{}, n int, what string) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for i := range n {
+		select {
+		case <-ch:
+		case <-timeout:
+			t.Fatalf("%s: only %d of %d", what, i, n)
+		}
+	}
+}
+
+// TestSlowCallDoesNotStallTheShard: a call that hangs does not hold up its
+// shard: after StragglerWait the rest of its batch is recorded and the turn
+// goes on; the hanging call's item stays submitted until it answers, and
+// is recorded before the turn ends — every recipient exactly once.
+func TestSlowCallDoesNotStallTheShard(t *testing.T) {
+	t.Parallel()
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 5, StragglerWait: time.Second})
+	p.account("a", 1000, 1000, 0, 1)
+	hp := &holdingProvider{Provider: p.sender.Provider, to: "user-2", held: make(chan struct{}), release: make(chan struct{}),
+		answered: make(chan struct{}, 100)}
+	p.sender.Provider = hp
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 20)}, "slow")
+	ctx := context.Background()
+	msgs, err := p.queue.Receive(ctx, queue.ReceiveParams{Max: 1, VisibilityTimeout: time.Hour})
+	if err != nil || len(msgs) != 1 {
+		t.Fatal(err)
+	}
+	type turnResult struct {
+		res sender.Result
+		err error
+	}
+	out := make(chan turnResult, 1)
+	go func() {
+		res, err := p.sender.HandleTurn(ctx, sender.Message{ID: msgs[0].ID, Body: msgs[0].Body, ReceiptHandle: msgs[0].ReceiptHandle, ReceiveCount: 1})
+		out <- turnResult{res, err}
+	}()
+	<-hp.held
+	within(t, hp.answered, 4, "the batch's other calls") // then pass the straggler wait
+	clk.Advance(time.Second)
+	// The turn goes on without the held call: the other 15 are sent too.
+	within(t, hp.answered, 15, "the next batches while one call hangs")
+	select {
+	case r := <-out:
+		t.Fatalf("the turn ended (%+v) before its held call answered", r)
+	default:
+	}
+	close(hp.release)
+	r := <-out
+	if r.err != nil || r.res.Disposition != sender.Done {
+		t.Fatalf("turn: %+v %v", r.res, r.err)
+	}
+	v, _ := p.store.GetJob(ctx, job.Job.ID)
+	if v.Job.Status != store.JobCompleted || v.Counts().Confirmed != 20 {
+		t.Fatalf("%s %+v", v.Job.Status, v.Counts())
 	}
 	p.checkExactlyOnce(job.Job.ID)
 }

@@ -20,7 +20,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/qunfa/qunfa/internal/alert"
@@ -60,6 +59,16 @@ type Config struct {
 	// by a fresh continuation, so hand-backs never reach the queue's
 	// max-receive count (default 4).
 	RenewAfterReceives int
+	// StragglerWait is how long a batch waits for its slowest provider
+	// calls (default 1 s). Then the answered ones are recorded and the turn
+	// goes on; the stragglers' items stay submitted until they answer
+	// (at the latest after the provider's response timeout), and are
+	// recorded at a later batch boundary and always before the turn ends.
+	// A slow call therefore never stalls its shard.
+	StragglerWait time.Duration
+	// MaxStragglers bounds the calls left running that way (default:
+	// Concurrency); at the bound the turn waits for them before claiming.
+	MaxStragglers int
 }
 
 func (c Config) withDefaults() Config {
@@ -92,6 +101,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RenewAfterReceives <= 0 {
 		c.RenewAfterReceives = 4
+	}
+	if c.StragglerWait <= 0 {
+		c.StragglerWait = time.Second
+	}
+	if c.MaxStragglers <= 0 {
+		c.MaxStragglers = c.Concurrency
 	}
 	return c
 }
@@ -241,6 +256,9 @@ type turn struct {
 	streak []store.ItemUpdate
 	// attempts and attemptFailures since the last flush.
 	attempts, attemptFailures int64
+	// stragglers are provider calls still running after their batch was
+	// recorded (see Config.StragglerWait).
+	stragglers []*pendingCall
 
 	// progress not yet folded into the shard
 	delta    store.Counts
@@ -262,6 +280,9 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 	for {
 		if stopCtx.Err() != nil {
 			return tr.continueLater(ctx, "shutting down")
+		}
+		if err := tr.collectStragglers(ctx, len(tr.stragglers) >= tr.cfg.MaxStragglers); err != nil {
+			return Result{}, err
 		}
 		stop, res, err := tr.checkState(ctx)
 		if err != nil || stop {
@@ -525,6 +546,11 @@ func (tr *turn) wait(ctx context.Context, d time.Duration, why string) (Result, 
 
 // nothingDue decides what to do when a claim found nothing.
 func (tr *turn) nothingDue(ctx context.Context, nextDue, now time.Time) (Result, bool, error) {
+	// Calls still running hold submitted items: record them first, so the
+	// counts below say what is really left.
+	if err := tr.collectStragglers(context.WithoutCancel(ctx), true); err != nil {
+		return Result{}, true, err
+	}
 	if tr.probe {
 		// Nothing to probe with here: let another shard of the account probe.
 		if err := tr.s.Breakers.ReleaseProbe(context.WithoutCancel(ctx), tr.job.Tenant, tr.shard.Account, tr.shardName()); err != nil {
@@ -578,17 +604,23 @@ func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Ite
 	}
 	calls, updates := tr.buildCalls(items)
 	updates = append(updates, skipped...)
-	results := make([]provider.SendResult, len(calls))
+	tr.sent += len(items)
+	for _, it := range items {
+		if it.Seq+1 > tr.cursor {
+			tr.cursor = it.Seq + 1
+		}
+	}
+	pending := make([]*pendingCall, len(calls))
+	answered := make(chan int, len(calls))
 	sem := make(chan struct{}, tr.cfg.Concurrency)
-	var wg sync.WaitGroup
 	// Calls run to completion even if ctx is cancelled (shutdown): a request
 	// in flight is never cut off mid-call by us.
 	callCtx := context.WithoutCancel(ctx)
 	for i, c := range calls {
-		wg.Add(1)
-		sem <- struct{}{}
+		pc := &pendingCall{c: c, claimID: claimID, done: make(chan struct{})}
+		pending[i] = pc
 		go func() {
-			defer wg.Done()
+			sem <- struct{}{}
 			defer func() { <-sem }()
 			r, err := tr.s.Provider.Send(callCtx, c.req)
 			if err != nil {
@@ -599,24 +631,93 @@ func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Ite
 					})
 				}
 			}
-			results[i] = r
+			pc.result = r
+			close(pc.done)
+			answered <- i
 		}()
 	}
-	wg.Wait()
-	tr.sent += len(items)
+	var done []*pendingCall
+	deadline := tr.s.Clock.After(tr.cfg.StragglerWait)
+wait:
+	for len(done) < len(calls) {
+		select {
+		case i := <-answered:
+			done = append(done, pending[i])
+		case <-deadline:
+			break wait
+		}
+	}
+	if len(done) < len(calls) {
+		finished := map[*pendingCall]bool{}
+		for _, pc := range done {
+			finished[pc] = true
+		}
+		for _, pc := range pending {
+			if !finished[pc] {
+				tr.stragglers = append(tr.stragglers, pc)
+			}
+		}
+		tr.log.Warn("slow provider calls left running; the batch is recorded without them",
+			slog.Int("calls", len(calls)-len(done)), slog.Duration("waited", tr.cfg.StragglerWait))
+	}
+	return tr.record(ctx, done, updates)
+}
+
+// pendingCall is one provider call of a batch; result is set before done
+// is closed.
+type pendingCall struct {
+	c       call
+	claimID string
+	done    chan struct{}
+	result  provider.SendResult
+}
+
+// collectStragglers records the calls left running by earlier batches that
+// have answered since; with block, it waits for all of them.
+func (tr *turn) collectStragglers(ctx context.Context, block bool) error {
+	if len(tr.stragglers) == 0 {
+		return nil
+	}
+	var ready, still []*pendingCall
+	for _, pc := range tr.stragglers {
+		if block {
+			<-pc.done
+			ready = append(ready, pc)
+			continue
+		}
+		select {
+		case <-pc.done:
+			ready = append(ready, pc)
+		default:
+			still = append(still, pc)
+		}
+	}
+	tr.stragglers = still
+	if len(ready) == 0 {
+		return nil
+	}
+	return tr.record(ctx, ready, nil)
+}
+
+// record turns answered calls into item outcomes, stores them (with extra,
+// updates decided without a call), folds them into the shard and applies
+// slow-down and breaker rules.
+func (tr *turn) record(ctx context.Context, calls []*pendingCall, extra []store.ItemUpdate) error {
+	updates := extra
 	now := tr.s.Clock.Now()
 	rateLimited := 0
 	accountDown := false
 	batchFailed := false
-	for i, c := range calls {
+	for _, pc := range calls {
+		c := pc.c
 		for j := range c.items {
 			var rr provider.RecipientResult
-			if j < len(results[i].Recipients) {
-				rr = results[i].Recipients[j]
+			if j < len(pc.result.Recipients) {
+				rr = pc.result.Recipients[j]
 			} else {
 				rr = provider.RecipientResult{Category: provider.Uncertain, Message: "provider gave no result for this recipient"}
 			}
-			u := tr.outcome(claimID, c.items[j], rr, now)
+			u := tr.outcome(pc.claimID, c.items[j], rr, now)
 			updates = append(updates, u)
 			switch rr.Category {
 			case provider.RateLimited:
@@ -639,6 +740,9 @@ func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Ite
 			}
 		}
 	}
+	if len(updates) == 0 {
+		return nil
+	}
 	res, err := tr.s.Store.UpdateItems(context.WithoutCancel(ctx), store.UpdateItemsParams{
 		JobID: tr.job.ID, Index: tr.shard.Index, Updates: updates, At: now,
 	})
@@ -649,21 +753,19 @@ func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Ite
 		tr.log.Error("outcomes rejected: items no longer held by this claim", slog.Int("rejected", len(res.Rejected)))
 	}
 	tr.fold(res.Delta, res.FailuresDelta)
-	for _, it := range items {
-		if it.Seq+1 > tr.cursor {
-			tr.cursor = it.Seq + 1
-		}
-	}
 	if rateLimited > 0 {
 		tr.giveBackBudget(ctx, int64(rateLimited))
 		tr.slow = math.Max(tr.cfg.MinSlowFactor, tr.slow/2)
 		tr.log.Warn("rate limited by provider; slowing down", slog.Int("items", rateLimited), slog.Float64("slow_factor", tr.slow))
-	} else if tr.slow < 1 {
+	} else if tr.slow < 1 && len(calls) > 0 {
 		// Additive recovery: from half speed to full in five clean batches.
 		tr.slow = math.Min(1, tr.slow+0.1)
 	}
 	if err := tr.flush(ctx, false); err != nil {
 		return err
+	}
+	if len(calls) == 0 {
+		return nil
 	}
 	return tr.judgeBreaker(ctx, accountDown, batchFailed)
 }
@@ -837,8 +939,14 @@ func (tr *turn) fold(d store.Counts, f map[string]int64) {
 	}
 }
 
-// flush folds pending progress into the shard.
+// flush folds pending progress into the shard. Ending the turn first waits
+// for and records every call still running.
 func (tr *turn) flush(ctx context.Context, endTurn bool) error {
+	if endTurn {
+		if err := tr.collectStragglers(ctx, true); err != nil {
+			return err
+		}
+	}
 	sh, err := tr.s.Store.AdvanceShard(ctx, store.AdvanceShardParams{
 		JobID: tr.t.JobID, Index: tr.t.Shard, Turn: tr.t.Turn, Epoch: tr.shard.Epoch,
 		Delta: tr.delta, FailuresDelta: tr.failures, Cursor: tr.cursor,
