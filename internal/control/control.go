@@ -265,6 +265,13 @@ func (c *Controller) Resolve(ctx context.Context, jobID string, seq int64, r Res
 	if r == Resend {
 		u.To, u.NextAttemptAt = store.ItemPending, now
 		u.Error = &store.ItemError{Category: store.CategoryRetryable, Code: "resend", Message: "resend requested by an operator"}
+		if view, err := c.Store.GetJob(ctx, jobID); err != nil {
+			return store.Item{}, err
+		} else if view.Job.Status == store.JobCancelled {
+			// Not delivered, and the job was cancelled: nothing is resent.
+			u.To, u.NextAttemptAt = store.ItemAbandoned, time.Time{}
+			u.Error = &store.ItemError{Category: store.CategoryCancelled, Message: "job cancelled; not delivered, so not resent"}
+		}
 	}
 	res, err := c.Store.UpdateItems(ctx, store.UpdateItemsParams{JobID: jobID, Index: it.Shard, Updates: []store.ItemUpdate{u}, At: now})
 	if err != nil {

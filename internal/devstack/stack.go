@@ -82,7 +82,7 @@ func (c Config) withDefaults() Config {
 		c.Sender.ClaimBatch = 50
 	}
 	if c.Sender.Concurrency <= 0 {
-		c.Sender.Concurrency = 32
+		c.Sender.Concurrency = 64
 	}
 	if c.Sender.TurnDuration <= 0 {
 		c.Sender.TurnDuration = 20 * time.Second

@@ -98,6 +98,18 @@ func (r *Reconciler) settle(ctx context.Context, rep *Report, touched map[string
 	before := now.Add(-durOr(r.SettleAfter, 2*time.Minute))
 	updates := map[shardKey][]store.ItemUpdate{}
 	review := map[string]int{} // job → items newly under review
+	cancelled := map[string]bool{}
+	isCancelled := func(jobID string) (bool, error) {
+		if c, ok := cancelled[jobID]; ok {
+			return c, nil
+		}
+		v, err := r.Store.GetJob(ctx, jobID)
+		if err != nil {
+			return false, fmt.Errorf("read job %s: %w", jobID, err)
+		}
+		cancelled[jobID] = v.Job.Status == store.JobCancelled
+		return cancelled[jobID], nil
+	}
 	cursor := ""
 	for {
 		page, err := r.Store.ListSubmittedItems(ctx, store.ListSubmittedItemsParams{SubmittedBefore: before, Cursor: cursor, Limit: 200})
@@ -124,6 +136,17 @@ func (r *Reconciler) settle(ctx context.Context, rep *Report, touched map[string
 				u.To = store.ItemConfirmed
 				rep.Confirmed++
 			default:
+				c, err := isCancelled(it.JobID)
+				if err != nil {
+					return err
+				}
+				if c {
+					// Never delivered, and its job was cancelled: abandon it.
+					u.To = store.ItemAbandoned
+					u.Error = &store.ItemError{Category: store.CategoryCancelled, Message: "job cancelled; the provider never received it"}
+					rep.Repended++
+					break
+				}
 				// The provider never accepted it: safe to send again. The
 				// error must not stay `uncertain` on a pending item (a
 				// later claim would count it as a failure again).

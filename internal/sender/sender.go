@@ -292,13 +292,30 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 		if !now.Before(tr.deadline) {
 			return tr.continueLater(ctx, "turn time up")
 		}
-		want := tr.cfg.ClaimBatch
+		// Every call of a batch starts at once (no more items than call
+		// slots), so no call starts long after its claim: the reconciler's
+		// settle delay, measured from the claim, always covers it.
+		want := min(tr.cfg.ClaimBatch, tr.cfg.Concurrency)
 		if n := tr.account.Breaker.ConsecutiveFailures; n > 0 && tr.s.Breakers != nil {
-			// A batch's outcomes are judged together: never send more at
-			// once than the streak that must open the breaker.
-			want = min(want, n)
+			// Outcomes are judged when they arrive: never have more sends
+			// without an answer than the streak that must open the breaker.
+			inFlight := tr.stragglerItems()
+			if inFlight >= n {
+				if err := tr.collectStragglers(ctx, true); err != nil {
+					return Result{}, err
+				}
+				continue
+			}
+			want = min(want, n-inFlight)
 		}
 		if tr.probe {
+			if len(tr.stragglers) > 0 {
+				// One probe at a time: wait for the answers before another.
+				if err := tr.collectStragglers(ctx, true); err != nil {
+					return Result{}, err
+				}
+				continue
+			}
 			want = min(want, breaker.ProbeSize)
 		}
 		granted, wait, err := tr.takeTokens(ctx, want, now)
@@ -563,10 +580,19 @@ func (tr *turn) nothingDue(ctx context.Context, nextDue, now time.Time) (Result,
 	case !nextDue.IsZero():
 		return tr.wait(ctx, nextDue.Sub(now), "waiting for backoff")
 	case counts.Pending > 0:
-		// Counts say pending but nothing is claimable: try again shortly
-		// (the next turn recounts a dirty shard).
-		res, err := tr.handBack(context.WithoutCancel(ctx), time.Second, "pending items not claimable")
-		return res, true, err
+		// Counts say pending but nothing is claimable: they are wrong.
+		// Make them true from the items and look again.
+		sh, err := tr.s.Store.RecountShard(context.WithoutCancel(ctx), tr.t.JobID, tr.t.Shard)
+		if err != nil {
+			return Result{}, true, fmt.Errorf("recount shard: %w", err)
+		}
+		tr.log.Warn("shard counts were off; recounted", slog.Int64("pending_was", counts.Pending), slog.Int64("pending", sh.Counts.Pending))
+		tr.shard.Counts, tr.shard.Epoch, tr.delta, tr.failures = sh.Counts, sh.Epoch, store.Counts{}, nil
+		if sh.Counts.Pending > 0 {
+			res, err := tr.handBack(context.WithoutCancel(ctx), time.Second, "pending items not claimable")
+			return res, true, err
+		}
+		return Result{}, false, nil
 	case counts.Submitted > 0:
 		// Items await reconciliation; the reconciler re-drives the shard.
 		res, err := tr.end(context.WithoutCancel(ctx), "waiting for reconciliation of submitted items")
@@ -602,6 +628,7 @@ func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Ite
 		}
 		items = keep
 	}
+	tr.giveBackBudget(ctx, int64(len(skipped))) // never sent
 	calls, updates := tr.buildCalls(items)
 	updates = append(updates, skipped...)
 	tr.sent += len(items)
@@ -637,7 +664,10 @@ func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Ite
 		}()
 	}
 	var done []*pendingCall
-	deadline := tr.s.Clock.After(tr.cfg.StragglerWait)
+	var deadline <-chan time.Time // a probe waits for all its answers
+	if !tr.probe {
+		deadline = tr.s.Clock.After(tr.cfg.StragglerWait)
+	}
 wait:
 	for len(done) < len(calls) {
 		select {
@@ -670,6 +700,15 @@ type pendingCall struct {
 	claimID string
 	done    chan struct{}
 	result  provider.SendResult
+}
+
+// stragglerItems counts the items of the calls still running.
+func (tr *turn) stragglerItems() int {
+	n := 0
+	for _, pc := range tr.stragglers {
+		n += len(pc.c.items)
+	}
+	return n
 }
 
 // collectStragglers records the calls left running by earlier batches that
@@ -706,6 +745,7 @@ func (tr *turn) record(ctx context.Context, calls []*pendingCall, extra []store.
 	updates := extra
 	now := tr.s.Clock.Now()
 	rateLimited := 0
+	notSent := 0 // refused before sending: rate limit, account down
 	accountDown := false
 	batchFailed := false
 	for _, pc := range calls {
@@ -722,8 +762,10 @@ func (tr *turn) record(ctx context.Context, calls []*pendingCall, extra []store.
 			switch rr.Category {
 			case provider.RateLimited:
 				rateLimited++
+				notSent++
 			case provider.AccountDown:
 				accountDown = true
+				notSent++
 				tr.attempts++
 				tr.attemptFailures++
 			case provider.Retryable, provider.Uncertain:
@@ -753,8 +795,8 @@ func (tr *turn) record(ctx context.Context, calls []*pendingCall, extra []store.
 		tr.log.Error("outcomes rejected: items no longer held by this claim", slog.Int("rejected", len(res.Rejected)))
 	}
 	tr.fold(res.Delta, res.FailuresDelta)
+	tr.giveBackBudget(ctx, int64(notSent))
 	if rateLimited > 0 {
-		tr.giveBackBudget(ctx, int64(rateLimited))
 		tr.slow = math.Max(tr.cfg.MinSlowFactor, tr.slow/2)
 		tr.log.Warn("rate limited by provider; slowing down", slog.Int("items", rateLimited), slog.Float64("slow_factor", tr.slow))
 	} else if tr.slow < 1 && len(calls) > 0 {
@@ -832,6 +874,7 @@ func (tr *turn) restoreStreak(ctx context.Context) error {
 		return fmt.Errorf("restore items of the tripping streak: %w", err)
 	}
 	tr.fold(res.Delta, res.FailuresDelta)
+	tr.giveBackBudget(ctx, int64(len(ups)-len(res.Rejected))) // they get their attempt back, and their budget
 	return tr.flush(ctx, false)
 }
 
@@ -1039,6 +1082,11 @@ func (tr *turn) pauseJob(ctx context.Context, reason store.PauseReason) (Result,
 // cancelShard abandons every pending item of the shard (cancel is
 // irreversible and undoes nothing sent) and marks the shard cancelled.
 func (tr *turn) cancelShard(ctx context.Context) (Result, error) {
+	// Record the calls still running first: one that answers "retry"
+	// returns its item to pending, and that item must be abandoned too.
+	if err := tr.collectStragglers(ctx, true); err != nil {
+		return Result{}, err
+	}
 	idx := tr.shard.Index
 	for {
 		page, err := tr.s.Store.ListItems(ctx, store.ListItemsParams{

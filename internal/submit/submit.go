@@ -180,6 +180,16 @@ func (s *Submitter) Submit(ctx context.Context, p Params) (Result, error) {
 		return Result{}, fmt.Errorf("create job: %w", err)
 	}
 	job = created.Job
+	if job.Status == store.JobCreating && !created.Created {
+		// Finishing an interrupted submission: the snapshot must be the one
+		// the stored shards were planned for. The request is the same (same
+		// hash), but the suppression list may have changed since; then the
+		// half-written job is failed rather than completed with a
+		// different plan (which could leave stale items behind).
+		if err := s.checkSamePlan(ctx, job, plan); err != nil {
+			return Result{}, err
+		}
+	}
 	if job.Status == store.JobCreating {
 		// New, or an earlier submission of the same request was interrupted:
 		// (re)write the snapshot — deterministic from the request — and release.
@@ -224,6 +234,29 @@ func (s *Submitter) Submit(ctx context.Context, p Params) (Result, error) {
 		}
 	}
 	return Result{Job: view, Created: created.Created}, nil
+}
+
+// checkSamePlan fails an interrupted job whose stored shards differ from
+// plan.
+func (s *Submitter) checkSamePlan(ctx context.Context, job store.Job, plan planned) error {
+	view, err := s.Store.GetJob(ctx, job.ID)
+	if err != nil {
+		return fmt.Errorf("read interrupted job %s: %w", job.ID, err)
+	}
+	same := len(view.Shards) == len(plan.shards) && view.Job.Total == int64(len(plan.items))
+	for i := 0; same && i < len(plan.shards); i++ {
+		same = view.Shards[i].Account == plan.shards[i].Account && view.Shards[i].Size == plan.shards[i].Size
+	}
+	if same {
+		return nil
+	}
+	if _, err := s.Store.TransitionJob(ctx, store.TransitionJobParams{
+		JobID: job.ID, From: []store.JobStatus{store.JobCreating}, To: store.JobFailed, At: s.Clock.Now(),
+	}); err != nil && !errors.Is(err, store.ErrInvalidTransition) {
+		return fmt.Errorf("fail interrupted job %s: %w", job.ID, err)
+	}
+	return fmt.Errorf("%w: the submission with this key was interrupted and the suppression list has changed since, so it cannot be completed as planned (job %s failed without sending anything); submit again with a new key",
+		ErrIdempotencyConflict, job.ID)
 }
 
 func (s *Submitter) writeSnapshot(ctx context.Context, jobID string, items []store.Item) error {
