@@ -106,11 +106,32 @@ func (c *Controller) Cancel(ctx context.Context, jobID string) (store.JobView, e
 }
 
 // UpdateLimits changes a job's rate cap and/or budget; senders apply it at
-// their next batch. Raising the budget of a job paused for budget does not
+// their next batch. A budget given to a job that had none counts the sends
+// made so far. Raising the budget of a job paused for budget does not
 // resume it: resume is the operator's confirmation.
 func (c *Controller) UpdateLimits(ctx context.Context, jobID string, ratePerSec *float64, budget *int64) (store.JobView, error) {
 	if ratePerSec != nil && *ratePerSec < 0 || budget != nil && *budget < 0 {
 		return store.JobView{}, fmt.Errorf("%w: rate and budget must be >= 0", store.ErrInvalidArgument)
+	}
+	if budget != nil && *budget > 0 {
+		// A job without a budget does not count its sends against one;
+		// when it gets one, the sends made so far count (every attempt
+		// that reached the provider, as the senders count them).
+		view, err := c.Store.GetJob(ctx, jobID)
+		if err != nil {
+			return store.JobView{}, err
+		}
+		if view.Job.Budget == 0 && view.Job.BudgetUsed == 0 {
+			var sent int64
+			for _, sh := range view.Shards {
+				sent += sh.Attempts
+			}
+			if sent > 0 {
+				if _, err := c.Store.ReserveBudget(ctx, jobID, sent); err != nil {
+					return store.JobView{}, fmt.Errorf("count earlier sends against the new budget: %w", err)
+				}
+			}
+		}
 	}
 	if _, err := c.Store.UpdateJobLimits(ctx, store.UpdateJobLimitsParams{JobID: jobID, RatePerSec: ratePerSec, Budget: budget}); err != nil {
 		return store.JobView{}, err

@@ -253,3 +253,33 @@ func TestProbeWaitsForItsAnswers(t *testing.T) {
 		t.Errorf("half-open probe: %d calls sent before the probe's answer; want at most ProbeSize (3)", n)
 	}
 }
+
+// A budget set on a running job that had none also counts the sends made
+// before it was set.
+func TestBudgetSetMidRunCountsEarlierSends(t *testing.T) {
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 5, TurnDuration: time.Second})
+	p.account("a", 10, 10, 0, 1)
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 40)}, "bm")
+	ctx := context.Background()
+	ctl := &control.Controller{Store: p.store, Queue: p.queue, Clock: clk}
+	p.driveUntil(clk, func(v store.JobView) bool { return v.Counts().Confirmed >= 10 }, job.Job.ID)
+	if _, err := ctl.Pause(ctx, job.Job.ID); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		p.step(ctx)
+		clk.Advance(time.Second)
+	}
+	before := len(p.deliveries())
+	b := int64(before + 2)
+	if _, err := ctl.UpdateLimits(ctx, job.Job.ID, nil, &b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ctl.Resume(ctx, job.Job.ID); err != nil {
+		t.Fatal(err)
+	}
+	v := p.driveUntil(clk, func(v store.JobView) bool { return v.Job.Status != store.JobRunning }, job.Job.ID)
+	if d := len(p.deliveries()); d > int(b) {
+		t.Errorf("budget %d set after %d sends, but %d sent in all (job %s)", b, before, d, v.Job.Status)
+	}
+}
