@@ -1,7 +1,7 @@
 # qunfa — bulk message delivery. `make help` lists the targets.
 SHELL := /bin/bash
 GO    ?= go
-FUNCTIONS := $(notdir $(wildcard functions/*))
+FUNCTIONS := $(notdir $(patsubst %/,%,$(wildcard functions/*/)))
 EMULATORS := tools/emulators/node_modules/.bin/dynalite
 
 .DEFAULT_GOAL := help
@@ -14,9 +14,17 @@ help: ## List the targets
 build: ## Build the qunfa command and every Lambda bootstrap (linux/arm64)
 	$(GO) build -o bin/qunfa ./cmd/qunfa
 	@for f in $(FUNCTIONS); do \
-	  echo "build functions/$$f"; \
-	  CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -o bin/functions/$$f/bootstrap ./functions/$$f || exit 1; \
+	  $(MAKE) --no-print-directory bootstrap FUNCTION=$$f OUT=bin/functions/$$f/bootstrap || exit 1; \
 	done
+
+# bootstrap builds one Lambda function (FUNCTION, a directory of functions/)
+# into OUT: the one recipe `make build` and `sam build` (functions/lambda.mk)
+# both use.
+.PHONY: bootstrap
+bootstrap:
+	@test -n "$(FUNCTION)" -a -n "$(OUT)" || { echo "usage: make bootstrap FUNCTION=name OUT=path" >&2; exit 2; }
+	@echo "build functions/$(FUNCTION)"
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -o $(OUT) ./functions/$(FUNCTION)
 
 .PHONY: run
 run: ## Run the whole product locally with a demo campaign (no AWS, no Docker)
