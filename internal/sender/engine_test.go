@@ -39,7 +39,7 @@ func (p *pipeline) step(ctx context.Context) []sender.Result {
 	}
 	var out []sender.Result
 	for _, m := range msgs {
-		res, err := p.sender.HandleTurn(ctx, sender.Message{ID: m.ID, Body: m.Body, ReceiptHandle: m.ReceiptHandle, ReceiveCount: m.ReceiveCount})
+		res, err := p.sender.HandleTurn(ctx, turnMessage(m))
 		if err != nil {
 			p.t.Fatalf("turn: %v", err)
 		}
@@ -89,12 +89,9 @@ func TestHandBackInsteadOfSleeping(t *testing.T) {
 	p.account("a", 2, 2, 0, 1) // 2/s: a token every 500 ms
 	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 5)}, "hb")
 	ctx := context.Background()
-	msgs, err := p.queue.Receive(ctx, queue.ReceiveParams{Max: 1, VisibilityTimeout: time.Minute})
-	if err != nil || len(msgs) != 1 {
-		t.Fatalf("receive: %v %d", err, len(msgs))
-	}
+	msg := p.nextTurn(time.Minute)
 	before := clk.Now()
-	res, err := p.sender.HandleTurn(ctx, sender.Message{ID: msgs[0].ID, Body: msgs[0].Body, ReceiptHandle: msgs[0].ReceiptHandle, ReceiveCount: 1})
+	res, err := p.sender.HandleTurn(ctx, msg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +110,7 @@ func TestHandBackInsteadOfSleeping(t *testing.T) {
 	}
 	clk.Advance(res.Delay)
 	again, err := p.queue.Receive(ctx, queue.ReceiveParams{Max: 1, VisibilityTimeout: time.Minute})
-	if err != nil || len(again) != 1 || again[0].ID != msgs[0].ID || again[0].ReceiveCount != 2 {
+	if err != nil || len(again) != 1 || again[0].ID != msg.ID || again[0].ReceiveCount != 2 {
 		t.Fatalf("after the delay: %v %+v", err, again)
 	}
 	_ = job
@@ -485,15 +482,12 @@ func TestReconcileAfterCrashKeepsCountsTrue(t *testing.T) {
 	p.account("a", 1000, 1000, 0, 1)
 	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 10)}, "crash")
 	ctx := context.Background()
-	msgs, err := p.queue.Receive(ctx, queue.ReceiveParams{Max: 1, VisibilityTimeout: time.Hour})
-	if err != nil || len(msgs) != 1 {
-		t.Fatal(err)
-	}
+	msg := p.nextTurn(time.Hour)
 	cs := &crashingStore{Store: p.store}
 	cs.left.Store(2) // take tokens, claim; then the process "dies" at UpdateItems
 	s2 := *p.sender
 	s2.Store = cs
-	if _, err := s2.HandleTurn(ctx, sender.Message{ID: msgs[0].ID, Body: msgs[0].Body, ReceiptHandle: msgs[0].ReceiptHandle, ReceiveCount: 1}); err == nil {
+	if _, err := s2.HandleTurn(ctx, msg); err == nil {
 		t.Fatal("the crashing turn succeeded")
 	}
 	if n := len(p.deliveries()); n != 5 {
@@ -576,17 +570,14 @@ func TestSlowCallDoesNotStallTheShard(t *testing.T) {
 	p.sender.Provider = hp
 	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 20)}, "slow")
 	ctx := context.Background()
-	msgs, err := p.queue.Receive(ctx, queue.ReceiveParams{Max: 1, VisibilityTimeout: time.Hour})
-	if err != nil || len(msgs) != 1 {
-		t.Fatal(err)
-	}
+	msg := p.nextTurn(time.Hour)
 	type turnResult struct {
 		res sender.Result
 		err error
 	}
 	out := make(chan turnResult, 1)
 	go func() {
-		res, err := p.sender.HandleTurn(ctx, sender.Message{ID: msgs[0].ID, Body: msgs[0].Body, ReceiptHandle: msgs[0].ReceiptHandle, ReceiveCount: 1})
+		res, err := p.sender.HandleTurn(ctx, msg)
 		out <- turnResult{res, err}
 	}()
 	<-hp.held

@@ -22,6 +22,7 @@ import (
 	"github.com/qunfa/qunfa/internal/handlers"
 	"github.com/qunfa/qunfa/internal/mockprovider"
 	"github.com/qunfa/qunfa/internal/provider/wecomapi"
+	"github.com/qunfa/qunfa/internal/queue"
 	"github.com/qunfa/qunfa/internal/queue/sqlitequeue"
 	"github.com/qunfa/qunfa/internal/reconcile"
 	"github.com/qunfa/qunfa/internal/sender"
@@ -332,3 +333,18 @@ func TestPipelineDeliversEveryRecipientOnce(t *testing.T) {
 }
 
 func newSource(seed int64) mrand.Source { return mrand.NewPCG(uint64(seed), uint64(seed)*31+7) }
+
+// turnMessage is how the event source hands a queue message to the sender.
+func turnMessage(m queue.Message) sender.Message {
+	return sender.Message{ID: m.ID, Body: m.Body, ReceiptHandle: m.ReceiptHandle, ReceiveCount: m.ReceiveCount}
+}
+
+// nextTurn receives the one turn message the test expects to be waiting.
+func (p *pipeline) nextTurn(visibility time.Duration) sender.Message {
+	p.t.Helper()
+	msgs, err := p.queue.Receive(context.Background(), queue.ReceiveParams{Max: 1, VisibilityTimeout: visibility})
+	if err != nil || len(msgs) != 1 {
+		p.t.Fatalf("receive a turn: %v (%d messages)", err, len(msgs))
+	}
+	return turnMessage(msgs[0])
+}

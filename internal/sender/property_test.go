@@ -128,7 +128,7 @@ func TestNoDuplicateSendsUnderFaults(t *testing.T) {
 				rt.Fatalf("receive: %v", err)
 			}
 			for _, m := range msgs {
-				msg := sender.Message{ID: m.ID, Body: m.Body, ReceiptHandle: m.ReceiptHandle, ReceiveCount: m.ReceiveCount}
+				msg := turnMessage(m)
 				mode := "normal"
 				if !healed {
 					mode = rapid.SampledFrom([]string{"normal", "normal", "twice", "crash"}).Draw(rt, "mode")

@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qunfa/qunfa/internal/breaker"
+	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/control"
 	"github.com/qunfa/qunfa/internal/mockprovider"
 	"github.com/qunfa/qunfa/internal/provider"
-	"github.com/qunfa/qunfa/internal/queue"
 	"github.com/qunfa/qunfa/internal/sender"
 	"github.com/qunfa/qunfa/internal/store"
 	"github.com/qunfa/qunfa/internal/submit"
@@ -183,32 +184,8 @@ func (h *hangProvider) Status(ctx context.Context, req provider.StatusRequest) (
 func TestStragglersCountAgainstBreakerStreak(t *testing.T) {
 	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 10, StragglerWait: time.Second})
 	breakerAccount(p, "a", 3)
-	hp := &hangProvider{release: make(chan struct{}), startedCh: make(chan struct{}, 1000)}
-	p.sender.Provider = hp
 	p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 100)}, "strk")
-	ctx := context.Background()
-	msgs, err := p.queue.Receive(ctx, queue.ReceiveParams{Max: 1, VisibilityTimeout: time.Hour})
-	if err != nil || len(msgs) != 1 {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _ = p.sender.HandleTurn(ctx, sender.Message{ID: msgs[0].ID, Body: msgs[0].Body, ReceiptHandle: msgs[0].ReceiptHandle, ReceiveCount: 1})
-	}()
-	// Give the turn many straggler waits; a call that starts is noticed at
-	// once, and a bounded window shows that no more start.
-	for range 20 {
-		clk.Advance(time.Second)
-		select {
-		case <-hp.startedCh:
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	n := hp.started.Load()
-	close(hp.release)
-	<-done
-	if n > 3 {
+	if n := callsWithoutAnswer(t, p, clk); n > 3 {
 		t.Errorf("%d calls sent with no answer before the breaker (consecutive_failures=3) could judge; want at most 3", n)
 	}
 }
@@ -219,26 +196,31 @@ func TestStragglersCountAgainstBreakerStreak(t *testing.T) {
 func TestProbeWaitsForItsAnswers(t *testing.T) {
 	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 10, StragglerWait: time.Second})
 	breakerAccount(p, "a", 3)
-	ctx := context.Background()
-	b := p.sender.Breakers
-	if _, err := b.Open(ctx, tenant, "a", "test"); err != nil {
+	if _, err := p.sender.Breakers.Open(context.Background(), tenant, "a", "test"); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(31 * time.Second) // cool-down over: the next gate probes
+	p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 100)}, "probe")
+	if n := callsWithoutAnswer(t, p, clk); n > breaker.ProbeSize {
+		t.Errorf("half-open probe: %d calls sent before the probe's answer; want at most ProbeSize (%d)", n, breaker.ProbeSize)
+	}
+}
+
+// callsWithoutAnswer works the pipeline's next turn against a provider that
+// never answers, through many straggler waits, and returns how many calls
+// the turn started before any answer came.
+func callsWithoutAnswer(t *testing.T, p *pipeline, clk *clock.Fake) int64 {
+	t.Helper()
 	hp := &hangProvider{release: make(chan struct{}), startedCh: make(chan struct{}, 1000)}
 	p.sender.Provider = hp
-	p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 100)}, "probe")
-	msgs, err := p.queue.Receive(ctx, queue.ReceiveParams{Max: 1, VisibilityTimeout: time.Hour})
-	if err != nil || len(msgs) != 1 {
-		t.Fatal(err)
-	}
+	msg := p.nextTurn(time.Hour)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = p.sender.HandleTurn(ctx, sender.Message{ID: msgs[0].ID, Body: msgs[0].Body, ReceiptHandle: msgs[0].ReceiptHandle, ReceiveCount: 1})
+		_, _ = p.sender.HandleTurn(context.Background(), msg)
 	}()
-	// Give the turn many straggler waits; a call that starts is noticed at
-	// once, and a bounded window shows that no more start.
+	// A call that starts is noticed at once; a bounded window after each
+	// straggler wait shows that no more start.
 	for range 20 {
 		clk.Advance(time.Second)
 		select {
@@ -249,9 +231,7 @@ func TestProbeWaitsForItsAnswers(t *testing.T) {
 	n := hp.started.Load()
 	close(hp.release)
 	<-done
-	if n > 3 {
-		t.Errorf("half-open probe: %d calls sent before the probe's answer; want at most ProbeSize (3)", n)
-	}
+	return n
 }
 
 // A budget set on a running job that had none also counts the sends made
