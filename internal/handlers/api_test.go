@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,12 +14,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/qunfa/qunfa/internal/api"
-	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/control"
 	"github.com/qunfa/qunfa/internal/handlers"
-	"github.com/qunfa/qunfa/internal/queue/sqlitequeue"
-	"github.com/qunfa/qunfa/internal/store"
-	"github.com/qunfa/qunfa/internal/store/sqlitestore"
 	"github.com/qunfa/qunfa/internal/submit"
 )
 
@@ -80,24 +75,7 @@ func event(t *testing.T, method, stage, path, query, auth, body string, b64 bool
 
 func TestAPIOverAPIGatewayEvents(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := sqlitestore.Open(ctx, filepath.Join(dir, "store.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	clk := clock.NewFake(time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC))
-	q, err := sqlitequeue.Open(ctx, filepath.Join(dir, "queue.db"), sqlitequeue.Options{Name: "work", Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
-	if err := st.PutToken(ctx, api.HashToken("tok"), "tenant-a"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.PutAccount(ctx, store.Account{Tenant: "tenant-a", ID: "acct-a", RatePerSec: 5, Burst: 5, MaxRecipientsPerCall: 1}); err != nil {
-		t.Fatal(err)
-	}
+	st, q, clk := embedded(t, "tok", time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC))
 	h := handlers.API(api.New(api.Deps{
 		Store:     st,
 		Submitter: &submit.Submitter{Store: st, Queue: q, Clock: clk},

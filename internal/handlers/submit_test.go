@@ -15,12 +15,9 @@ import (
 
 	"github.com/qunfa/qunfa/internal/api"
 	"github.com/qunfa/qunfa/internal/campaign"
-	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/control"
 	"github.com/qunfa/qunfa/internal/handlers"
-	"github.com/qunfa/qunfa/internal/queue/sqlitequeue"
 	"github.com/qunfa/qunfa/internal/store"
-	"github.com/qunfa/qunfa/internal/store/sqlitestore"
 	"github.com/qunfa/qunfa/internal/submit"
 )
 
@@ -38,24 +35,7 @@ func sampleEvent(t *testing.T, name string, replace ...string) json.RawMessage {
 // sample events: an API Gateway POST /v1/jobs and a campaign firing.
 func TestSubmitHandlerSampleEvents(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := sqlitestore.Open(ctx, filepath.Join(dir, "store.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	clk := clock.NewFake(time.Date(2025, 2, 3, 9, 30, 0, 0, time.UTC))
-	q, err := sqlitequeue.Open(ctx, filepath.Join(dir, "queue.db"), sqlitequeue.Options{Name: "work", Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
-	if err := st.PutToken(ctx, api.HashToken("qf_example_token"), "tenant-a"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.PutAccount(ctx, store.Account{Tenant: "tenant-a", ID: "acct-a", RatePerSec: 5, Burst: 5, MaxRecipientsPerCall: 1}); err != nil {
-		t.Fatal(err)
-	}
+	st, q, clk := embedded(t, "qf_example_token", time.Date(2025, 2, 3, 9, 30, 0, 0, time.UTC))
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	sub := &submit.Submitter{Store: st, Queue: q, Clock: clk}
 	camps := &campaign.Campaigns{Store: st, Submitter: sub, Clock: clk, Log: log}
