@@ -161,7 +161,9 @@ type Store interface {
 	// DeleteSuppression removes a recipient from the list (absent: no error).
 	DeleteSuppression(ctx context.Context, tenant, account, to string) error
 	// SuppressedAmong returns which of the given recipients (up to
-	// MaxPutItems) are on the tenant's suppression list.
+	// MaxPutItems) are on the tenant's suppression list. An entry added in
+	// the last moment may not be seen yet (the DynamoDB adapter reads
+	// eventually consistently); senders check at every batch.
 	SuppressedAmong(ctx context.Context, tenant string, keys []RecipientKey) (map[RecipientKey]bool, error)
 	// ListSuppressions pages a tenant's suppression list ordered by account
 	// and recipient.

@@ -250,7 +250,7 @@ func (s *Store) queryKeys(ctx context.Context, in *dynamodb.QueryInput) ([]map[s
 	for i, k := range idx {
 		keys[i] = key(getS(k, attrPK), getS(k, attrSK))
 	}
-	recs, err := s.batchGet(ctx, keys)
+	recs, err := s.batchGet(ctx, keys, true)
 	if err != nil {
 		return nil, err
 	}
@@ -299,10 +299,11 @@ func (s *Store) query(ctx context.Context, in *dynamodb.QueryInput, limit int) (
 	}
 }
 
-// batchGet reads records by key (strongly consistent), in chunks of 100,
-// retrying unprocessed keys. Missing records are absent from the result,
-// which is keyed by pk + "\x00" + sk.
-func (s *Store) batchGet(ctx context.Context, keys []map[string]types.AttributeValue) (map[string]map[string]types.AttributeValue, error) {
+// batchGet reads records by key, in chunks of 100, retrying unprocessed
+// keys; consistent asks for strongly consistent reads (twice the read
+// units). Missing records are absent from the result, which is keyed by
+// pk + "\x00" + sk.
+func (s *Store) batchGet(ctx context.Context, keys []map[string]types.AttributeValue, consistent bool) (map[string]map[string]types.AttributeValue, error) {
 	res := map[string]map[string]types.AttributeValue{}
 	seen := map[string]bool{}
 	var uniq []map[string]types.AttributeValue
@@ -316,7 +317,7 @@ func (s *Store) batchGet(ctx context.Context, keys []map[string]types.AttributeV
 	for start := 0; start < len(uniq); start += 100 {
 		end := min(start+100, len(uniq))
 		pending := map[string]types.KeysAndAttributes{
-			s.table: {Keys: uniq[start:end], ConsistentRead: aws.Bool(true)},
+			s.table: {Keys: uniq[start:end], ConsistentRead: aws.Bool(consistent)},
 		}
 		for attempt := 0; len(pending) > 0; attempt++ {
 			if attempt > 0 {

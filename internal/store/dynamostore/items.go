@@ -87,7 +87,7 @@ func (s *Store) loadPage(ctx context.Context, jobID string, index int, block int
 	if mem == nil {
 		keys = append(keys, key(pk, skMembers(index, block)))
 	}
-	recs, err := s.batchGet(ctx, keys)
+	recs, err := s.batchGet(ctx, keys, true)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -140,7 +140,7 @@ func (s *Store) materialize(ctx context.Context, jobID string, index int, pg *pa
 			keys = append(keys, key(pk, skErr(index, mem.seqs[o])))
 		}
 	}
-	recs, err := s.batchGet(ctx, keys)
+	recs, err := s.batchGet(ctx, keys, true)
 	if err != nil {
 		return nil, err
 	}

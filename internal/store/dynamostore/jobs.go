@@ -272,7 +272,7 @@ func (s *Store) ListJobs(ctx context.Context, p store.ListJobsParams) (store.Lis
 	for i, k := range keys {
 		ks[i] = key(getS(k, attrPK), getS(k, attrSK))
 	}
-	recs, err := s.batchGet(ctx, ks)
+	recs, err := s.batchGet(ctx, ks, true)
 	if err != nil {
 		return store.ListJobsResult{}, fmt.Errorf("list jobs of %s: %w", p.Tenant, err)
 	}
@@ -516,7 +516,7 @@ func (s *Store) putItemsOnce(ctx context.Context, p store.PutItemsParams) error 
 	for d := range datas {
 		keys = append(keys, key(pk, skData(d)))
 	}
-	existing, err := s.batchGet(ctx, keys)
+	existing, err := s.batchGet(ctx, keys, true)
 	if err != nil {
 		return err
 	}

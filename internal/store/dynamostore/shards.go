@@ -553,7 +553,7 @@ func (s *Store) ListStaleShards(ctx context.Context, p store.ListStaleShardsPara
 		for i, k := range out.Items {
 			keys[i] = key(getS(k, attrPK), getS(k, attrSK))
 		}
-		recs, err := s.batchGet(ctx, keys)
+		recs, err := s.batchGet(ctx, keys, true)
 		if err != nil {
 			return nil, fmt.Errorf("list stale shards: %w", err)
 		}

@@ -74,7 +74,9 @@ func (s *Store) DeleteSuppression(ctx context.Context, tenant, account, to strin
 }
 
 // SuppressedAmong reads the entries of the given recipients by key: one
-// BatchGetItem per 100 recipients, the chunks in parallel.
+// BatchGetItem per 100 recipients, the chunks in parallel. The reads are
+// eventually consistent (half the read units): the senders check every
+// batch, so an entry added a moment ago is honoured by the next one.
 func (s *Store) SuppressedAmong(ctx context.Context, tenant string, keys []store.RecipientKey) (map[store.RecipientKey]bool, error) {
 	if tenant == "" {
 		return nil, fmt.Errorf("suppressed among: %w: empty tenant", store.ErrInvalidArgument)
@@ -99,7 +101,7 @@ func (s *Store) SuppressedAmong(ctx context.Context, tenant string, keys []store
 	)
 	const chunk = 100
 	err := s.parallel(ctx, (len(ks)+chunk-1)/chunk, func(ctx context.Context, i int) error {
-		recs, err := s.batchGet(ctx, ks[i*chunk:min((i+1)*chunk, len(ks))])
+		recs, err := s.batchGet(ctx, ks[i*chunk:min((i+1)*chunk, len(ks))], false)
 		if err != nil {
 			return err
 		}
