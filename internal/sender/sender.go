@@ -69,6 +69,11 @@ type Config struct {
 	// MaxStragglers bounds the calls left running that way (default:
 	// Concurrency); at the bound the turn waits for them before claiming.
 	MaxStragglers int
+	// AccountRefresh is how long a turn trusts the account's limits and
+	// breaker state it read (default 1 s): rate changes and breakers opened
+	// by other shards take effect within it. The job's status is read at
+	// every batch (pause and cancel act at the next item boundary).
+	AccountRefresh time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -107,6 +112,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxStragglers <= 0 {
 		c.MaxStragglers = c.Concurrency
+	}
+	if c.AccountRefresh <= 0 {
+		c.AccountRefresh = time.Second
 	}
 	return c
 }
@@ -259,6 +267,10 @@ type turn struct {
 	// stragglers are provider calls still running after their batch was
 	// recorded (see Config.StragglerWait).
 	stragglers []*pendingCall
+	// accountReadAt and gateReadAt are when the account and its breaker
+	// decision were last read (zero: read at the next batch).
+	accountReadAt, gateReadAt time.Time
+	gateDecision              breaker.Decision
 
 	// progress not yet folded into the shard
 	delta    store.Counts
@@ -430,11 +442,13 @@ func (tr *turn) checkState(ctx context.Context) (bool, Result, error) {
 		res, err := tr.end(ctx, "shard "+string(tr.shard.Status))
 		return true, res, err
 	}
-	acct, err := tr.s.Store.GetAccount(ctx, tr.job.Tenant, tr.shard.Account)
-	if err != nil {
-		return true, Result{}, fmt.Errorf("read account %q: %w", tr.shard.Account, err)
+	if now := tr.s.Clock.Now(); tr.accountReadAt.IsZero() || now.Sub(tr.accountReadAt) >= tr.cfg.AccountRefresh {
+		acct, err := tr.s.Store.GetAccount(ctx, tr.job.Tenant, tr.shard.Account)
+		if err != nil {
+			return true, Result{}, fmt.Errorf("read account %q: %w", tr.shard.Account, err)
+		}
+		tr.account, tr.accountReadAt = acct, now
 	}
-	tr.account = acct
 	return tr.gate(ctx)
 }
 
@@ -452,9 +466,15 @@ func (tr *turn) gate(ctx context.Context) (bool, Result, error) {
 	if tr.s.Breakers == nil {
 		return false, Result{}, nil
 	}
-	dec, err := tr.s.Breakers.Gate(ctx, tr.job.Tenant, tr.shard.Account, tr.shardName())
-	if err != nil {
-		return true, Result{}, err
+	dec := tr.gateDecision
+	// A closed breaker read a moment ago is trusted (it is the common case,
+	// read at every batch otherwise); anything else is asked again.
+	if now := tr.s.Clock.Now(); !dec.Allow || dec.Probe || tr.gateReadAt.IsZero() || now.Sub(tr.gateReadAt) >= tr.cfg.AccountRefresh {
+		var err error
+		if dec, err = tr.s.Breakers.Gate(ctx, tr.job.Tenant, tr.shard.Account, tr.shardName()); err != nil {
+			return true, Result{}, err
+		}
+		tr.gateDecision, tr.gateReadAt = dec, now
 	}
 	if !dec.Allow {
 		if err := tr.pauseShardForBreaker(ctx); err != nil {
@@ -820,6 +840,9 @@ func (tr *turn) record(ctx context.Context, calls []*pendingCall, extra []store.
 func (tr *turn) judgeBreaker(ctx context.Context, accountDown, batchFailed bool) error {
 	if tr.s.Breakers == nil {
 		return nil
+	}
+	if tr.probe || accountDown || batchFailed {
+		tr.gateReadAt = time.Time{} // the breaker may change now: ask it again
 	}
 	tenant, account := tr.job.Tenant, tr.shard.Account
 	if tr.probe {
