@@ -3,6 +3,7 @@ package sender_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -600,4 +601,54 @@ func TestSlowCallDoesNotStallTheShard(t *testing.T) {
 		t.Fatalf("%s %+v", v.Job.Status, v.Counts())
 	}
 	p.checkExactlyOnce(job.Job.ID)
+}
+
+// onCall runs a hook before the n-th provider call, inside a running turn.
+type onCall struct {
+	provider.Provider
+	mu   sync.Mutex
+	n    int
+	at   int
+	hook func()
+}
+
+func (o *onCall) Send(ctx context.Context, req provider.SendRequest) (provider.SendResult, error) {
+	o.mu.Lock()
+	o.n++
+	if o.n == o.at {
+		o.hook()
+	}
+	o.mu.Unlock()
+	return o.Provider.Send(ctx, req)
+}
+
+// TestLiveAccountRateChange: lowering an account's rate while a turn runs
+// applies within a second (AccountRefresh), without waiting for the turn
+// to end: the provider sees the new rate from then on.
+func TestLiveAccountRateChange(t *testing.T) {
+	t.Parallel()
+	// One long turn: only the in-turn refresh can apply the change.
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 5, TurnDuration: time.Hour})
+	p.account("a", 20, 4, 0, 1)
+	var changed time.Time
+	p.sender.Provider = &onCall{Provider: p.sender.Provider, at: 40, hook: func() {
+		p.account("a", 4, 4, 0, 1)
+		changed = clk.Now()
+	}}
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 80)}, "acct-live")
+	p.driveUntil(clk, final, job.Job.ID)
+	var after []time.Time
+	for _, ds := range p.deliveries() {
+		if ts := ds[0].TS; ts.After(changed.Add(time.Second)) {
+			after = append(after, ts)
+		}
+	}
+	slices.SortFunc(after, func(a, b time.Time) int { return a.Compare(b) })
+	if len(after) < 20 {
+		t.Fatalf("only %d deliveries after the change", len(after))
+	}
+	// At most the bucket's half burst (2) plus 4/s over the span.
+	if span := after[len(after)-1].Sub(after[0]).Seconds(); float64(len(after)) > 2+4*span+1 {
+		t.Fatalf("%d deliveries in %.1fs after lowering the account to 4/s", len(after), span)
+	}
 }
