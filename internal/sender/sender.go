@@ -341,23 +341,23 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 			}
 			continue
 		}
-		budget := int64(granted)
-		if tr.job.Budget > 0 {
-			budget, err = tr.s.Store.ReserveBudget(ctx, tr.job.ID, int64(granted))
-			if err != nil {
-				return Result{}, fmt.Errorf("reserve budget: %w", err)
-			}
-			if budget == 0 {
-				if tr.shard.Counts.Pending == 0 {
-					// Nothing left to send here: finishing the shard (or
-					// waiting for reconciliation) needs no budget.
-					if res, stop, err := tr.nothingDue(stopCtx, time.Time{}, now); stop || err != nil {
-						return res, err
-					}
-					continue
+		budget, err := tr.reserveBudget(ctx, granted)
+		if err != nil {
+			return Result{}, err
+		}
+		if budget == 0 {
+			if tr.shard.Counts.Pending == 0 {
+				// Nothing left to send here: finishing the shard (or
+				// waiting for reconciliation) needs no budget.
+				if res, stop, err := tr.nothingDue(stopCtx, time.Time{}, now); stop || err != nil {
+					return res, err
 				}
-				return tr.pauseJob(ctx, store.PauseBudget)
+				continue
 			}
+			if stop, res, err := tr.pauseForBudget(ctx); stop || err != nil {
+				return res, err
+			}
+			continue
 		}
 		claimID := tr.claimID()
 		claim, err := tr.s.Store.ClaimItems(ctx, store.ClaimItemsParams{
@@ -1036,15 +1036,6 @@ func (tr *turn) flush(ctx context.Context, endTurn bool) error {
 	return nil
 }
 
-func (tr *turn) giveBackBudget(ctx context.Context, n int64) {
-	if tr.job.Budget <= 0 || n <= 0 {
-		return
-	}
-	if _, err := tr.s.Store.ReserveBudget(context.WithoutCancel(ctx), tr.job.ID, -n); err != nil {
-		tr.log.Error("give back budget", slog.Int64("items", n), slog.Any("err", err))
-	}
-}
-
 func (tr *turn) claimID() string {
 	return tr.msg.ID + "/" + strconv.FormatInt(tr.t.Turn, 10) + "/" + strconv.FormatInt(tr.s.Clock.Now().UnixNano(), 36) +
 		strconv.FormatUint(rand.Uint64()&0xffffff, 36)
@@ -1086,20 +1077,6 @@ func (tr *turn) handBack(ctx context.Context, d time.Duration, why string) (Resu
 		return Result{}, fmt.Errorf("hand back shard: %w", err)
 	}
 	return Result{Disposition: HandedBack, Delay: d, Sent: tr.sent, Reason: why}, nil
-}
-
-// pauseJob pauses the whole job (budget reached) and ends the turn.
-func (tr *turn) pauseJob(ctx context.Context, reason store.PauseReason) (Result, error) {
-	if _, err := tr.s.Store.TransitionJob(ctx, store.TransitionJobParams{
-		JobID: tr.job.ID, From: []store.JobStatus{store.JobRunning}, To: store.JobPaused,
-		PauseReason: reason, At: tr.s.Clock.Now(),
-	}); err != nil && !errors.Is(err, store.ErrInvalidTransition) {
-		return Result{}, fmt.Errorf("pause job: %w", err)
-	}
-	tr.log.Info("job paused", slog.String("reason", string(reason)))
-	alert.Emit(ctx, tr.s.Alerts, tr.log, alert.Event{Type: alert.JobPaused, Tenant: tr.job.Tenant, Time: tr.s.Clock.Now(),
-		Detail: alert.JobPausedDetail{JobID: tr.job.ID, Reason: string(reason), Budget: tr.job.Budget, BudgetUsed: tr.job.Budget}})
-	return tr.end(ctx, "job paused ("+string(reason)+")")
 }
 
 // cancelShard abandons every pending item of the shard (cancel is

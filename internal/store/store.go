@@ -74,8 +74,10 @@ type Store interface {
 	UpdateJobLimits(ctx context.Context, p UpdateJobLimitsParams) (Job, error)
 	// ReserveBudget adds n (which may be negative, to give back) to the
 	// job's BudgetUsed, never beyond Budget: it grants min(n, Budget −
-	// BudgetUsed) for n > 0. A job without a budget grants all of n.
-	ReserveBudget(ctx context.Context, jobID string, n int64) (granted int64, err error)
+	// BudgetUsed) for n > 0. A job without a budget grants all of n. The
+	// result also tells the usage right after this change, so a caller
+	// giving budget back knows whether it was the one that made room.
+	ReserveBudget(ctx context.Context, jobID string, n int64) (BudgetGrant, error)
 
 	// GetShard reads one shard.
 	GetShard(ctx context.Context, jobID string, index int) (Shard, error)
@@ -588,11 +590,23 @@ type ListJobsResult struct {
 
 // TransitionJobParams changes a job's status.
 type TransitionJobParams struct {
-	JobID       string
-	From        []JobStatus // allowed current statuses; empty = any
-	To          JobStatus
-	PauseReason PauseReason // for To == JobPaused
-	At          time.Time
+	JobID string
+	From  []JobStatus // allowed current statuses; empty = any
+	// FromPauseReason, when set, also requires the job to be paused for
+	// that reason (lifting a budget pause must not undo a manual one).
+	FromPauseReason PauseReason
+	To              JobStatus
+	PauseReason     PauseReason // for To == JobPaused
+	At              time.Time
+}
+
+// BudgetGrant is what ReserveBudget did.
+type BudgetGrant struct {
+	// Granted was added to BudgetUsed (negative when budget was given back).
+	Granted int64
+	// Used is BudgetUsed right after the change, and Budget the job's budget
+	// then (0 = none).
+	Used, Budget int64
 }
 
 // UpdateJobLimitsParams changes a job's limits; nil fields stay.

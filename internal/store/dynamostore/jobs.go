@@ -296,9 +296,19 @@ func (s *Store) TransitionJob(ctx context.Context, p store.TransitionJobParams) 
 		if (len(p.From) > 0 && !slices.Contains(p.From, j.Status)) || !store.JobTransitionAllowed(j.Status, p.To) {
 			return store.Job{}, fmt.Errorf("job %s %s → %s: %w", p.JobID, j.Status, p.To, store.ErrInvalidTransition)
 		}
+		cond := "#st = :from"
+		if p.FromPauseReason != "" {
+			if j.Status != store.JobPaused || j.PauseReason != p.FromPauseReason {
+				return store.Job{}, fmt.Errorf("job %s is not paused for %s: %w", p.JobID, p.FromPauseReason, store.ErrInvalidTransition)
+			}
+			cond += " AND pause = :fpr"
+		}
 		set := []string{"#st = :to"}
 		remove := []string{}
 		values := map[string]types.AttributeValue{":to": attrS(string(p.To)), ":from": attrS(string(j.Status))}
+		if p.FromPauseReason != "" {
+			values[":fpr"] = attrS(string(p.FromPauseReason))
+		}
 		if p.To == store.JobPaused && p.PauseReason != "" {
 			set = append(set, "pause = :pr")
 			values[":pr"] = attrS(string(p.PauseReason))
@@ -320,7 +330,7 @@ func (s *Store) TransitionJob(ctx context.Context, p store.TransitionJobParams) 
 		rec, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
 			Key:                       key(jobPK(p.JobID), skJob),
 			UpdateExpression:          aws.String(expr),
-			ConditionExpression:       aws.String("#st = :from"),
+			ConditionExpression:       aws.String(cond),
 			ExpressionAttributeNames:  map[string]string{"#st": "status"},
 			ExpressionAttributeValues: values,
 		})
@@ -391,16 +401,16 @@ func (s *Store) UpdateJobLimits(ctx context.Context, p store.UpdateJobLimitsPara
 // budget, or giving back more than is used) sets the new usage on condition
 // it is unchanged. A lost race re-reads the job and retries after a
 // jittered wait.
-func (s *Store) ReserveBudget(ctx context.Context, jobID string, n int64) (int64, error) {
+func (s *Store) ReserveBudget(ctx context.Context, jobID string, n int64) (store.BudgetGrant, error) {
 	for attempt := 0; attempt < s.opts.MaxRetries; attempt++ {
 		if attempt > 0 {
 			if err := contendedBackoff(ctx, attempt); err != nil {
-				return 0, fmt.Errorf("reserve budget of %s: %w", jobID, err)
+				return store.BudgetGrant{}, fmt.Errorf("reserve budget of %s: %w", jobID, err)
 			}
 		}
 		j, err := s.getJobRecord(ctx, jobID)
 		if err != nil {
-			return 0, err
+			return store.BudgetGrant{}, err
 		}
 		grant := n
 		switch {
@@ -410,11 +420,11 @@ func (s *Store) ReserveBudget(ctx context.Context, jobID string, n int64) (int64
 			grant = max(n, -j.BudgetUsed)
 		}
 		if grant == 0 {
-			return 0, nil
+			return store.BudgetGrant{Used: j.BudgetUsed, Budget: j.Budget}, nil
 		}
 		in := &dynamodb.UpdateItemInput{
 			Key:          key(jobPK(jobID), skJob),
-			ReturnValues: types.ReturnValueNone,
+			ReturnValues: types.ReturnValueAllNew, // the usage after it, at no read cost
 		}
 		switch {
 		case grant == n && n > 0 && j.Budget == 0:
@@ -438,16 +448,16 @@ func (s *Store) ReserveBudget(ctx context.Context, jobID string, n int64) (int64
 				":new": attrN(j.BudgetUsed + grant), ":old": attrN(j.BudgetUsed), ":b": attrN(j.Budget),
 			}
 		}
-		_, err = s.updateItem(ctx, in)
+		rec, err := s.updateItem(ctx, in)
 		if isConditionFailed(err) {
 			continue
 		}
 		if err != nil {
-			return 0, fmt.Errorf("reserve budget of %s: %w", jobID, err)
+			return store.BudgetGrant{}, fmt.Errorf("reserve budget of %s: %w", jobID, err)
 		}
-		return grant, nil
+		return store.BudgetGrant{Granted: grant, Used: getN(rec, "used"), Budget: getN(rec, "budget")}, nil
 	}
-	return 0, fmt.Errorf("reserve budget of %s: %w", jobID, store.ErrConflict)
+	return store.BudgetGrant{}, fmt.Errorf("reserve budget of %s: %w", jobID, store.ErrConflict)
 }
 
 // payload is one item's write-once data inside a payload record.

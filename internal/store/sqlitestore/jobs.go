@@ -307,6 +307,9 @@ func (s *Store) TransitionJob(ctx context.Context, p store.TransitionJobParams) 
 		if (len(p.From) > 0 && !slices.Contains(p.From, j.Status)) || !store.JobTransitionAllowed(j.Status, p.To) {
 			return fmt.Errorf("job %q from %s to %s: %w", p.JobID, j.Status, p.To, store.ErrInvalidTransition)
 		}
+		if p.FromPauseReason != "" && (j.Status != store.JobPaused || j.PauseReason != p.FromPauseReason) {
+			return fmt.Errorf("job %q is not paused for %s: %w", p.JobID, p.FromPauseReason, store.ErrInvalidTransition)
+		}
 		j.Status = p.To
 		j.PauseReason = ""
 		if p.To == store.JobPaused {
@@ -360,21 +363,22 @@ func (s *Store) UpdateJobLimits(ctx context.Context, p store.UpdateJobLimitsPara
 
 // ReserveBudget adds n to the job's used budget, never beyond the budget,
 // and returns what was granted (for n < 0, what was given back, never
-// below zero used).
-func (s *Store) ReserveBudget(ctx context.Context, jobID string, n int64) (int64, error) {
-	var granted int64
+// below zero used) with the usage after it.
+func (s *Store) ReserveBudget(ctx context.Context, jobID string, n int64) (store.BudgetGrant, error) {
+	var out store.BudgetGrant
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		no, j, err := s.getJob(ctx, tx, jobID)
 		if err != nil {
 			return fmt.Errorf("reserve budget: %w", err)
 		}
-		granted = n
+		granted := n
 		switch {
 		case n > 0 && j.Budget > 0:
 			granted = max(0, min(n, j.Budget-j.BudgetUsed))
 		case n < 0:
 			granted = max(n, -j.BudgetUsed)
 		}
+		out = store.BudgetGrant{Granted: granted, Used: j.BudgetUsed + granted, Budget: j.Budget}
 		if granted == 0 {
 			return nil
 		}
@@ -384,7 +388,7 @@ func (s *Store) ReserveBudget(ctx context.Context, jobID string, n int64) (int64
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return store.BudgetGrant{}, err
 	}
-	return granted, nil
+	return out, nil
 }

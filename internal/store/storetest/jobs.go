@@ -360,6 +360,38 @@ func transitionJob(t tb, s store.Store, p store.TransitionJobParams) store.Job {
 	return j
 }
 
+// testTransitionJobFromPauseReason: lifting a pause of one reason never
+// undoes a pause of another (a budget pause lifted by a sender must not
+// resume a job an operator paused).
+func testTransitionJobFromPauseReason(t *testing.T, s store.Store, _ Capabilities) {
+	ctx := ctxOf(t)
+	p, _ := NewJob("tenant-a", 1, 1)
+	createJob(t, s, p, nil)
+	id := p.Job.ID
+	transitionJob(t, s, store.TransitionJobParams{JobID: id, To: store.JobRunning, At: at(time.Second)})
+	lift := store.TransitionJobParams{JobID: id, From: []store.JobStatus{store.JobPaused}, FromPauseReason: store.PauseBudget,
+		To: store.JobRunning, At: at(3 * time.Second)}
+	if _, err := s.TransitionJob(ctx, lift); !errors.Is(err, store.ErrInvalidTransition) {
+		t.Fatalf("lifting a budget pause of a running job: error %v, want ErrInvalidTransition", err)
+	}
+	transitionJob(t, s, store.TransitionJobParams{JobID: id, To: store.JobPaused, PauseReason: store.PauseManual, At: at(2 * time.Second)})
+	if _, err := s.TransitionJob(ctx, lift); !errors.Is(err, store.ErrInvalidTransition) {
+		t.Fatalf("lifting a budget pause of a manually paused job: error %v, want ErrInvalidTransition", err)
+	}
+	if j := getJob(t, s, id).Job; j.Status != store.JobPaused || j.PauseReason != store.PauseManual {
+		t.Fatalf("after the refused lift the job is %s (%s), want paused (manual)", j.Status, j.PauseReason)
+	}
+	transitionJob(t, s, store.TransitionJobParams{JobID: id, To: store.JobRunning, At: at(3 * time.Second)})
+	transitionJob(t, s, store.TransitionJobParams{JobID: id, To: store.JobPaused, PauseReason: store.PauseBudget, At: at(4 * time.Second)})
+	j, err := s.TransitionJob(ctx, lift)
+	if err != nil {
+		t.Fatalf("lifting a budget pause: %v", err)
+	}
+	if j.Status != store.JobRunning || j.PauseReason != "" {
+		t.Fatalf("after lifting the budget pause: %s (%q), want running", j.Status, j.PauseReason)
+	}
+}
+
 func testTransitionJobAllPairs(t *testing.T, s store.Store, _ Capabilities) {
 	for _, from := range allJobStatuses {
 		for _, to := range allJobStatuses {
@@ -528,8 +560,8 @@ func testReserveBudget(t *testing.T, s store.Store, _ Capabilities) {
 		if err != nil {
 			t.Fatalf("ReserveBudget(%d): %v", st.n, err)
 		}
-		if g != st.granted {
-			t.Fatalf("ReserveBudget(%d) granted %d, want %d", st.n, g, st.granted)
+		if want := (store.BudgetGrant{Granted: st.granted, Used: st.used, Budget: 10}); g != want {
+			t.Fatalf("ReserveBudget(%d) = %+v, want %+v", st.n, g, want)
 		}
 		if used := getJob(t, s, id).Job.BudgetUsed; used != st.used {
 			t.Fatalf("after ReserveBudget(%d): BudgetUsed %d, want %d", st.n, used, st.used)
@@ -539,13 +571,13 @@ func testReserveBudget(t *testing.T, s store.Store, _ Capabilities) {
 	if _, err := s.UpdateJobLimits(ctx, store.UpdateJobLimitsParams{JobID: id, Budget: &more}); err != nil {
 		t.Fatalf("UpdateJobLimits: %v", err)
 	}
-	if g, err := s.ReserveBudget(ctx, id, 100); err != nil || g != 5 {
+	if g, err := s.ReserveBudget(ctx, id, 100); err != nil || g != (store.BudgetGrant{Granted: 5, Used: 15, Budget: 15}) {
 		t.Fatalf("ReserveBudget after raising the budget = %d, %v; want 5", g, err)
 	}
 
 	q, _ := NewJob("tenant-a", 1, 1)
 	createJob(t, s, q, nil)
-	if g, err := s.ReserveBudget(ctx, q.Job.ID, 1000); err != nil || g != 1000 {
+	if g, err := s.ReserveBudget(ctx, q.Job.ID, 1000); err != nil || g != (store.BudgetGrant{Granted: 1000, Used: 1000}) {
 		t.Fatalf("ReserveBudget(no budget) = %d, %v; want 1000", g, err)
 	}
 	if used := getJob(t, s, q.Job.ID).Job.BudgetUsed; used != 1000 {
@@ -576,7 +608,8 @@ func testReserveBudgetConcurrent(t *testing.T, s store.Store, caps Capabilities)
 				wg.Go(func() {
 					for range 5 {
 						w := int64(1 + r.IntN(5))
-						got, err := s.ReserveBudget(ctxOf(t), p.Job.ID, w)
+						res, err := s.ReserveBudget(ctxOf(t), p.Job.ID, w)
+						got := res.Granted
 						if err != nil {
 							errs[g] = err
 							return

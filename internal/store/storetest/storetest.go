@@ -227,6 +227,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"TransitionJobAllPairs", testTransitionJobAllPairs},
 		{"TransitionJobFromAndTimes", testTransitionJobFromAndTimes},
 		{"TransitionJobConcurrent", testTransitionJobConcurrent},
+		{"TransitionJobFromPauseReason", testTransitionJobFromPauseReason},
 		{"UpdateJobLimits", testUpdateJobLimits},
 		{"ReserveBudget", testReserveBudget},
 		{"ReserveBudgetConcurrent", testReserveBudgetConcurrent},
