@@ -71,6 +71,8 @@ type Store interface {
 	// final status sets FinishedAt.
 	TransitionJob(ctx context.Context, p TransitionJobParams) (Job, error)
 	// UpdateJobLimits changes a job's rate cap and/or budget (nil = keep).
+	// A job in a final status (JobFinal) keeps its limits:
+	// ErrInvalidTransition, and nothing changes.
 	UpdateJobLimits(ctx context.Context, p UpdateJobLimitsParams) (Job, error)
 	// ReserveBudget adds n (which may be negative, to give back) to the
 	// job's BudgetUsed, never beyond Budget: it grants min(n, Budget −

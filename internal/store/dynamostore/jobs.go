@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -368,14 +369,28 @@ func (s *Store) UpdateJobLimits(ctx context.Context, p store.UpdateJobLimitsPara
 	if p.JobID == "" {
 		return store.Job{}, fmt.Errorf("job: %w", store.ErrNotFound)
 	}
+	// Final jobs keep their limits: the condition refuses them, and a
+	// refusal is told apart from a missing job by reading it.
+	finals := []store.JobStatus{store.JobCompleted, store.JobPartial, store.JobFailed, store.JobCancelled}
+	var notFinal []string
+	for i, st := range finals {
+		name := fmt.Sprintf(":f%d", i)
+		values[name] = attrS(string(st))
+		notFinal = append(notFinal, name)
+	}
 	rec, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
 		Key:                       key(jobPK(p.JobID), skJob),
 		UpdateExpression:          aws.String("SET " + join(set)),
-		ConditionExpression:       aws.String("attribute_exists(pk)"),
+		ConditionExpression:       aws.String("attribute_exists(pk) AND NOT #st IN (" + strings.Join(notFinal, ", ") + ")"),
+		ExpressionAttributeNames:  map[string]string{"#st": "status"},
 		ExpressionAttributeValues: values,
 	})
 	if isConditionFailed(err) {
-		return store.Job{}, fmt.Errorf("job %s: %w", p.JobID, store.ErrNotFound)
+		j, gerr := s.getJobRecord(ctx, p.JobID)
+		if gerr != nil {
+			return store.Job{}, gerr
+		}
+		return store.Job{}, fmt.Errorf("update job %s limits: %w: the job is %s", p.JobID, store.ErrInvalidTransition, j.Status)
 	}
 	if err != nil {
 		return store.Job{}, fmt.Errorf("update job %s limits: %w", p.JobID, err)

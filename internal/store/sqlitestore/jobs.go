@@ -343,6 +343,9 @@ func (s *Store) UpdateJobLimits(ctx context.Context, p store.UpdateJobLimitsPara
 		if err != nil {
 			return fmt.Errorf("update job limits: %w", err)
 		}
+		if store.JobFinal(j.Status) {
+			return fmt.Errorf("update job limits of %q: %w: the job is %s", p.JobID, store.ErrInvalidTransition, j.Status)
+		}
 		if p.RatePerSec != nil {
 			j.RatePerSec = *p.RatePerSec
 		}
