@@ -77,7 +77,7 @@ func newCampaignID(now time.Time) string {
 }
 
 func (s *server) putCampaign(w http.ResponseWriter, r *http.Request, tenant string) *Problem {
-	body, p := readBody(w, r, s.MaxBodyBytes)
+	body, p := readJSON(w, r, s.MaxBodyBytes)
 	if p != nil {
 		return p
 	}

@@ -121,6 +121,10 @@ func checkUnrouted(doc *openapi3.T, req *http.Request, resp *http.Response, body
 		return fmt.Errorf("apispec: %s %s answered %d with Content-Type %q, want application/problem+json",
 			req.Method, req.URL.Path, resp.StatusCode, ct)
 	}
+	if resp.StatusCode == http.StatusMethodNotAllowed && resp.Header.Get("Allow") == "" {
+		return fmt.Errorf("apispec: %s %s answered 405 without an Allow header (components.responses.MethodNotAllowed requires it)",
+			req.Method, req.URL.Path)
+	}
 	problem := doc.Components.Schemas["Problem"]
 	var v any
 	if err := jsonUnmarshal(body, &v); err != nil {
