@@ -149,7 +149,7 @@ var (
 		string(store.ItemFailed), string(store.ItemAbandoned),
 	}
 	itemCategories = []string{
-		store.CategoryRetryable, store.CategoryRateLimited, store.CategoryPermanent, store.CategoryUncertain,
+		store.CategoryRetryable, store.CategoryRateLimited, store.CategoryAccountDown, store.CategoryPermanent, store.CategoryUncertain,
 		store.CategoryExhausted, store.CategoryCancelled, store.CategorySuppressed,
 	}
 )

@@ -453,6 +453,10 @@ func TestValidateAgainstSpecCatchesDrift(t *testing.T) {
 		"unknown field":       {get, answer(200, "application/json", with("extra", 1))},
 		"missing field":       {get, answer(200, "application/json", with("total", nil))},
 		"wrong status enum":   {get, answer(200, "application/json", with("status", "sleeping"))},
+		"null created_at":     {get, answer(200, "application/json", with("created_at", json.RawMessage("null")))},
+		"null in pause enum":  {get, answer(200, "application/json", with("pause_reason", "null"))},
+		"unknown category":    {get, answer(200, "application/json", with("failures", map[string]any{"lost": 1}))},
+		"fractional integer":  {get, answer(200, "application/json", with("total", 1.5))},
 		"undocumented status": {get, answer(418, "application/problem+json", map[string]any{"type": "urn:qunfa:problem:internal", "title": "x", "status": 418})},
 		"error not a problem": {get, answer(404, "application/json", map[string]any{"error": "nope"})},
 		"unrouted 200":        {httptest.NewRequest("GET", "/v1/nothing", nil), answer(200, "application/json", map[string]any{})},
@@ -464,5 +468,76 @@ func TestValidateAgainstSpecCatchesDrift(t *testing.T) {
 		if err := apispec.Validate(tc.req, tc.resp); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// TestOpenAPIGeneratorFriendly holds the description to what client
+// generators (oapi-codegen, openapi-typescript) turn into good types:
+// numbers with a format (double, not float32; int64 integers), no null in
+// an enum, no allOf+const overlays, object schemas named as components,
+// one error category, and a servers list.
+func TestOpenAPIGeneratorFriendly(t *testing.T) {
+	var doc map[string]any
+	if err := json.Unmarshal(api.OpenAPISpec(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if servers, _ := doc["servers"].([]any); len(servers) == 0 {
+		t.Error("no servers entry")
+	}
+	var walk func(path string, v any, inline bool)
+	walk = func(path string, v any, inline bool) {
+		switch n := v.(type) {
+		case []any:
+			for i, e := range n {
+				walk(fmt.Sprintf("%s/%d", path, i), e, inline)
+			}
+		case map[string]any:
+			types := map[string]bool{}
+			switch ty := n["type"].(type) {
+			case string:
+				types[ty] = true
+			case []any:
+				for _, e := range ty {
+					types[fmt.Sprint(e)] = true
+				}
+			}
+			switch f, _ := n["format"].(string); {
+			case types["number"] && f != "double":
+				t.Errorf("%s: a number without format double (generators make float32 of it)", path)
+			case types["integer"] && f != "int64" && f != "int32":
+				t.Errorf("%s: an integer without format int64", path)
+			}
+			if enum, ok := n["enum"].([]any); ok && slices.Contains(enum, nil) {
+				t.Errorf("%s: null in an enum (a bogus constant in generated code); make the property nullable instead", path)
+			}
+			if _, ok := n["const"]; ok {
+				t.Errorf("%s: const (use a one-value enum)", path)
+			}
+			if _, ok := n["allOf"]; ok {
+				t.Errorf("%s: allOf (write the schema out, or $ref it)", path)
+			}
+			if _, ok := n["exclusiveMinimum"]; ok {
+				t.Errorf("%s: exclusiveMinimum (oapi-codegen before 2.8 reads it as the OpenAPI 3.0 boolean)", path)
+			}
+			if inline && types["object"] && n["properties"] != nil {
+				t.Errorf("%s: an inline object schema; name it in components.schemas", path)
+			}
+			for k, e := range n {
+				// Schemas under properties, items and additionalProperties
+				// of a component are inline.
+				in := inline || k == "properties" || k == "items" || k == "additionalProperties" || k == "anyOf" || k == "oneOf"
+				if k == "schemas" && strings.HasSuffix(path, "/components") {
+					in = false
+				}
+				walk(path+"/"+k, e, in)
+			}
+		}
+	}
+	walk("", doc, false)
+
+	// One error category, referenced wherever a category appears.
+	spec := string(api.OpenAPISpec())
+	if n := strings.Count(spec, `"rate_limited"`); n != 1 {
+		t.Errorf("the category rate_limited appears %d times; define ErrorCategory once and $ref it", n)
 	}
 }

@@ -15,7 +15,7 @@ type Suppression struct {
 	Account   string     `json:"account"`
 	To        string     `json:"to"`
 	Reason    string     `json:"reason"`
-	CreatedAt *time.Time `json:"created_at"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // SuppressionRequest is the optional body of PUT /v1/suppressions/{account}/{to}.
@@ -52,7 +52,7 @@ const maxSuppressionImport = 10000
 const maxSuppressionField = 1024
 
 func suppressionView(e store.Suppression) Suppression {
-	return Suppression{Account: e.Account, To: e.To, Reason: e.Reason, CreatedAt: timePtr(e.CreatedAt)}
+	return Suppression{Account: e.Account, To: e.To, Reason: e.Reason, CreatedAt: e.CreatedAt.UTC()}
 }
 
 func checkSuppression(field, account, to, reason string) []submit.FieldError {

@@ -7,7 +7,8 @@ import (
 )
 
 // Job is the JSON view of a job, the answer of GET /v1/jobs/{id} and of
-// every command on a job. Timestamps are RFC 3339, null while unset.
+// every command on a job. Timestamps are RFC 3339 in UTC; those that may
+// be unset are null while unset.
 type Job struct {
 	ID          string           `json:"id"`
 	Name        string           `json:"name"`
@@ -17,7 +18,7 @@ type Job struct {
 	Counts      store.Counts     `json:"counts"`
 	Failures    map[string]int64 `json:"failures"`
 	Shards      []Shard          `json:"shards"`
-	CreatedAt   *time.Time       `json:"created_at"`
+	CreatedAt   time.Time        `json:"created_at"`
 	StartedAt   *time.Time       `json:"started_at"`
 	FinishedAt  *time.Time       `json:"finished_at"`
 	// Extras beyond the DESIGN contract.
@@ -36,7 +37,7 @@ type Shard struct {
 	PauseReason    *string          `json:"pause_reason"`
 	Size           int64            `json:"size"`
 	Cursor         int64            `json:"cursor"`
-	LastAdvancedAt *time.Time       `json:"last_advanced_at"`
+	LastAdvancedAt time.Time        `json:"last_advanced_at"`
 	Counts         store.Counts     `json:"counts"`
 	Failures       map[string]int64 `json:"failures"`
 	SlowFactor     float64          `json:"slow_factor"`
@@ -154,7 +155,7 @@ func jobView(v store.JobView) Job {
 			PauseReason:    reasonPtr(s.PauseReason),
 			Size:           s.Size,
 			Cursor:         s.Cursor,
-			LastAdvancedAt: timePtr(s.LastAdvancedAt),
+			LastAdvancedAt: s.LastAdvancedAt.UTC(),
 			Counts:         s.Counts,
 			Failures:       nonNil(s.Failures),
 			SlowFactor:     s.SlowFactor,
@@ -174,7 +175,7 @@ func jobSummary(j store.Job) Job {
 		Total:       j.Total,
 		Failures:    map[string]int64{},
 		Shards:      []Shard{},
-		CreatedAt:   timePtr(j.CreatedAt),
+		CreatedAt:   j.CreatedAt.UTC(),
 		StartedAt:   timePtr(j.StartedAt),
 		FinishedAt:  timePtr(j.FinishedAt),
 		Budget:      j.Budget,

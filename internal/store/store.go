@@ -381,6 +381,9 @@ const (
 const (
 	CategoryRetryable   = "retryable"
 	CategoryRateLimited = "rate_limited"
+	// CategoryAccountDown: every call of the account failed (token expired
+	// or invalid); nothing was sent, the item waits pending.
+	CategoryAccountDown = "account_down"
 	CategoryPermanent   = "permanent"
 	CategoryUncertain   = "uncertain"
 	CategoryExhausted   = "exhausted"
