@@ -12,9 +12,9 @@ import (
 
 // Suppression is one recipient a tenant never sends to.
 type Suppression struct {
-	Account   string     `json:"account"`
-	To        string     `json:"to"`
-	Reason    string     `json:"reason"`
+	Account   string    `json:"account"`
+	To        string    `json:"to"`
+	Reason    string    `json:"reason"`
 	CreatedAt time.Time `json:"created_at"`
 }
 
