@@ -466,6 +466,9 @@ type Job struct {
 	FinishedAt  time.Time // zero until final
 	// Meta is free-form submit metadata (campaign id, query, cursor…).
 	Meta map[string]string
+	// Metadata is the submitter's own key-value pairs (the "metadata" of
+	// the job request), kept and shown back as given; nil = none.
+	Metadata map[string]string
 }
 
 // Shard is the unit of parallelism, rate and rerun: one account's slice of
@@ -548,13 +551,24 @@ type Item struct {
 	Account string
 	To      string
 	Vars    map[string]string
-	Status  ItemStatus
+	// Ref is the submitter's reference of the recipient (write-once, with
+	// the payload); "" = none.
+	Ref    string
+	Status ItemStatus
 	// Attempts counts sends (claims that used an attempt).
 	Attempts      int
 	NextAttemptAt time.Time
-	SubmittedAt   time.Time // time of the current claim
-	ClaimID       string
-	Error         *ItemError // nil unless the item has failed at least once
+	// SubmittedAt is the time of the latest claim, kept after the item
+	// leaves submitted (zero if never claimed).
+	SubmittedAt time.Time
+	// FinishedAt is when the item entered its terminal status (confirmed,
+	// failed, abandoned): the At of that update; zero while not terminal.
+	FinishedAt time.Time
+	// MsgID is the provider's message id of the accepted send ("" until
+	// confirmed, or when the provider gave none).
+	MsgID   string
+	ClaimID string
+	Error   *ItemError // nil unless the item has failed at least once
 }
 
 // CreateJobParams creates a job with its shards.
@@ -575,7 +589,7 @@ const MaxPutItems = 500
 // PutItemsParams writes one page of the snapshot.
 type PutItemsParams struct {
 	JobID string
-	Items []Item // Seq, Shard, Account, To, Vars
+	Items []Item // Seq, Shard, Account, To, Vars, Ref
 }
 
 // ListJobsParams pages a tenant's jobs.
@@ -699,6 +713,10 @@ type ItemUpdate struct {
 	AttemptsDelta int
 	// ResetAttempts sets Attempts to 0 (redrive) before AttemptsDelta.
 	ResetAttempts bool
+	// MsgID is the provider's message id, stored when To is confirmed.
+	// Entering a terminal status sets FinishedAt to the update's At;
+	// leaving it clears FinishedAt and MsgID.
+	MsgID string
 }
 
 // UpdateItemsParams changes items of one shard.
@@ -722,6 +740,7 @@ type ListItemsParams struct {
 	JobID    string
 	Status   ItemStatus // empty = any
 	Category string     // empty = any; matches Error.Category
+	Ref      string     // empty = any; matches Ref exactly
 	Shard    *int       // nil = all shards
 	Cursor   string
 	Limit    int // 0 = adapter default (100)

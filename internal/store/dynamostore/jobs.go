@@ -41,13 +41,36 @@ func jobItem(j store.Job) map[string]types.AttributeValue {
 		}
 	}
 	if len(j.Meta) > 0 {
-		meta := map[string]types.AttributeValue{}
-		for k, v := range j.Meta {
-			meta[k] = attrS(v)
-		}
-		m["meta"] = &types.AttributeValueMemberM{Value: meta}
+		m["meta"] = stringMap(j.Meta)
+	}
+	if len(j.Metadata) > 0 {
+		m["md"] = stringMap(j.Metadata)
 	}
 	return m
+}
+
+// stringMap stores a map of strings as a map attribute.
+func stringMap(sm map[string]string) types.AttributeValue {
+	m := map[string]types.AttributeValue{}
+	for k, v := range sm {
+		m[k] = attrS(v)
+	}
+	return &types.AttributeValueMemberM{Value: m}
+}
+
+// getStringMap reads a map attribute of strings (nil when absent).
+func getStringMap(rec map[string]types.AttributeValue, name string) map[string]string {
+	mv, ok := rec[name].(*types.AttributeValueMemberM)
+	if !ok || len(mv.Value) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	for k, v := range mv.Value {
+		if sv, ok := v.(*types.AttributeValueMemberS); ok {
+			out[k] = sv.Value
+		}
+	}
+	return out
 }
 
 func jobFrom(m map[string]types.AttributeValue) store.Job {
@@ -60,14 +83,8 @@ func jobFrom(m map[string]types.AttributeValue) store.Job {
 		CreatedBy: getS(m, "by"), CreatedAt: fromNanos(getN(m, "createdAt")),
 		StartedAt: fromNanos(getN(m, "startedAt")), FinishedAt: fromNanos(getN(m, "finishedAt")),
 	}
-	if mv, ok := m["meta"].(*types.AttributeValueMemberM); ok && len(mv.Value) > 0 {
-		j.Meta = map[string]string{}
-		for k, v := range mv.Value {
-			if sv, ok := v.(*types.AttributeValueMemberS); ok {
-				j.Meta[k] = sv.Value
-			}
-		}
-	}
+	j.Meta = getStringMap(m, "meta")
+	j.Metadata = getStringMap(m, "md")
 	return j
 }
 
