@@ -65,6 +65,7 @@ func (c *Client) Jobs(ctx context.Context, cursor string) (JobList, error) {
 type ItemQuery struct {
 	Status   string
 	Category string
+	Ref      string
 	Cursor   string
 	Limit    int
 }
@@ -77,7 +78,7 @@ func (c *Client) Items(ctx context.Context, jobID string, q ItemQuery) (ItemList
 		limit = fmt.Sprint(q.Limit)
 	}
 	path := "/v1/jobs/" + url.PathEscape(jobID) + "/items" +
-		query("status", q.Status, "category", q.Category, "cursor", q.Cursor, "limit", limit)
+		query("status", q.Status, "category", q.Category, "ref", q.Ref, "cursor", q.Cursor, "limit", limit)
 	_, err := c.do(ctx, "GET", path, nil, nil, &l)
 	return l, err
 }

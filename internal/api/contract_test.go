@@ -4,8 +4,10 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/qunfa/qunfa/internal/api"
+	"github.com/qunfa/qunfa/internal/store"
 )
 
 // TestMediaTypes: JSON routes refuse bodies of other media types with a
@@ -154,5 +156,44 @@ func TestMethodNotAllowedOnJob(t *testing.T) {
 	s.do("GET", "/v1/jobs/"+job.ID, tokenA, nil).json(t, &j)
 	if j.Status == "cancelled" {
 		t.Error("DELETE changed the job")
+	}
+}
+
+// TestItemOutcomeFields: an item shows its ref, when it was sent and
+// finished, and the provider's message id.
+func TestItemOutcomeFields(t *testing.T) {
+	s := newStack(t)
+	r := s.do("POST", "/v1/jobs", tokenA, `{"template": "Hi", "metadata": {"order": "A-7"},
+		"recipients": [{"account": "acct-a", "to": "u1", "ref": "cust-9"}, {"account": "acct-a", "to": "u2"}]}`)
+	var job api.Job
+	r.json(t, &job)
+	if r.status != http.StatusAccepted || job.Metadata["order"] != "A-7" {
+		t.Fatalf("submit: %d %s", r.status, r.body)
+	}
+	ctx := t.Context()
+	sent := s.clock.Now()
+	c, err := s.store.ClaimItems(ctx, store.ClaimItemsParams{JobID: job.ID, Index: 0, Max: 1, Now: sent, ClaimID: "c"})
+	if err != nil || len(c.Items) != 1 {
+		t.Fatalf("claim: %v %+v", err, c)
+	}
+	s.clock.Advance(3 * time.Second)
+	done := s.clock.Now()
+	if _, err := s.store.UpdateItems(ctx, store.UpdateItemsParams{JobID: job.ID, Index: 0, At: done, Updates: []store.ItemUpdate{
+		{Seq: c.Items[0].Seq, From: store.ItemSubmitted, ClaimID: "c", To: store.ItemConfirmed, MsgID: "wx-msg-1"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	var items api.ItemList
+	s.do("GET", "/v1/jobs/"+job.ID+"/items", tokenA, nil).json(t, &items)
+	if len(items.Items) != 2 {
+		t.Fatalf("items %+v", items.Items)
+	}
+	first, second := items.Items[0], items.Items[1]
+	if first.Ref != "cust-9" || first.MsgID != "wx-msg-1" || first.SubmittedAt == nil || !first.SubmittedAt.Equal(sent) ||
+		first.FinishedAt == nil || !first.FinishedAt.Equal(done) {
+		t.Errorf("confirmed item: %+v", first)
+	}
+	if second.Ref != "" || second.MsgID != "" || second.SubmittedAt != nil || second.FinishedAt != nil {
+		t.Errorf("pending item: %+v", second)
 	}
 }

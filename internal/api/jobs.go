@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/qunfa/qunfa/internal/control"
 	"github.com/qunfa/qunfa/internal/store"
@@ -157,12 +158,15 @@ var (
 func (s *server) listItems(w http.ResponseWriter, r *http.Request, tenant string) *Problem {
 	q := r.URL.Query()
 	var errs []submit.FieldError
-	status, category := q.Get("status"), q.Get("category")
+	status, category, ref := q.Get("status"), q.Get("category"), q.Get("ref")
 	if status != "" && !slices.Contains(itemStatuses, status) {
 		errs = append(errs, submit.FieldError{Field: "status", Message: fmt.Sprintf("must be one of %v", itemStatuses)})
 	}
 	if category != "" && !slices.Contains(itemCategories, category) {
 		errs = append(errs, submit.FieldError{Field: "category", Message: fmt.Sprintf("must be one of %v", itemCategories)})
+	}
+	if utf8.RuneCountInString(ref) > submit.MaxRefChars || !utf8.ValidString(ref) {
+		errs = append(errs, submit.FieldError{Field: "ref", Message: fmt.Sprintf("must be a reference of at most %d characters", submit.MaxRefChars)})
 	}
 	limit, p := pageLimit(q, defaultItemPage, maxItemPage)
 	if p != nil {
@@ -176,7 +180,7 @@ func (s *server) listItems(w http.ResponseWriter, r *http.Request, tenant string
 		return p
 	}
 	page, err := s.Store.ListItems(r.Context(), store.ListItemsParams{
-		JobID: v.Job.ID, Status: store.ItemStatus(status), Category: category, Cursor: q.Get("cursor"), Limit: limit,
+		JobID: v.Job.ID, Status: store.ItemStatus(status), Category: category, Ref: ref, Cursor: q.Get("cursor"), Limit: limit,
 	})
 	if err != nil {
 		return s.listProblem(r, "items", err)

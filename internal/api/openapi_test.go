@@ -204,6 +204,27 @@ func TestOpenAPIConformance(t *testing.T) {
 		specCall{method: "POST", path: "/v1/jobs", token: tokenA, body: `{"template": "", "recipients": []}`, want: 422},
 		specCall{method: "POST", path: "/v1/jobs", token: tokenA, body: jobBody(2), want: 202},
 	)
+	// Metadata and refs: shown on the job and its items, searchable.
+	tagged := `{"name": "tagged", "template": "Hi", "metadata": {"order": "A-1", "crm": "42"},
+		"recipients": [{"account": "acct-a", "to": "u1", "ref": "cust-1"}, {"account": "acct-b", "to": "u2"}]}`
+	var taggedJob api.Job
+	c.run(s, specCall{method: "POST", path: "/v1/jobs", token: tokenA, body: tagged, want: 202})[0].json(t, &taggedJob)
+	if taggedJob.Metadata["order"] != "A-1" {
+		t.Errorf("the job shows metadata %v", taggedJob.Metadata)
+	}
+	var refItems api.ItemList
+	c.run(s, specCall{method: "GET", path: "/v1/jobs/" + taggedJob.ID + "/items?ref=cust-1", token: tokenA, want: 200})[0].json(t, &refItems)
+	if len(refItems.Items) != 1 || refItems.Items[0].To != "u1" || refItems.Items[0].Ref != "cust-1" {
+		t.Errorf("items with ref cust-1: %+v", refItems.Items)
+	}
+	c.run(s,
+		specCall{method: "GET", path: "/v1/jobs/" + taggedJob.ID + "/items?ref=" + strings.Repeat("r", 201), token: tokenA, want: 400},
+		specCall{method: "POST", path: "/v1/jobs", token: tokenA, want: 422,
+			body: `{"template": "Hi", "metadata": {"` + strings.Repeat("k", 41) + `": "v"}, "recipients": [{"account": "acct-a", "to": "u1"}]}`},
+		specCall{method: "POST", path: "/v1/jobs", token: tokenA, want: 400,
+			body: `{"template": "Hi", "metadata": {"k": 1}, "recipients": [{"account": "acct-a", "to": "u1"}]}`},
+	)
+
 	var list api.JobList
 	c.run(s, specCall{method: "GET", path: "/v1/jobs?limit=1", token: tokenA, want: 200})[0].json(t, &list)
 	if len(list.Jobs) != 1 || list.NextCursor == "" {
@@ -424,7 +445,7 @@ func TestValidateAgainstSpecCatchesDrift(t *testing.T) {
 		"counts":   map[string]any{"pending": 1, "submitted": 0, "confirmed": 0, "failed": 0, "abandoned": 0},
 		"failures": map[string]any{}, "shards": []any{},
 		"created_at": "2025-03-01T09:00:00Z", "started_at": nil, "finished_at": nil,
-		"budget": 0, "budget_used": 0, "rate_per_sec": 0, "suppressed": 0, "created_by": "t",
+		"budget": 0, "budget_used": 0, "rate_per_sec": 0, "suppressed": 0, "created_by": "t", "metadata": map[string]any{},
 	}
 	with := func(k string, v any) map[string]any {
 		m := map[string]any{}

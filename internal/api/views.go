@@ -27,6 +27,8 @@ type Job struct {
 	RatePerSec float64 `json:"rate_per_sec"`
 	Suppressed int64   `json:"suppressed"`
 	CreatedBy  string  `json:"created_by"`
+	// Metadata is the submitter's metadata, as given ({} when none).
+	Metadata map[string]string `json:"metadata"`
 }
 
 // Shard is the JSON view of one shard of a job.
@@ -61,6 +63,15 @@ type Item struct {
 	Status   string           `json:"status"`
 	Attempts int              `json:"attempts"`
 	Error    *store.ItemError `json:"error"`
+	// Ref is the submitter's reference of the recipient ("" when none).
+	Ref string `json:"ref"`
+	// SubmittedAt is the latest send, FinishedAt when the item reached
+	// its terminal status; null until then.
+	SubmittedAt *time.Time `json:"submitted_at"`
+	FinishedAt  *time.Time `json:"finished_at"`
+	// MsgID is the provider's message id of the accepted send ("" until
+	// confirmed, or when the provider gave none).
+	MsgID string `json:"msgid"`
 }
 
 // ItemList is one page of GET /v1/jobs/{id}/items, in seq order.
@@ -183,13 +194,22 @@ func jobSummary(j store.Job) Job {
 		RatePerSec:  j.RatePerSec,
 		Suppressed:  j.Suppressed,
 		CreatedBy:   j.CreatedBy,
+		Metadata:    nonNilStrings(j.Metadata),
 	}
+}
+
+func nonNilStrings(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
 }
 
 func itemView(it store.Item) Item {
 	return Item{
 		Seq: it.Seq, Shard: it.Shard, Account: it.Account, To: it.To,
 		Status: string(it.Status), Attempts: it.Attempts, Error: it.Error,
+		Ref: it.Ref, SubmittedAt: timePtr(it.SubmittedAt), FinishedAt: timePtr(it.FinishedAt), MsgID: it.MsgID,
 	}
 }
 
