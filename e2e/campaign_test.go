@@ -75,15 +75,18 @@ func TestCampaignFiresOnce(t *testing.T) {
 	r := d.call("POST", "/v1/jobs", http.Header{"Idempotency-Key": {key}}, mustJSON(t, req))
 	t.Logf("POST /v1/jobs with the firing's key %q: HTTP %d", key, r.Status)
 	switch r.Status {
-	case http.StatusOK:
+	case http.StatusAccepted:
+		if r.Header.Get("Idempotent-Replayed") != "true" {
+			t.Errorf("POST /v1/jobs with the firing's key %q made a new job (no Idempotent-Replayed: true)", key)
+		}
 		var again api.Job
-		d.decode(r, http.StatusOK, &again)
+		d.decode(r, http.StatusAccepted, &again)
 		if again.ID != job.ID {
 			t.Errorf("the firing's key gave job %s, want the campaign's %s", again.ID, job.ID)
 		}
 	case http.StatusConflict: // the same key with a body not quite the campaign's: refused, fine
 	default:
-		t.Errorf("POST /v1/jobs with the firing's key %q: HTTP %d, want 200 (the same job) or 409: %s", key, r.Status, r.Body)
+		t.Errorf("POST /v1/jobs with the firing's key %q: HTTP %d, want 202 replayed (the same job) or 409: %s", key, r.Status, r.Body)
 	}
 	if r := d.call("DELETE", "/v1/campaigns/"+id, nil, nil); r.Status != http.StatusNoContent {
 		t.Errorf("DELETE the campaign: HTTP %d: %s", r.Status, r.Body)

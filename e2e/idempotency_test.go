@@ -13,8 +13,9 @@ import (
 )
 
 // TestIdempotentSubmission posts one body with one Idempotency-Key from ten
-// goroutines at once: one job comes out of it (exactly one 202, the rest
-// 200 with the same id); the key with another body is refused with 409;
+// goroutines at once: one job comes out of it (every answer 202 with the
+// same id, all but the first with Idempotent-Replayed: true); the key with
+// another body is refused with 409;
 // the job list holds one job, and the job is delivered once.
 func TestIdempotentSubmission(t *testing.T) {
 	t.Parallel()
@@ -26,10 +27,11 @@ func TestIdempotentSubmission(t *testing.T) {
 	const key = "campaign-2026-12-12"
 
 	type answer struct {
-		status int
-		ctype  string
-		job    api.Job
-		err    error
+		status   int
+		replayed bool
+		ctype    string
+		job      api.Job
+		err      error
 	}
 	const n = 10
 	answers := make([]answer, n)
@@ -43,8 +45,8 @@ func TestIdempotentSubmission(t *testing.T) {
 			h := authHeader()
 			h.Set("Idempotency-Key", key)
 			r, err := send(context.Background(), "POST", d.URL+"/v1/jobs", h, body)
-			a := answer{status: r.Status, ctype: r.Header.Get("Content-Type"), err: err}
-			if err == nil && (r.Status == http.StatusOK || r.Status == http.StatusAccepted) {
+			a := answer{status: r.Status, replayed: r.Header.Get("Idempotent-Replayed") == "true", ctype: r.Header.Get("Content-Type"), err: err}
+			if err == nil && r.Status == http.StatusAccepted {
 				a.err = json.Unmarshal(r.Body, &a.job)
 			} else if err == nil {
 				a.err = &api.Problem{Status: r.Status, Detail: string(r.Body)}
@@ -62,7 +64,11 @@ func TestIdempotentSubmission(t *testing.T) {
 			t.Errorf("submission %d: HTTP %d: %v", i, a.status, a.err)
 			continue
 		}
-		statuses[a.status]++
+		if a.replayed {
+			statuses[-a.status]++ // a replay
+		} else {
+			statuses[a.status]++
+		}
 		ids[a.job.ID]++
 		if !strings.HasPrefix(a.ctype, "application/json") {
 			t.Errorf("submission %d: Content-Type %q", i, a.ctype)
@@ -75,8 +81,8 @@ func TestIdempotentSubmission(t *testing.T) {
 	if len(ids) != 1 {
 		t.Fatalf("the same key and body gave %d jobs: %v (DESIGN rule 7)", len(ids), ids)
 	}
-	if statuses[http.StatusAccepted] != 1 || statuses[http.StatusOK] != n-1 {
-		t.Errorf("statuses %v, want one 202 (created) and %d × 200 (the same job)", statuses, n-1)
+	if statuses[http.StatusAccepted] != 1 || statuses[-http.StatusAccepted] != n-1 {
+		t.Errorf("statuses %v (negative: replays), want one 202 (created) and %d × 202 replayed (the same job)", statuses, n-1)
 	}
 	var jobID string
 	for id := range ids {
@@ -94,7 +100,11 @@ func TestIdempotentSubmission(t *testing.T) {
 
 	// A repeat after the job finished still names the same job.
 	var again api.Job
-	d.decode(d.call("POST", "/v1/jobs", http.Header{"Idempotency-Key": {key}}, body), http.StatusOK, &again)
+	rep := d.call("POST", "/v1/jobs", http.Header{"Idempotency-Key": {key}}, body)
+	if rep.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("a repeat after completion: Idempotent-Replayed = %q, want true", rep.Header.Get("Idempotent-Replayed"))
+	}
+	d.decode(rep, http.StatusAccepted, &again)
 	if again.ID != jobID {
 		t.Errorf("a repeat after completion gave job %s, want %s", again.ID, jobID)
 	}

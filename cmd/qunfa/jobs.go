@@ -172,7 +172,7 @@ func printJob(w io.Writer, j api.Job) {
 		}
 		fmt.Fprintf(w, "  limits:    %s\n", strings.Join(parts, ", "))
 	}
-	fmt.Fprintf(w, "  created:   %s by %s\n", timeText(j.CreatedAt), j.CreatedBy)
+	fmt.Fprintf(w, "  created:   %s by %s\n", timeText(&j.CreatedAt), j.CreatedBy)
 	fmt.Fprintf(w, "  started:   %s\n", timeText(j.StartedAt))
 	fmt.Fprintf(w, "  finished:  %s\n", timeText(j.FinishedAt))
 	if len(j.Shards) == 0 {
@@ -187,7 +187,7 @@ func printJob(w io.Writer, j api.Job) {
 			st += fmt.Sprintf(" slowed ×%.2f", s.SlowFactor)
 		}
 		fmt.Fprintf(tw, "    %d\t%s\t%s\t%d/%d\t%d\t%d\t%d\t%s\n", s.Index, s.Account, st, s.Done(), s.Size,
-			s.Counts.Confirmed, s.Counts.Failed, s.Counts.Abandoned, timeText(s.LastAdvancedAt))
+			s.Counts.Confirmed, s.Counts.Failed, s.Counts.Abandoned, timeText(&s.LastAdvancedAt))
 	}
 	_ = tw.Flush()
 }

@@ -293,7 +293,7 @@ func TestDashboard(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the export is not CSV: %v\n%s", err, raw)
 	}
-	if want := "seq,shard,account,to,status,attempts,category,code,message"; len(rows) == 0 || strings.Join(rows[0], ",") != want {
+	if want := "seq,shard,account,to,ref,status,attempts,category,code,message,submitted_at,finished_at,msgid"; len(rows) == 0 || strings.Join(rows[0], ",") != want {
 		t.Fatalf("CSV header %v, want %s", rows[:min(1, len(rows))], want)
 	}
 	got := map[int64]bool{}
@@ -303,8 +303,9 @@ func TestDashboard(t *testing.T) {
 			t.Fatalf("CSV row %v: bad or repeated seq", r)
 		}
 		got[seq] = true
-		if r[2] != account || r[4] != "failed" || r[6] != "permanent" || r[7] != "81013" || !strings.HasPrefix(r[3], "ui-user-") {
-			t.Fatalf("CSV row %v is not a failed, permanent item of %s with code 81013", r, account)
+		if r[2] != account || r[5] != "failed" || r[7] != "permanent" || r[8] != "81013" || !strings.HasPrefix(r[3], "ui-user-") ||
+			r[10] == "" || r[11] == "" || r[12] != "" {
+			t.Fatalf("CSV row %v is not a failed, permanent item of %s with code 81013, sent and finished, no msgid", r, account)
 		}
 	}
 	if len(got) <= 5 {

@@ -15,7 +15,7 @@ const maxAccountIDBytes = 128
 
 func (s *server) putAccount(w http.ResponseWriter, r *http.Request, tenant string) *Problem {
 	id := r.PathValue("account")
-	body, p := readBody(w, r, s.MaxBodyBytes)
+	body, p := readJSON(w, r, s.MaxBodyBytes)
 	if p != nil {
 		return p
 	}

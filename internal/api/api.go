@@ -86,6 +86,7 @@ func New(deps Deps) http.Handler {
 	// The operator dashboard: static files, no token, data via API v1; not
 	// itself an API v1 route, so outside Routes and openapi.json.
 	s.mux.ServeMux.Handle("GET "+dashboard.Prefix, dashboard.Handler())
+	s.mux.ServeMux.Handle("GET /{$}", http.RedirectHandler(dashboard.Prefix, http.StatusFound))
 	s.mux.HandleFunc("GET /v1/openapi.json", serveOpenAPI)
 
 	s.handle("PUT /v1/accounts/{account}", s.putAccount)
@@ -236,7 +237,9 @@ func (s *server) storeProblem(r *http.Request, what string, err error) *Problem 
 	case errors.Is(err, control.ErrNotAllowed), errors.Is(err, store.ErrInvalidTransition):
 		return newProblem(http.StatusConflict, kindConflict, err.Error())
 	case errors.Is(err, store.ErrInvalidArgument):
-		return newProblem(http.StatusBadRequest, kindBadRequest, err.Error())
+		// The store's words name its internals; the handlers validate
+		// what they can say better before calling it.
+		return newProblem(http.StatusBadRequest, kindBadRequest, "the request is not valid for this "+what)
 	}
 	return s.internal(r, "handle the "+what, err)
 }

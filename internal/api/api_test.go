@@ -194,7 +194,7 @@ func TestSubmitAndGetJob(t *testing.T) {
 	if j.ID == "" || j.Status != "running" || j.Total != 5 || len(j.Shards) != 2 || j.Counts.Pending != 5 || j.CreatedBy != "tenant-a" {
 		t.Errorf("job = %+v", j)
 	}
-	if j.CreatedAt == nil || !j.CreatedAt.Equal(s.clock.Now()) || j.FinishedAt != nil || j.PauseReason != nil {
+	if !j.CreatedAt.Equal(s.clock.Now()) || j.FinishedAt != nil || j.PauseReason != nil {
 		t.Errorf("timestamps = %v %v %v", j.CreatedAt, j.StartedAt, j.FinishedAt)
 	}
 
@@ -229,8 +229,8 @@ func TestSubmitAndGetJob(t *testing.T) {
 
 	before := s.totals()
 	again := s.do("POST", "/v1/jobs", tokenA, jobBody(5), "Idempotency-Key", "sale-1")
-	if again.status != http.StatusOK {
-		t.Fatalf("repeat: %d %s", again.status, again.body)
+	if again.status != http.StatusAccepted || again.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("repeat: %d, Idempotent-Replayed %q, want 202 and true; %s", again.status, again.header.Get("Idempotent-Replayed"), again.body)
 	}
 	var j2 api.Job
 	again.json(t, &j2)
@@ -395,6 +395,12 @@ func TestJobCommands(t *testing.T) {
 	if got := post("cancel", 200); got.Status != "cancelled" || got.FinishedAt == nil {
 		t.Errorf("cancel: %+v", got)
 	}
+	// A cancelled job keeps its limits: 409, nothing stored.
+	wantProblem(t, s.do("PATCH", path, tokenA, `{"rate_per_sec": 9, "budget": 50}`), http.StatusConflict)
+	s.do("GET", path, tokenA, nil).json(t, &lim)
+	if lim.RatePerSec != 2.5 || lim.Budget != 0 || lim.BudgetUsed != 0 {
+		t.Errorf("a PATCH of a cancelled job changed it: %+v", lim)
+	}
 	post("cancel", http.StatusConflict)
 	post("resume", http.StatusConflict)
 	post("pause", http.StatusConflict)
@@ -496,7 +502,11 @@ func TestConcurrentSubmitsWithOneKeyMakeOneJob(t *testing.T) {
 			_ = jsonUnmarshal(r.body, &j)
 			mu.Lock()
 			defer mu.Unlock()
-			statuses[r.status]++
+			if r.header.Get("Idempotent-Replayed") == "true" {
+				statuses[-r.status]++ // a replay
+			} else {
+				statuses[r.status]++
+			}
 			if r.status < 300 {
 				ids[j.ID]++
 			} else {
@@ -505,7 +515,7 @@ func TestConcurrentSubmitsWithOneKeyMakeOneJob(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if len(ids) != 1 || statuses[http.StatusAccepted] != 1 || statuses[http.StatusOK] != n-1 {
+	if len(ids) != 1 || statuses[http.StatusAccepted] != 1 || statuses[-http.StatusAccepted] != n-1 {
 		t.Errorf("ids %v, statuses %v", ids, statuses)
 	}
 	if tt := s.totals(); tt.jobs != 1 || tt.items != 40 {

@@ -48,8 +48,8 @@ type Campaign struct {
 	NextFireAt  *time.Time `json:"next_fire_at"`
 	LastFiredAt *time.Time `json:"last_fired_at"`
 	CreatedBy   string     `json:"created_by"`
-	CreatedAt   *time.Time `json:"created_at"`
-	UpdatedAt   *time.Time `json:"updated_at"`
+	CreatedAt   time.Time  `json:"created_at"`
+	UpdatedAt   time.Time  `json:"updated_at"`
 }
 
 // CampaignList is a tenant's campaigns, ordered by id.
@@ -60,7 +60,7 @@ type CampaignList struct {
 func (s *server) campaignView(c store.Campaign) Campaign {
 	v := Campaign{ID: c.ID, Name: c.Name, Schedule: c.Schedule, Mode: c.Mode, Request: json.RawMessage(c.Request),
 		Source: c.Source, MaxDelaySec: c.MaxDelaySec, Enabled: c.Enabled, LastFiredAt: timePtr(c.LastFiredAt),
-		CreatedBy: c.CreatedBy, CreatedAt: timePtr(c.CreatedAt), UpdatedAt: timePtr(c.UpdatedAt)}
+		CreatedBy: c.CreatedBy, CreatedAt: c.CreatedAt.UTC(), UpdatedAt: c.UpdatedAt.UTC()}
 	if !json.Valid(v.Request) {
 		v.Request = json.RawMessage("{}")
 	}
@@ -77,7 +77,7 @@ func newCampaignID(now time.Time) string {
 }
 
 func (s *server) putCampaign(w http.ResponseWriter, r *http.Request, tenant string) *Problem {
-	body, p := readBody(w, r, s.MaxBodyBytes)
+	body, p := readJSON(w, r, s.MaxBodyBytes)
 	if p != nil {
 		return p
 	}

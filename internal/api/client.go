@@ -29,14 +29,22 @@ func NewClient(baseURL, token string) *Client {
 }
 
 // SubmitJob posts a job body (the JSON of POST /v1/jobs, sent as given).
-// created is false when the idempotency key named an existing job.
+// created is false when the idempotency key named an existing job (the
+// answer carries Idempotent-Replayed: true).
 func (c *Client) SubmitJob(ctx context.Context, body []byte, idempotencyKey string) (job Job, created bool, err error) {
 	var hdr http.Header
 	if idempotencyKey != "" {
 		hdr = http.Header{"Idempotency-Key": {idempotencyKey}}
 	}
-	status, err := c.do(ctx, "POST", "/v1/jobs", hdr, body, &job)
-	return job, status == http.StatusAccepted, err
+	status, replayed, err := c.submit(ctx, hdr, body, &job)
+	return job, status == http.StatusAccepted && !replayed, err
+}
+
+// submit posts a job and tells whether the answer was a replay.
+func (c *Client) submit(ctx context.Context, hdr http.Header, body []byte, out *Job) (status int, replayed bool, err error) {
+	var answer http.Header
+	status, err = c.doHeader(ctx, "POST", "/v1/jobs", hdr, body, out, &answer)
+	return status, answer.Get(replayedHeader) == "true", err
 }
 
 // Job reads a job.
@@ -57,6 +65,7 @@ func (c *Client) Jobs(ctx context.Context, cursor string) (JobList, error) {
 type ItemQuery struct {
 	Status   string
 	Category string
+	Ref      string
 	Cursor   string
 	Limit    int
 }
@@ -69,7 +78,7 @@ func (c *Client) Items(ctx context.Context, jobID string, q ItemQuery) (ItemList
 		limit = fmt.Sprint(q.Limit)
 	}
 	path := "/v1/jobs/" + url.PathEscape(jobID) + "/items" +
-		query("status", q.Status, "category", q.Category, "cursor", q.Cursor, "limit", limit)
+		query("status", q.Status, "category", q.Category, "ref", q.Ref, "cursor", q.Cursor, "limit", limit)
 	_, err := c.do(ctx, "GET", path, nil, nil, &l)
 	return l, err
 }
@@ -151,6 +160,12 @@ const maxAnswerBytes = 64 << 20
 // do sends a request and decodes a 2xx answer into out; other answers
 // become a *Problem.
 func (c *Client) do(ctx context.Context, method, path string, hdr http.Header, body []byte, out any) (int, error) {
+	return c.doHeader(ctx, method, path, hdr, body, out, nil)
+}
+
+// doHeader is do that also hands back the answer's header when answer is
+// not nil.
+func (c *Client) doHeader(ctx context.Context, method, path string, hdr http.Header, body []byte, out any, answer *http.Header) (int, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -178,6 +193,9 @@ func (c *Client) do(ctx context.Context, method, path string, hdr http.Header, b
 		return 0, fmt.Errorf("cannot reach the qunfa API at %s: %w", c.BaseURL, err)
 	}
 	defer resp.Body.Close()
+	if answer != nil {
+		*answer = resp.Header
+	}
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
 	if err != nil {
 		return resp.StatusCode, fmt.Errorf("read the answer of %s %s: %w", method, path, err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,18 +15,17 @@ import (
 	"github.com/qunfa/qunfa/internal/submit"
 )
 
-// readBody reads the whole request body, at most limit bytes, and checks
-// that it is one JSON object in valid UTF-8. It answers the problem itself
-// and returns false when the body is unusable.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *Problem) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return nil, newProblem(http.StatusRequestEntityTooLarge, kindTooLarge,
-				fmt.Sprintf("the request body is larger than the limit of %d bytes", tooLarge.Limit))
-		}
-		return nil, newProblem(http.StatusBadRequest, kindBadRequest, "the request body could not be read: "+err.Error())
+// readJSON reads the body of a route that takes JSON: at most limit bytes,
+// of a JSON media type (see checkJSONMediaType), one JSON object in valid
+// UTF-8. Routes that take other media types (a staged upload's NDJSON or
+// CSV) check their own.
+func readJSON(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *Problem) {
+	body, p := readBody(w, r, limit)
+	if p != nil {
+		return nil, p
+	}
+	if p := checkJSONMediaType(r.Header.Get("Content-Type"), body); p != nil {
+		return nil, p
 	}
 	if !utf8.Valid(body) {
 		return nil, newProblem(http.StatusBadRequest, kindBadRequest, "the request body is not valid UTF-8")
@@ -38,6 +38,54 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *Pro
 		return nil, newProblem(http.StatusBadRequest, kindBadRequest, "the request body must be a JSON object")
 	}
 	return body, nil
+}
+
+// readBody reads the whole request body, at most limit bytes.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *Problem) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, newProblem(http.StatusRequestEntityTooLarge, kindTooLarge,
+				fmt.Sprintf("the request body is larger than the limit of %d bytes", tooLarge.Limit))
+		}
+		return nil, newProblem(http.StatusBadRequest, kindBadRequest, "the request body could not be read: "+err.Error())
+	}
+	return body, nil
+}
+
+// jsonMediaType is what a JSON route accepts, for the Accept header of a
+// 415 answer.
+const jsonMediaType = "application/json"
+
+// checkJSONMediaType refuses with 415 a body whose Content-Type says it is
+// not JSON. application/json and any application/*+json are JSON. A
+// missing Content-Type is taken as JSON, and so is curl's default for -d,
+// application/x-www-form-urlencoded, when the body is a JSON object (a
+// real form body is refused); anything else (text/plain, text/csv,
+// multipart/form-data, …) is refused.
+func checkJSONMediaType(contentType string, body []byte) *Problem {
+	if strings.TrimSpace(contentType) == "" {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	switch {
+	case err != nil:
+		return unsupportedMediaType(fmt.Sprintf("the Content-Type %q cannot be parsed; send %s", contentType, jsonMediaType))
+	case mt == jsonMediaType, strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"):
+		return nil
+	case mt == "application/x-www-form-urlencoded":
+		if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '{' {
+			return nil // curl -d without -H: a JSON body under curl's default type
+		}
+	}
+	return unsupportedMediaType(fmt.Sprintf("the Content-Type %s is not supported here; send %s", mt, jsonMediaType))
+}
+
+func unsupportedMediaType(detail string) *Problem {
+	p := newProblem(http.StatusUnsupportedMediaType, kindMediaType, detail)
+	p.accept = jsonMediaType
+	return p
 }
 
 // decodeStrict decodes one JSON object into v, refusing unknown fields,

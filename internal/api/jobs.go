@@ -10,11 +10,16 @@ import (
 	"strconv"
 	"sync"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/qunfa/qunfa/internal/control"
 	"github.com/qunfa/qunfa/internal/store"
 	"github.com/qunfa/qunfa/internal/submit"
 )
+
+// replayedHeader marks the answer to a repeated submission (same
+// Idempotency-Key and body): the earlier submission's job.
+const replayedHeader = "Idempotent-Replayed"
 
 // maxIdempotencyKeyBytes bounds the Idempotency-Key header.
 const maxIdempotencyKeyBytes = 255
@@ -34,7 +39,7 @@ func (s *server) submitJob(w http.ResponseWriter, r *http.Request, tenant string
 		return newProblem(http.StatusBadRequest, kindBadRequest, "the Idempotency-Key header "+msg,
 			submit.FieldError{Field: "Idempotency-Key", Message: msg})
 	}
-	body, p := readBody(w, r, s.MaxBodyBytes)
+	body, p := readJSON(w, r, s.MaxBodyBytes)
 	if p != nil {
 		return p
 	}
@@ -44,7 +49,7 @@ func (s *server) submitJob(w http.ResponseWriter, r *http.Request, tenant string
 	}
 	if key != "" {
 		// One submission per tenant and key at a time in this process, so
-		// concurrent repeats wait for the first and get its job (200) —
+		// concurrent repeats wait for the first and get its job (a replay) —
 		// across processes the store's idempotency record decides.
 		unlock := s.keyLocks.lock(tenant + "\x00" + key)
 		defer unlock()
@@ -67,12 +72,14 @@ func (s *server) submitJob(w http.ResponseWriter, r *http.Request, tenant string
 	case err != nil:
 		return s.storeProblem(r, "job", err)
 	}
-	status := http.StatusAccepted
+	// A replay answers with the first answer's status (every submission
+	// that returns a job was accepted: 202) and says it is a replay, as
+	// Stripe does; v1 answered 200.
 	if !res.Created {
-		status = http.StatusOK
+		w.Header().Set(replayedHeader, "true")
 	}
 	w.Header().Set("Location", "/v1/jobs/"+url.PathEscape(res.Job.Job.ID))
-	writeJSON(w, status, jobView(res.Job))
+	writeJSON(w, http.StatusAccepted, jobView(res.Job))
 	return nil
 }
 
@@ -121,7 +128,7 @@ func (s *server) listJobs(w http.ResponseWriter, r *http.Request, tenant string)
 	}
 	page, err := s.Store.ListJobs(r.Context(), store.ListJobsParams{Tenant: tenant, Cursor: q.Get("cursor"), Limit: limit})
 	if err != nil {
-		return s.storeProblem(r, "jobs", err)
+		return s.listProblem(r, "jobs", err)
 	}
 	out := JobList{Jobs: make([]Job, 0, len(page.Jobs)), NextCursor: page.NextCursor}
 	for _, j := range page.Jobs {
@@ -143,7 +150,7 @@ var (
 		string(store.ItemFailed), string(store.ItemAbandoned),
 	}
 	itemCategories = []string{
-		store.CategoryRetryable, store.CategoryRateLimited, store.CategoryPermanent, store.CategoryUncertain,
+		store.CategoryRetryable, store.CategoryRateLimited, store.CategoryAccountDown, store.CategoryPermanent, store.CategoryUncertain,
 		store.CategoryExhausted, store.CategoryCancelled, store.CategorySuppressed,
 	}
 )
@@ -151,12 +158,15 @@ var (
 func (s *server) listItems(w http.ResponseWriter, r *http.Request, tenant string) *Problem {
 	q := r.URL.Query()
 	var errs []submit.FieldError
-	status, category := q.Get("status"), q.Get("category")
+	status, category, ref := q.Get("status"), q.Get("category"), q.Get("ref")
 	if status != "" && !slices.Contains(itemStatuses, status) {
 		errs = append(errs, submit.FieldError{Field: "status", Message: fmt.Sprintf("must be one of %v", itemStatuses)})
 	}
 	if category != "" && !slices.Contains(itemCategories, category) {
 		errs = append(errs, submit.FieldError{Field: "category", Message: fmt.Sprintf("must be one of %v", itemCategories)})
+	}
+	if utf8.RuneCountInString(ref) > submit.MaxRefChars || !utf8.ValidString(ref) {
+		errs = append(errs, submit.FieldError{Field: "ref", Message: fmt.Sprintf("must be a reference of at most %d characters", submit.MaxRefChars)})
 	}
 	limit, p := pageLimit(q, defaultItemPage, maxItemPage)
 	if p != nil {
@@ -170,10 +180,10 @@ func (s *server) listItems(w http.ResponseWriter, r *http.Request, tenant string
 		return p
 	}
 	page, err := s.Store.ListItems(r.Context(), store.ListItemsParams{
-		JobID: v.Job.ID, Status: store.ItemStatus(status), Category: category, Cursor: q.Get("cursor"), Limit: limit,
+		JobID: v.Job.ID, Status: store.ItemStatus(status), Category: category, Ref: ref, Cursor: q.Get("cursor"), Limit: limit,
 	})
 	if err != nil {
-		return s.storeProblem(r, "items", err)
+		return s.listProblem(r, "items", err)
 	}
 	out := ItemList{Items: make([]Item, 0, len(page.Items)), NextCursor: page.NextCursor}
 	for _, it := range page.Items {
@@ -181,6 +191,16 @@ func (s *server) listItems(w http.ResponseWriter, r *http.Request, tenant string
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// listProblem maps the error of a listing: a cursor the store cannot read
+// is the caller's mistake, told without the store's words.
+func (s *server) listProblem(r *http.Request, what string, err error) *Problem {
+	if errors.Is(err, store.ErrInvalidArgument) && r.URL.Query().Get("cursor") != "" {
+		return newProblem(http.StatusBadRequest, kindBadRequest, "invalid cursor",
+			submit.FieldError{Field: "cursor", Message: "is not a next_cursor of this listing"})
+	}
+	return s.storeProblem(r, what, err)
 }
 
 // pageLimit reads the optional "limit" query parameter.
@@ -219,7 +239,7 @@ func (s *server) command(verb string, run func(ctx context.Context, jobID string
 }
 
 func (s *server) updateLimits(w http.ResponseWriter, r *http.Request, tenant string) *Problem {
-	body, p := readBody(w, r, s.MaxBodyBytes)
+	body, p := readJSON(w, r, s.MaxBodyBytes)
 	if p != nil {
 		return p
 	}
@@ -245,6 +265,10 @@ func (s *server) updateLimits(w http.ResponseWriter, r *http.Request, tenant str
 		return p
 	}
 	after, err := s.Control.UpdateLimits(r.Context(), v.Job.ID, req.RatePerSec, req.Budget)
+	if errors.Is(err, control.ErrNotAllowed) {
+		return newProblem(http.StatusConflict, kindConflict,
+			fmt.Sprintf("cannot change the limits of job %s: it is %s", v.Job.ID, v.Job.Status))
+	}
 	if err != nil {
 		return s.storeProblem(r, "job "+strconv.Quote(v.Job.ID), err)
 	}

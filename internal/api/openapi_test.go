@@ -196,7 +196,7 @@ func TestOpenAPIConformance(t *testing.T) {
 	other := jobBody(5)
 	c.run(s,
 		specCall{method: "POST", path: "/v1/jobs", token: tokenA, body: body, headers: []string{"Idempotency-Key", "spec-1"}, want: 202},
-		specCall{method: "POST", path: "/v1/jobs", token: tokenA, body: body, headers: []string{"Idempotency-Key", "spec-1"}, want: 200},
+		specCall{method: "POST", path: "/v1/jobs", token: tokenA, body: body, headers: []string{"Idempotency-Key", "spec-1"}, want: 202},
 		specCall{method: "POST", path: "/v1/jobs", token: tokenA, body: other, headers: []string{"Idempotency-Key", "spec-1"}, want: 409},
 		specCall{method: "POST", path: "/v1/jobs", token: tokenA, body: body, headers: []string{"Idempotency-Key", strings.Repeat("k", 256)}, want: 400},
 		specCall{method: "POST", path: "/v1/jobs", token: tokenA, body: `{"template": "Hi", "recipients": [`, want: 400},
@@ -204,6 +204,27 @@ func TestOpenAPIConformance(t *testing.T) {
 		specCall{method: "POST", path: "/v1/jobs", token: tokenA, body: `{"template": "", "recipients": []}`, want: 422},
 		specCall{method: "POST", path: "/v1/jobs", token: tokenA, body: jobBody(2), want: 202},
 	)
+	// Metadata and refs: shown on the job and its items, searchable.
+	tagged := `{"name": "tagged", "template": "Hi", "metadata": {"order": "A-1", "crm": "42"},
+		"recipients": [{"account": "acct-a", "to": "u1", "ref": "cust-1"}, {"account": "acct-b", "to": "u2"}]}`
+	var taggedJob api.Job
+	c.run(s, specCall{method: "POST", path: "/v1/jobs", token: tokenA, body: tagged, want: 202})[0].json(t, &taggedJob)
+	if taggedJob.Metadata["order"] != "A-1" {
+		t.Errorf("the job shows metadata %v", taggedJob.Metadata)
+	}
+	var refItems api.ItemList
+	c.run(s, specCall{method: "GET", path: "/v1/jobs/" + taggedJob.ID + "/items?ref=cust-1", token: tokenA, want: 200})[0].json(t, &refItems)
+	if len(refItems.Items) != 1 || refItems.Items[0].To != "u1" || refItems.Items[0].Ref != "cust-1" {
+		t.Errorf("items with ref cust-1: %+v", refItems.Items)
+	}
+	c.run(s,
+		specCall{method: "GET", path: "/v1/jobs/" + taggedJob.ID + "/items?ref=" + strings.Repeat("r", 201), token: tokenA, want: 400},
+		specCall{method: "POST", path: "/v1/jobs", token: tokenA, want: 422,
+			body: `{"template": "Hi", "metadata": {"` + strings.Repeat("k", 41) + `": "v"}, "recipients": [{"account": "acct-a", "to": "u1"}]}`},
+		specCall{method: "POST", path: "/v1/jobs", token: tokenA, want: 400,
+			body: `{"template": "Hi", "metadata": {"k": 1}, "recipients": [{"account": "acct-a", "to": "u1"}]}`},
+	)
+
 	var list api.JobList
 	c.run(s, specCall{method: "GET", path: "/v1/jobs?limit=1", token: tokenA, want: 200})[0].json(t, &list)
 	if len(list.Jobs) != 1 || list.NextCursor == "" {
@@ -299,6 +320,7 @@ func TestOpenAPIConformance(t *testing.T) {
 		specCall{method: "POST", path: jobPath + "/resume", token: tokenA, want: 200},
 		specCall{method: "POST", path: jobPath + "/cancel", token: tokenA, want: 200},
 		specCall{method: "POST", path: jobPath + "/cancel", token: tokenA, want: 409},
+		specCall{method: "PATCH", path: jobPath, token: tokenA, body: `{"budget": 1}`, want: 409},
 		specCall{method: "POST", path: "/v1/jobs/nope/pause", token: tokenA, want: 404},
 		specCall{method: "POST", path: jobPath + "/resume", token: tokenB, want: 404},
 		specCall{method: "POST", path: "/v1/jobs/nope/cancel", token: tokenA, want: 404},
@@ -341,6 +363,18 @@ func TestOpenAPIConformance(t *testing.T) {
 		specCall{method: "DELETE", path: "/v1/campaigns/weekly", token: tokenA, want: 404},
 	)
 
+	// Bodies of a media type the operation does not take: 415.
+	c.run(s,
+		specCall{method: "PUT", path: "/v1/accounts/acct-c", token: tokenA, body: `{"rate_per_sec": 1}`, headers: []string{"Content-Type", "text/plain"}, want: 415},
+		specCall{method: "POST", path: "/v1/jobs", token: tokenA, body: body, headers: []string{"Content-Type", "text/csv"}, want: 415},
+		specCall{method: "PATCH", path: jobPath, token: tokenA, body: `{"budget": 1}`, headers: []string{"Content-Type", "text/plain"}, want: 415},
+		specCall{method: "POST", path: jobPath + "/redrive", token: tokenA, body: `{"category": "permanent"}`, headers: []string{"Content-Type", "text/plain"}, want: 415},
+		specCall{method: "POST", path: jobPath + "/items/0/resolve", token: tokenA, body: `{"outcome": "resend"}`, headers: []string{"Content-Type", "multipart/form-data; boundary=b"}, want: 415},
+		specCall{method: "PUT", path: "/v1/suppressions/acct-a/u7", token: tokenA, body: `{"reason": "x"}`, headers: []string{"Content-Type", "text/plain"}, want: 415},
+		specCall{method: "POST", path: "/v1/suppressions", token: tokenA, body: `{"entries": []}`, headers: []string{"Content-Type", "text/csv"}, want: 415},
+		specCall{method: "POST", path: "/v1/campaigns", token: tokenA, body: campaign, headers: []string{"Content-Type", "text/plain"}, want: 415},
+	)
+
 	// Every authenticated route refuses a missing or unknown token.
 	for _, route := range api.Routes() {
 		method, path, _ := strings.Cut(route, " ")
@@ -377,8 +411,7 @@ func TestOpenAPIConformance(t *testing.T) {
 	)
 
 	// Every documented answer was seen, but those a healthy stack cannot
-	// give: internal errors, and a PATCH refused for the job's status
-	// (no status refuses it today; the store may).
+	// give: internal errors.
 	doc, err := apispec.Load()
 	if err != nil {
 		t.Fatal(err)
@@ -388,7 +421,7 @@ func TestOpenAPIConformance(t *testing.T) {
 		for method, op := range item.Operations() {
 			for status := range op.Responses.Map() {
 				key := method + " " + path + " " + status
-				if status == "500" || key == "PATCH /v1/jobs/{id} 409" {
+				if status == "500" {
 					continue
 				}
 				if !c.seen[key] {
@@ -412,7 +445,7 @@ func TestValidateAgainstSpecCatchesDrift(t *testing.T) {
 		"counts":   map[string]any{"pending": 1, "submitted": 0, "confirmed": 0, "failed": 0, "abandoned": 0},
 		"failures": map[string]any{}, "shards": []any{},
 		"created_at": "2025-03-01T09:00:00Z", "started_at": nil, "finished_at": nil,
-		"budget": 0, "budget_used": 0, "rate_per_sec": 0, "suppressed": 0, "created_by": "t",
+		"budget": 0, "budget_used": 0, "rate_per_sec": 0, "suppressed": 0, "created_by": "t", "metadata": map[string]any{},
 	}
 	with := func(k string, v any) map[string]any {
 		m := map[string]any{}
@@ -441,14 +474,91 @@ func TestValidateAgainstSpecCatchesDrift(t *testing.T) {
 		"unknown field":       {get, answer(200, "application/json", with("extra", 1))},
 		"missing field":       {get, answer(200, "application/json", with("total", nil))},
 		"wrong status enum":   {get, answer(200, "application/json", with("status", "sleeping"))},
+		"null created_at":     {get, answer(200, "application/json", with("created_at", json.RawMessage("null")))},
+		"null in pause enum":  {get, answer(200, "application/json", with("pause_reason", "null"))},
+		"unknown category":    {get, answer(200, "application/json", with("failures", map[string]any{"lost": 1}))},
+		"fractional integer":  {get, answer(200, "application/json", with("total", 1.5))},
 		"undocumented status": {get, answer(418, "application/problem+json", map[string]any{"type": "urn:qunfa:problem:internal", "title": "x", "status": 418})},
 		"error not a problem": {get, answer(404, "application/json", map[string]any{"error": "nope"})},
 		"unrouted 200":        {httptest.NewRequest("GET", "/v1/nothing", nil), answer(200, "application/json", map[string]any{})},
+		"405 without Allow": {httptest.NewRequest("DELETE", "/v1/jobs/j1", nil), answer(405, "application/problem+json",
+			map[string]any{"type": "urn:qunfa:problem:method-not-allowed", "title": "x", "status": 405})},
 		"401 without challenge": {get, answer(401, "application/problem+json",
 			map[string]any{"type": "urn:qunfa:problem:unauthorized", "title": "x", "status": 401})},
 	} {
 		if err := apispec.Validate(tc.req, tc.resp); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// TestOpenAPIGeneratorFriendly holds the description to what client
+// generators (oapi-codegen, openapi-typescript) turn into good types:
+// numbers with a format (double, not float32; int64 integers), no null in
+// an enum, no allOf+const overlays, object schemas named as components,
+// one error category, and a servers list.
+func TestOpenAPIGeneratorFriendly(t *testing.T) {
+	var doc map[string]any
+	if err := json.Unmarshal(api.OpenAPISpec(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if servers, _ := doc["servers"].([]any); len(servers) == 0 {
+		t.Error("no servers entry")
+	}
+	var walk func(path string, v any, inline bool)
+	walk = func(path string, v any, inline bool) {
+		switch n := v.(type) {
+		case []any:
+			for i, e := range n {
+				walk(fmt.Sprintf("%s/%d", path, i), e, inline)
+			}
+		case map[string]any:
+			types := map[string]bool{}
+			switch ty := n["type"].(type) {
+			case string:
+				types[ty] = true
+			case []any:
+				for _, e := range ty {
+					types[fmt.Sprint(e)] = true
+				}
+			}
+			switch f, _ := n["format"].(string); {
+			case types["number"] && f != "double":
+				t.Errorf("%s: a number without format double (generators make float32 of it)", path)
+			case types["integer"] && f != "int64" && f != "int32":
+				t.Errorf("%s: an integer without format int64", path)
+			}
+			if enum, ok := n["enum"].([]any); ok && slices.Contains(enum, nil) {
+				t.Errorf("%s: null in an enum (a bogus constant in generated code); make the property nullable instead", path)
+			}
+			if _, ok := n["const"]; ok {
+				t.Errorf("%s: const (use a one-value enum)", path)
+			}
+			if _, ok := n["allOf"]; ok {
+				t.Errorf("%s: allOf (write the schema out, or $ref it)", path)
+			}
+			if _, ok := n["exclusiveMinimum"]; ok {
+				t.Errorf("%s: exclusiveMinimum (oapi-codegen before 2.8 reads it as the OpenAPI 3.0 boolean)", path)
+			}
+			if inline && types["object"] && n["properties"] != nil {
+				t.Errorf("%s: an inline object schema; name it in components.schemas", path)
+			}
+			for k, e := range n {
+				// Schemas under properties, items and additionalProperties
+				// of a component are inline.
+				in := inline || k == "properties" || k == "items" || k == "additionalProperties" || k == "anyOf" || k == "oneOf"
+				if k == "schemas" && strings.HasSuffix(path, "/components") {
+					in = false
+				}
+				walk(path+"/"+k, e, in)
+			}
+		}
+	}
+	walk("", doc, false)
+
+	// One error category, referenced wherever a category appears.
+	spec := string(api.OpenAPISpec())
+	if n := strings.Count(spec, `"rate_limited"`); n != 1 {
+		t.Errorf("the category rate_limited appears %d times; define ErrorCategory once and $ref it", n)
 	}
 }

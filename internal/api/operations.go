@@ -30,7 +30,7 @@ func (s *server) redrive(w http.ResponseWriter, r *http.Request, tenant string) 
 	if p != nil {
 		return p
 	}
-	body, p := readBody(w, r, s.MaxBodyBytes)
+	body, p := readJSON(w, r, s.MaxBodyBytes)
 	if p != nil {
 		return p
 	}
@@ -62,7 +62,11 @@ func (s *server) resolve(w http.ResponseWriter, r *http.Request, tenant string) 
 	if err != nil || seq < 0 {
 		return newProblem(http.StatusBadRequest, kindBadRequest, "item seq must be a non-negative integer")
 	}
-	body, p := readBody(w, r, s.MaxBodyBytes)
+	if seq >= v.Job.Total {
+		// Items are numbered 0 … total−1.
+		return newProblem(http.StatusNotFound, kindNotFound, fmt.Sprintf("job %s has no item %d", v.Job.ID, seq))
+	}
+	body, p := readJSON(w, r, s.MaxBodyBytes)
 	if p != nil {
 		return p
 	}

@@ -23,6 +23,10 @@ type Problem struct {
 	Detail string `json:"detail,omitempty"`
 	// Errors lists every invalid field of a rejected request.
 	Errors []submit.FieldError `json:"errors,omitempty"`
+
+	// accept, when set, is sent as the Accept header: the media types the
+	// route would have taken (415 answers).
+	accept string
 }
 
 // Error formats the problem on one line: title, detail and field errors.
@@ -47,6 +51,7 @@ const (
 	kindMethod       = "method-not-allowed"
 	kindBadRequest   = "bad-request"
 	kindTooLarge     = "body-too-large"
+	kindMediaType    = "unsupported-media-type"
 	kindValidation   = "validation"
 	kindIdempotency  = "idempotency-conflict"
 	kindConflict     = "not-allowed"
@@ -59,6 +64,7 @@ var problemTitles = map[string]string{
 	kindMethod:       "Method not allowed",
 	kindBadRequest:   "Malformed request",
 	kindTooLarge:     "Request body too large",
+	kindMediaType:    "Unsupported media type",
 	kindValidation:   "Invalid request",
 	kindIdempotency:  "Idempotency key already used with a different request",
 	kindConflict:     "Not allowed in the job's current status",
@@ -80,6 +86,9 @@ func writeProblem(w http.ResponseWriter, p *Problem) {
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
+	if p.accept != "" {
+		h.Set("Accept", p.accept)
+	}
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(append(b, '\n'))
 }

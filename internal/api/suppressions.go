@@ -12,10 +12,10 @@ import (
 
 // Suppression is one recipient a tenant never sends to.
 type Suppression struct {
-	Account   string     `json:"account"`
-	To        string     `json:"to"`
-	Reason    string     `json:"reason"`
-	CreatedAt *time.Time `json:"created_at"`
+	Account   string    `json:"account"`
+	To        string    `json:"to"`
+	Reason    string    `json:"reason"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // SuppressionRequest is the optional body of PUT /v1/suppressions/{account}/{to}.
@@ -52,7 +52,7 @@ const maxSuppressionImport = 10000
 const maxSuppressionField = 1024
 
 func suppressionView(e store.Suppression) Suppression {
-	return Suppression{Account: e.Account, To: e.To, Reason: e.Reason, CreatedAt: timePtr(e.CreatedAt)}
+	return Suppression{Account: e.Account, To: e.To, Reason: e.Reason, CreatedAt: e.CreatedAt.UTC()}
 }
 
 func checkSuppression(field, account, to, reason string) []submit.FieldError {
@@ -74,7 +74,7 @@ func (s *server) putSuppression(w http.ResponseWriter, r *http.Request, tenant s
 	account, to := r.PathValue("account"), r.PathValue("to")
 	var req SuppressionRequest
 	if r.ContentLength != 0 { // the body (a reason) is optional
-		body, p := readBody(w, r, s.MaxBodyBytes)
+		body, p := readJSON(w, r, s.MaxBodyBytes)
 		if p != nil {
 			return p
 		}
@@ -102,7 +102,7 @@ func (s *server) deleteSuppression(w http.ResponseWriter, r *http.Request, tenan
 }
 
 func (s *server) importSuppressions(w http.ResponseWriter, r *http.Request, tenant string) *Problem {
-	body, p := readBody(w, r, s.MaxBodyBytes)
+	body, p := readJSON(w, r, s.MaxBodyBytes)
 	if p != nil {
 		return p
 	}
@@ -148,7 +148,7 @@ func (s *server) listSuppressions(w http.ResponseWriter, r *http.Request, tenant
 	}
 	page, err := s.Store.ListSuppressions(r.Context(), store.ListSuppressionsParams{Tenant: tenant, Cursor: q.Get("cursor"), Limit: limit})
 	if err != nil {
-		return s.storeProblem(r, "suppressions", err)
+		return s.listProblem(r, "suppressions", err)
 	}
 	out := SuppressionList{Suppressions: make([]Suppression, 0, len(page.Entries)), NextCursor: page.NextCursor}
 	for _, e := range page.Entries {

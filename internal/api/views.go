@@ -7,7 +7,8 @@ import (
 )
 
 // Job is the JSON view of a job, the answer of GET /v1/jobs/{id} and of
-// every command on a job. Timestamps are RFC 3339, null while unset.
+// every command on a job. Timestamps are RFC 3339 in UTC; those that may
+// be unset are null while unset.
 type Job struct {
 	ID          string           `json:"id"`
 	Name        string           `json:"name"`
@@ -17,7 +18,7 @@ type Job struct {
 	Counts      store.Counts     `json:"counts"`
 	Failures    map[string]int64 `json:"failures"`
 	Shards      []Shard          `json:"shards"`
-	CreatedAt   *time.Time       `json:"created_at"`
+	CreatedAt   time.Time        `json:"created_at"`
 	StartedAt   *time.Time       `json:"started_at"`
 	FinishedAt  *time.Time       `json:"finished_at"`
 	// Extras beyond the DESIGN contract.
@@ -26,6 +27,8 @@ type Job struct {
 	RatePerSec float64 `json:"rate_per_sec"`
 	Suppressed int64   `json:"suppressed"`
 	CreatedBy  string  `json:"created_by"`
+	// Metadata is the submitter's metadata, as given ({} when none).
+	Metadata map[string]string `json:"metadata"`
 }
 
 // Shard is the JSON view of one shard of a job.
@@ -36,7 +39,7 @@ type Shard struct {
 	PauseReason    *string          `json:"pause_reason"`
 	Size           int64            `json:"size"`
 	Cursor         int64            `json:"cursor"`
-	LastAdvancedAt *time.Time       `json:"last_advanced_at"`
+	LastAdvancedAt time.Time        `json:"last_advanced_at"`
 	Counts         store.Counts     `json:"counts"`
 	Failures       map[string]int64 `json:"failures"`
 	SlowFactor     float64          `json:"slow_factor"`
@@ -60,6 +63,15 @@ type Item struct {
 	Status   string           `json:"status"`
 	Attempts int              `json:"attempts"`
 	Error    *store.ItemError `json:"error"`
+	// Ref is the submitter's reference of the recipient ("" when none).
+	Ref string `json:"ref"`
+	// SubmittedAt is the latest send, FinishedAt when the item reached
+	// its terminal status; null until then.
+	SubmittedAt *time.Time `json:"submitted_at"`
+	FinishedAt  *time.Time `json:"finished_at"`
+	// MsgID is the provider's message id of the accepted send ("" until
+	// confirmed, or when the provider gave none).
+	MsgID string `json:"msgid"`
 }
 
 // ItemList is one page of GET /v1/jobs/{id}/items, in seq order.
@@ -154,7 +166,7 @@ func jobView(v store.JobView) Job {
 			PauseReason:    reasonPtr(s.PauseReason),
 			Size:           s.Size,
 			Cursor:         s.Cursor,
-			LastAdvancedAt: timePtr(s.LastAdvancedAt),
+			LastAdvancedAt: s.LastAdvancedAt.UTC(),
 			Counts:         s.Counts,
 			Failures:       nonNil(s.Failures),
 			SlowFactor:     s.SlowFactor,
@@ -174,7 +186,7 @@ func jobSummary(j store.Job) Job {
 		Total:       j.Total,
 		Failures:    map[string]int64{},
 		Shards:      []Shard{},
-		CreatedAt:   timePtr(j.CreatedAt),
+		CreatedAt:   j.CreatedAt.UTC(),
 		StartedAt:   timePtr(j.StartedAt),
 		FinishedAt:  timePtr(j.FinishedAt),
 		Budget:      j.Budget,
@@ -182,13 +194,22 @@ func jobSummary(j store.Job) Job {
 		RatePerSec:  j.RatePerSec,
 		Suppressed:  j.Suppressed,
 		CreatedBy:   j.CreatedBy,
+		Metadata:    nonNilStrings(j.Metadata),
 	}
+}
+
+func nonNilStrings(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
 }
 
 func itemView(it store.Item) Item {
 	return Item{
 		Seq: it.Seq, Shard: it.Shard, Account: it.Account, To: it.To,
 		Status: string(it.Status), Attempts: it.Attempts, Error: it.Error,
+		Ref: it.Ref, SubmittedAt: timePtr(it.SubmittedAt), FinishedAt: timePtr(it.FinishedAt), MsgID: it.MsgID,
 	}
 }
 

@@ -108,19 +108,26 @@ func (c *Controller) Cancel(ctx context.Context, jobID string) (store.JobView, e
 // UpdateLimits changes a job's rate cap and/or budget; senders apply it at
 // their next batch. A budget given to a job that had none counts the sends
 // made so far. Raising the budget of a job paused for budget does not
-// resume it: resume is the operator's confirmation.
+// resume it: resume is the operator's confirmation. A job in a final
+// status keeps its limits (ErrNotAllowed).
 func (c *Controller) UpdateLimits(ctx context.Context, jobID string, ratePerSec *float64, budget *int64) (store.JobView, error) {
 	if ratePerSec != nil && *ratePerSec < 0 || budget != nil && *budget < 0 {
 		return store.JobView{}, fmt.Errorf("%w: rate and budget must be >= 0", store.ErrInvalidArgument)
+	}
+	view, err := c.Store.GetJob(ctx, jobID)
+	if err != nil {
+		return store.JobView{}, err
+	}
+	if store.JobFinal(view.Job.Status) {
+		// A finished or cancelled job keeps its limits (the store refuses
+		// too, atomically; this check also keeps the budget usage below
+		// untouched).
+		return store.JobView{}, fmt.Errorf("%w: job is %s", ErrNotAllowed, view.Job.Status)
 	}
 	if budget != nil && *budget > 0 {
 		// A job without a budget does not count its sends against one;
 		// when it gets one, the sends made so far count (every attempt
 		// that reached the provider, as the senders count them).
-		view, err := c.Store.GetJob(ctx, jobID)
-		if err != nil {
-			return store.JobView{}, err
-		}
 		if view.Job.Budget == 0 && view.Job.BudgetUsed == 0 {
 			var sent int64
 			for _, sh := range view.Shards {
@@ -134,7 +141,7 @@ func (c *Controller) UpdateLimits(ctx context.Context, jobID string, ratePerSec 
 		}
 	}
 	if _, err := c.Store.UpdateJobLimits(ctx, store.UpdateJobLimitsParams{JobID: jobID, RatePerSec: ratePerSec, Budget: budget}); err != nil {
-		return store.JobView{}, err
+		return store.JobView{}, mapErr(err)
 	}
 	return c.Store.GetJob(ctx, jobID)
 }

@@ -103,8 +103,9 @@ func TestAPIOverAPIGatewayEvents(t *testing.T) {
 	// The same key and body, plain body, through a named stage: same job.
 	resp, _ = h(ctx, event(t, "POST", "prod", "/prod/v1/jobs", "", "Bearer tok", body, false))
 	var again api.Job
-	if resp.StatusCode != http.StatusOK || json.Unmarshal([]byte(resp.Body), &again) != nil || again.ID != job.ID {
-		t.Fatalf("repeat: %d %s", resp.StatusCode, resp.Body)
+	if resp.StatusCode != http.StatusAccepted || resp.Headers["Idempotent-Replayed"] != "true" ||
+		json.Unmarshal([]byte(resp.Body), &again) != nil || again.ID != job.ID {
+		t.Fatalf("repeat: %d %v %s", resp.StatusCode, resp.Headers, resp.Body)
 	}
 
 	resp, _ = h(ctx, event(t, "GET", "$default", "/v1/jobs/"+job.ID+"/items", "status=pending&limit=5", "Bearer tok", "", false))

@@ -652,3 +652,28 @@ func TestLiveAccountRateChange(t *testing.T) {
 		t.Fatalf("%d deliveries in %.1fs after lowering the account to 4/s", len(after), span)
 	}
 }
+
+// TestConfirmedItemsKeepProviderMsgID: the provider's message id of an
+// accepted send is recorded on the item, with the times it was claimed and
+// confirmed, for single- and multi-recipient calls alike.
+func TestConfirmedItemsKeepProviderMsgID(t *testing.T) {
+	t.Parallel()
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 5})
+	p.account("one", 100, 100, 0, 1)
+	p.account("many", 100, 100, 0, 4)
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"one", "many"}, 6)}, "msgid")
+	v := p.driveUntil(clk, final, job.Job.ID)
+	if v.Counts().Confirmed != 12 {
+		t.Fatalf("counts %+v, want 12 confirmed", v.Counts())
+	}
+	seen := map[string]int64{}
+	for _, it := range p.items(job.Job.ID) {
+		if it.MsgID == "" || it.SubmittedAt.IsZero() || it.FinishedAt.Before(it.SubmittedAt) {
+			t.Errorf("item %d (%s): MsgID %q SubmittedAt %v FinishedAt %v", it.Seq, it.Account, it.MsgID, it.SubmittedAt, it.FinishedAt)
+		}
+		if other, dup := seen[it.MsgID]; dup && it.Account == "one" {
+			t.Errorf("items %d and %d share message id %q", other, it.Seq, it.MsgID)
+		}
+		seen[it.MsgID] = it.Seq
+	}
+}

@@ -957,7 +957,7 @@ func (tr *turn) outcome(claimID string, it store.Item, rr provider.RecipientResu
 	perr := &store.ItemError{Category: string(rr.Category), Code: rr.Code, Message: rr.Message}
 	switch {
 	case rr.Accepted:
-		u.To = store.ItemConfirmed
+		u.To, u.MsgID = store.ItemConfirmed, rr.MsgID
 	case rr.Category == provider.RateLimited || rr.Category == provider.AccountDown:
 		// Nothing was sent: back to pending without using an attempt.
 		u.To, u.AttemptsDelta, u.NextAttemptAt, u.Error = store.ItemPending, -1, now, perr

@@ -71,6 +71,8 @@ type Store interface {
 	// final status sets FinishedAt.
 	TransitionJob(ctx context.Context, p TransitionJobParams) (Job, error)
 	// UpdateJobLimits changes a job's rate cap and/or budget (nil = keep).
+	// A job in a final status (JobFinal) keeps its limits:
+	// ErrInvalidTransition, and nothing changes.
 	UpdateJobLimits(ctx context.Context, p UpdateJobLimitsParams) (Job, error)
 	// ReserveBudget adds n (which may be negative, to give back) to the
 	// job's BudgetUsed, never beyond Budget: it grants min(n, Budget −
@@ -381,6 +383,9 @@ const (
 const (
 	CategoryRetryable   = "retryable"
 	CategoryRateLimited = "rate_limited"
+	// CategoryAccountDown: every call of the account failed (token expired
+	// or invalid); nothing was sent, the item waits pending.
+	CategoryAccountDown = "account_down"
 	CategoryPermanent   = "permanent"
 	CategoryUncertain   = "uncertain"
 	CategoryExhausted   = "exhausted"
@@ -463,6 +468,9 @@ type Job struct {
 	FinishedAt  time.Time // zero until final
 	// Meta is free-form submit metadata (campaign id, query, cursor…).
 	Meta map[string]string
+	// Metadata is the submitter's own key-value pairs (the "metadata" of
+	// the job request), kept and shown back as given; nil = none.
+	Metadata map[string]string
 }
 
 // Shard is the unit of parallelism, rate and rerun: one account's slice of
@@ -545,13 +553,24 @@ type Item struct {
 	Account string
 	To      string
 	Vars    map[string]string
-	Status  ItemStatus
+	// Ref is the submitter's reference of the recipient (write-once, with
+	// the payload); "" = none.
+	Ref    string
+	Status ItemStatus
 	// Attempts counts sends (claims that used an attempt).
 	Attempts      int
 	NextAttemptAt time.Time
-	SubmittedAt   time.Time // time of the current claim
-	ClaimID       string
-	Error         *ItemError // nil unless the item has failed at least once
+	// SubmittedAt is the time of the latest claim, kept after the item
+	// leaves submitted (zero if never claimed).
+	SubmittedAt time.Time
+	// FinishedAt is when the item entered its terminal status (confirmed,
+	// failed, abandoned): the At of that update; zero while not terminal.
+	FinishedAt time.Time
+	// MsgID is the provider's message id of the accepted send ("" until
+	// confirmed, or when the provider gave none).
+	MsgID   string
+	ClaimID string
+	Error   *ItemError // nil unless the item has failed at least once
 }
 
 // CreateJobParams creates a job with its shards.
@@ -572,7 +591,7 @@ const MaxPutItems = 500
 // PutItemsParams writes one page of the snapshot.
 type PutItemsParams struct {
 	JobID string
-	Items []Item // Seq, Shard, Account, To, Vars
+	Items []Item // Seq, Shard, Account, To, Vars, Ref
 }
 
 // ListJobsParams pages a tenant's jobs.
@@ -708,6 +727,10 @@ type ItemUpdate struct {
 	AttemptsDelta int
 	// ResetAttempts sets Attempts to 0 (redrive) before AttemptsDelta.
 	ResetAttempts bool
+	// MsgID is the provider's message id, stored when To is confirmed.
+	// Entering a terminal status sets FinishedAt to the update's At;
+	// leaving it clears FinishedAt and MsgID.
+	MsgID string
 }
 
 // UpdateItemsParams changes items of one shard.
@@ -731,6 +754,7 @@ type ListItemsParams struct {
 	JobID    string
 	Status   ItemStatus // empty = any
 	Category string     // empty = any; matches Error.Category
+	Ref      string     // empty = any; matches Ref exactly
 	Shard    *int       // nil = all shards
 	Cursor   string
 	Limit    int // 0 = adapter default (100)

@@ -41,13 +41,28 @@ type Request struct {
 	Recipients []Recipient `json:"recipients"`
 	Budget     int64       `json:"budget"`
 	RatePerSec float64     `json:"rate_per_sec"`
+	// Metadata is the submitter's own key-value pairs, kept with the job
+	// and shown back (bounded, see MaxMetadataKeys). Left out of the JSON
+	// when empty, so requests without it hash as they always did.
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
+
+// Bounds of metadata and references (Stripe's, for metadata).
+const (
+	MaxMetadataKeys       = 50
+	MaxMetadataKeyChars   = 40
+	MaxMetadataValueChars = 500
+	MaxRefChars           = 200
+)
 
 // Recipient is one addressee of a job.
 type Recipient struct {
 	Account string            `json:"account"`
 	To      string            `json:"to"`
 	Vars    map[string]string `json:"vars,omitempty"`
+	// Ref is the submitter's reference of the recipient (an order or
+	// customer id), shown on the item and searchable; at most MaxRefChars.
+	Ref string `json:"ref,omitempty"`
 }
 
 // Params is one submission.
@@ -167,6 +182,7 @@ func (s *Submitter) Submit(ctx context.Context, p Params) (Result, error) {
 		CreatedBy:      p.CreatedBy,
 		CreatedAt:      now,
 		Meta:           p.Meta,
+		Metadata:       p.Request.Metadata,
 	}
 	for i := range plan.shards {
 		plan.shards[i].JobID = job.ID
@@ -317,6 +333,7 @@ func (s *Submitter) validate(ctx context.Context, p Params, lim Limits) (map[str
 	if r.RatePerSec < 0 {
 		add("rate_per_sec", "must be 0 (none) or positive")
 	}
+	checkMetadata(r.Metadata, add)
 	switch {
 	case len(r.Recipients) == 0:
 		add("recipients", "must not be empty")
@@ -331,6 +348,11 @@ func (s *Submitter) validate(ctx context.Context, p Params, lim Limits) (map[str
 		f := "recipients[" + strconv.Itoa(i) + "]"
 		text(f+".account", rc.Account, true)
 		text(f+".to", rc.To, true)
+		if n := utf8.RuneCountInString(rc.Ref); n > MaxRefChars {
+			add(f+".ref", "is longer than %d characters", MaxRefChars)
+		} else if !utf8.ValidString(rc.Ref) {
+			add(f+".ref", "is not valid UTF-8")
+		}
 		for k, v := range rc.Vars {
 			text(f+".vars."+k, v, false)
 		}
@@ -434,7 +456,7 @@ func (s *Submitter) plan(ctx context.Context, p Params, lim Limits, accounts map
 			})
 			for _, rc := range bucket {
 				pl.items = append(pl.items, store.Item{
-					Shard: idx, Seq: seq, Account: a, To: rc.To, Vars: rc.Vars,
+					Shard: idx, Seq: seq, Account: a, To: rc.To, Vars: rc.Vars, Ref: rc.Ref,
 					Status: store.ItemPending,
 				})
 				seq++
@@ -442,6 +464,33 @@ func (s *Submitter) plan(ctx context.Context, p Params, lim Limits, accounts map
 		}
 	}
 	return pl, nil
+}
+
+// checkMetadata reports what is wrong with a job's metadata.
+func checkMetadata(md map[string]string, add func(field, format string, args ...any)) {
+	if len(md) > MaxMetadataKeys {
+		add("metadata", "has %d keys, more than %d", len(md), MaxMetadataKeys)
+		return
+	}
+	keys := make([]string, 0, len(md))
+	for k := range md {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		switch n := utf8.RuneCountInString(k); {
+		case n == 0:
+			add("metadata", "has an empty key")
+		case !utf8.ValidString(k):
+			add("metadata", "has a key that is not valid UTF-8")
+		case n > MaxMetadataKeyChars:
+			add("metadata."+k, "key is longer than %d characters", MaxMetadataKeyChars)
+		case !utf8.ValidString(md[k]):
+			add("metadata."+k, "is not valid UTF-8")
+		case utf8.RuneCountInString(md[k]) > MaxMetadataValueChars:
+			add("metadata."+k, "is longer than %d characters", MaxMetadataValueChars)
+		}
+	}
 }
 
 // RequestHash identifies a request body for idempotency: equal requests

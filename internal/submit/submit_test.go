@@ -351,3 +351,67 @@ func TestSuppressedRecipientsAreDroppedAndCounted(t *testing.T) {
 		}
 	}
 }
+
+// TestMetadataAndRefs: metadata and refs are stored with the job and its
+// items, are part of the idempotency hash (same key, other metadata:
+// conflict), and bad ones are refused naming the field, storing nothing.
+func TestMetadataAndRefs(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, submit.Limits{})
+	ctx := context.Background()
+	req := submit.Request{Template: "hi", Metadata: map[string]string{"order": "A-1"}, Recipients: []submit.Recipient{
+		{Account: "acct-a", To: "u1", Ref: "cust-1"}, {Account: "acct-a", To: "u2"}, {Account: "acct-a", To: "u1", Ref: "dup"},
+	}}
+	res, err := f.sub.Submit(ctx, submit.Params{Tenant: "t1", IdempotencyKey: "k", Request: req})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Job.Job.Metadata; len(got) != 1 || got["order"] != "A-1" {
+		t.Errorf("job metadata %v", got)
+	}
+	items, err := f.st.ListItems(ctx, store.ListItemsParams{JobID: res.Job.Job.ID})
+	if err != nil || len(items.Items) != 2 || items.Items[0].Ref != "cust-1" || items.Items[1].Ref != "" {
+		t.Fatalf("items %+v, %v; want u1 with ref cust-1 (the first of the duplicates) and u2 without", items.Items, err)
+	}
+
+	other := req
+	other.Metadata = map[string]string{"order": "A-2"}
+	if _, err := f.sub.Submit(ctx, submit.Params{Tenant: "t1", IdempotencyKey: "k", Request: other}); !errors.Is(err, submit.ErrIdempotencyConflict) {
+		t.Errorf("same key, other metadata: %v, want ErrIdempotencyConflict", err)
+	}
+	if without := (submit.Request{Template: "x"}); submit.RequestHash(without) != submit.RequestHash(submit.Request{Template: "x", Metadata: map[string]string{}}) {
+		t.Error("an empty metadata map hashes differently from none")
+	}
+
+	many := map[string]string{}
+	for i := range submit.MaxMetadataKeys + 1 {
+		many[fmt.Sprint("k", i)] = "v"
+	}
+	for name, tc := range map[string]struct {
+		md    map[string]string
+		ref   string
+		field string
+	}{
+		"too many keys": {md: many, field: "metadata"},
+		"empty key":     {md: map[string]string{"": "v"}, field: "metadata"},
+		"long key":      {md: map[string]string{strings.Repeat("k", 41): "v"}, field: "metadata." + strings.Repeat("k", 41)},
+		"long value":    {md: map[string]string{"k": strings.Repeat("值", 501)}, field: "metadata.k"},
+		"long ref":      {ref: strings.Repeat("r", submit.MaxRefChars+1), field: "recipients[0].ref"},
+	} {
+		bad := submit.Request{Template: "hi", Metadata: tc.md, Recipients: []submit.Recipient{{Account: "acct-a", To: "u9", Ref: tc.ref}}}
+		_, err := f.sub.Submit(ctx, submit.Params{Tenant: "t1", Request: bad})
+		var verr *submit.ValidationError
+		if !errors.As(err, &verr) || verr.Errors[0].Field != tc.field {
+			t.Errorf("%s: %v, want a validation error of %s", name, err, tc.field)
+		}
+	}
+	if n := len(f.jobs(t)); n != 1 {
+		t.Errorf("%d jobs stored, want only the first", n)
+	}
+	// At the bounds: accepted.
+	edge := map[string]string{strings.Repeat("k", 40): strings.Repeat("值", 500)}
+	if _, err := f.sub.Submit(ctx, submit.Params{Tenant: "t1", Request: submit.Request{Template: "hi", Metadata: edge,
+		Recipients: []submit.Recipient{{Account: "acct-a", To: "u9", Ref: strings.Repeat("r", submit.MaxRefChars)}}}}); err != nil {
+		t.Errorf("metadata and ref at the bounds: %v", err)
+	}
+}

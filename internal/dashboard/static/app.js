@@ -678,7 +678,8 @@
 
     async function exportCSV() {
       el.exportBtn.disabled = true;
-      const rows = [['seq', 'shard', 'account', 'to', 'status', 'attempts', 'category', 'code', 'message']];
+      const rows = [['seq', 'shard', 'account', 'to', 'ref', 'status', 'attempts', 'category', 'code', 'message',
+        'submitted_at', 'finished_at', 'msgid']];
       let cursor = '';
       try {
         do {
@@ -686,7 +687,8 @@
             qs({ status: filters.status, category: filters.category, cursor, limit: cfg.exportPageSize }));
           for (const it of page.items) {
             const e = it.error || {};
-            rows.push([it.seq, it.shard, it.account, it.to, it.status, it.attempts, e.category || '', e.code || '', e.message || '']);
+            rows.push([it.seq, it.shard, it.account, it.to, it.ref || '', it.status, it.attempts, e.category || '', e.code || '',
+              e.message || '', it.submitted_at || '', it.finished_at || '', it.msgid || '']);
           }
           cursor = page.next_cursor || '';
           setText(el.exportMsg, t('export.progress', { n: num(rows.length - 1) }));

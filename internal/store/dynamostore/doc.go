@@ -14,7 +14,8 @@
 // operations features need no index of their own.
 //
 //	entity            pk                  sk                     notes
-//	job               JOB#<job>           J                      g1pk TENANT#<tenant>, g1sk <createdAt ns 20d>#<job>
+//	job               JOB#<job>           J                      g1pk TENANT#<tenant>, g1sk <createdAt ns 20d>#<job>,
+//	                                                             meta (submit's map), md (the submitter's metadata map)
 //	shard             JOB#<job>           K#<index 6d>           counts cP cS cC cF cA, failures f_<category>,
 //	                                                             sv (version), epoch (count epoch; absent = 0),
 //	                                                             att, attF (cumulative attempts, failed attempts;

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -40,13 +41,36 @@ func jobItem(j store.Job) map[string]types.AttributeValue {
 		}
 	}
 	if len(j.Meta) > 0 {
-		meta := map[string]types.AttributeValue{}
-		for k, v := range j.Meta {
-			meta[k] = attrS(v)
-		}
-		m["meta"] = &types.AttributeValueMemberM{Value: meta}
+		m["meta"] = stringMap(j.Meta)
+	}
+	if len(j.Metadata) > 0 {
+		m["md"] = stringMap(j.Metadata)
 	}
 	return m
+}
+
+// stringMap stores a map of strings as a map attribute.
+func stringMap(sm map[string]string) types.AttributeValue {
+	m := map[string]types.AttributeValue{}
+	for k, v := range sm {
+		m[k] = attrS(v)
+	}
+	return &types.AttributeValueMemberM{Value: m}
+}
+
+// getStringMap reads a map attribute of strings (nil when absent).
+func getStringMap(rec map[string]types.AttributeValue, name string) map[string]string {
+	mv, ok := rec[name].(*types.AttributeValueMemberM)
+	if !ok || len(mv.Value) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	for k, v := range mv.Value {
+		if sv, ok := v.(*types.AttributeValueMemberS); ok {
+			out[k] = sv.Value
+		}
+	}
+	return out
 }
 
 func jobFrom(m map[string]types.AttributeValue) store.Job {
@@ -59,14 +83,8 @@ func jobFrom(m map[string]types.AttributeValue) store.Job {
 		CreatedBy: getS(m, "by"), CreatedAt: fromNanos(getN(m, "createdAt")),
 		StartedAt: fromNanos(getN(m, "startedAt")), FinishedAt: fromNanos(getN(m, "finishedAt")),
 	}
-	if mv, ok := m["meta"].(*types.AttributeValueMemberM); ok && len(mv.Value) > 0 {
-		j.Meta = map[string]string{}
-		for k, v := range mv.Value {
-			if sv, ok := v.(*types.AttributeValueMemberS); ok {
-				j.Meta[k] = sv.Value
-			}
-		}
-	}
+	j.Meta = getStringMap(m, "meta")
+	j.Metadata = getStringMap(m, "md")
 	return j
 }
 
@@ -378,14 +396,28 @@ func (s *Store) UpdateJobLimits(ctx context.Context, p store.UpdateJobLimitsPara
 	if p.JobID == "" {
 		return store.Job{}, fmt.Errorf("job: %w", store.ErrNotFound)
 	}
+	// Final jobs keep their limits: the condition refuses them, and a
+	// refusal is told apart from a missing job by reading it.
+	finals := []store.JobStatus{store.JobCompleted, store.JobPartial, store.JobFailed, store.JobCancelled}
+	var notFinal []string
+	for i, st := range finals {
+		name := fmt.Sprintf(":f%d", i)
+		values[name] = attrS(string(st))
+		notFinal = append(notFinal, name)
+	}
 	rec, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
 		Key:                       key(jobPK(p.JobID), skJob),
 		UpdateExpression:          aws.String("SET " + join(set)),
-		ConditionExpression:       aws.String("attribute_exists(pk)"),
+		ConditionExpression:       aws.String("attribute_exists(pk) AND NOT #st IN (" + strings.Join(notFinal, ", ") + ")"),
+		ExpressionAttributeNames:  map[string]string{"#st": "status"},
 		ExpressionAttributeValues: values,
 	})
 	if isConditionFailed(err) {
-		return store.Job{}, fmt.Errorf("job %s: %w", p.JobID, store.ErrNotFound)
+		j, gerr := s.getJobRecord(ctx, p.JobID)
+		if gerr != nil {
+			return store.Job{}, gerr
+		}
+		return store.Job{}, fmt.Errorf("update job %s limits: %w: the job is %s", p.JobID, store.ErrInvalidTransition, j.Status)
 	}
 	if err != nil {
 		return store.Job{}, fmt.Errorf("update job %s limits: %w", p.JobID, err)

@@ -46,13 +46,14 @@ func (s *Store) ClaimItems(ctx context.Context, p store.ClaimItemsParams) (store
 				SubmittedAt: fromNanos(now),
 			}
 			var (
-				vars, cat, code, msg sql.NullString
-				nextAt               int64
+				vars, ref, cat, code, msg sql.NullString
+				nextAt                    int64
 			)
-			if err := rows.Scan(&it.Seq, &it.Account, &it.To, &vars, &it.Attempts, &nextAt, &cat, &code, &msg); err != nil {
+			if err := rows.Scan(&it.Seq, &it.Account, &it.To, &vars, &ref, &it.Attempts, &nextAt, &cat, &code, &msg); err != nil {
 				return fmt.Errorf("claim items of %s/%d: %w", p.JobID, p.Index, err)
 			}
 			it.NextAttemptAt = fromNanos(nextAt)
+			it.Ref = ref.String
 			if err := decodeVars(vars, &it); err != nil {
 				return err
 			}
@@ -145,6 +146,8 @@ type itemState struct {
 	nextAt   int64
 	claim    string
 	err      *store.ItemError
+	finAt    int64
+	msgID    string
 }
 
 // UpdateItems applies conditional changes to items of one shard, in the
@@ -207,6 +210,15 @@ func (s *Store) UpdateItems(ctx context.Context, p store.UpdateItemsParams) (sto
 			if u.ResetAttempts {
 				next.attempts = 0
 			}
+			switch {
+			case !terminal(u.To):
+				next.finAt, next.msgID = 0, ""
+			case !terminal(cur.status):
+				next.finAt = toNanos(p.At)
+			}
+			if u.To == store.ItemConfirmed && u.MsgID != "" {
+				next.msgID = u.MsgID
+			}
 			next.attempts = max(0, next.attempts+u.AttemptsDelta)
 
 			res.Delta.Move(cur.status, next.status)
@@ -223,7 +235,8 @@ func (s *Store) UpdateItems(ctx context.Context, p store.UpdateItemsParams) (sto
 			if st.err != nil {
 				cat, code, msg = st.err.Category, st.err.Code, st.err.Message
 			}
-			if _, err := w.ExecContext(ctx, statusCodes[st.status], st.attempts, st.nextAt, cat, code, msg, no, p.Index, seq); err != nil {
+			if _, err := w.ExecContext(ctx, statusCodes[st.status], st.attempts, st.nextAt, cat, code, msg, no, p.Index, seq,
+				st.finAt, nullString(st.msgID)); err != nil {
 				return fmt.Errorf("update item %s/%d: %w", p.JobID, seq, err)
 			}
 		}
@@ -256,10 +269,12 @@ func (s *Store) itemStates(ctx context.Context, tx *sql.Tx, no int64, shard int,
 			code           int
 			st             itemState
 			cat, ecode, em sql.NullString
+			msgID          sql.NullString
 		)
-		if err := rows.Scan(&seq, &code, &st.attempts, &st.nextAt, &st.claim, &cat, &ecode, &em); err != nil {
+		if err := rows.Scan(&seq, &code, &st.attempts, &st.nextAt, &st.claim, &cat, &ecode, &em, &st.finAt, &msgID); err != nil {
 			return nil, err
 		}
+		st.msgID = msgID.String
 		st.status = statusNames[code]
 		st.err = itemError(cat, ecode, em)
 		out[seq] = st
@@ -268,19 +283,21 @@ func (s *Store) itemStates(ctx context.Context, tx *sql.Tx, no int64, shard int,
 }
 
 const itemCols = `j.id, i.shard, i.seq, i.account, i.to_id, i.vars, i.status, i.attempts, i.next_at, i.sub_at,
-i.claim, i.cat, i.code, i.msg`
+i.claim, i.cat, i.code, i.msg, i.ref, i.fin_at, i.msgid`
 
 func scanItem(row interface{ Scan(...any) error }) (store.Item, error) {
 	var (
 		it                   store.Item
 		vars, cat, code, msg sql.NullString
+		ref, msgID           sql.NullString
 		status               int
-		nextAt, subAt        int64
+		nextAt, subAt, finAt int64
 	)
 	if err := row.Scan(&it.JobID, &it.Shard, &it.Seq, &it.Account, &it.To, &vars, &status, &it.Attempts,
-		&nextAt, &subAt, &it.ClaimID, &cat, &code, &msg); err != nil {
+		&nextAt, &subAt, &it.ClaimID, &cat, &code, &msg, &ref, &finAt, &msgID); err != nil {
 		return it, err
 	}
+	it.Ref, it.FinishedAt, it.MsgID = ref.String, fromNanos(finAt), msgID.String
 	it.Status = statusNames[status]
 	it.NextAttemptAt = fromNanos(nextAt)
 	it.SubmittedAt = fromNanos(subAt)
@@ -312,6 +329,14 @@ func (s *Store) ListItems(ctx context.Context, p store.ListItemsParams) (store.L
 		where := ` JOIN jobs j ON j.no = i.job_no WHERE i.job_no = ? AND i.seq > ?`
 		args := []any{no, after}
 		switch {
+		case p.Ref != "":
+			q += `INDEXED BY items_ref`
+			where += ` AND i.ref = ?`
+			args = append(args, p.Ref)
+			if p.Category != "" {
+				where += ` AND i.cat = ?`
+				args = append(args, p.Category)
+			}
 		case p.Category != "":
 			q += `INDEXED BY items_category`
 			where += ` AND i.cat = ?`
@@ -417,3 +442,8 @@ type scanPlus struct {
 }
 
 func (s scanPlus) Scan(dest ...any) error { return s.rows.Scan(append(dest, s.extra)...) }
+
+// terminal reports whether an item status ends the item.
+func terminal(st store.ItemStatus) bool {
+	return st == store.ItemConfirmed || st == store.ItemFailed || st == store.ItemAbandoned
+}

@@ -21,7 +21,7 @@ const (
 
 const jobCols = `no, id, tenant, idem_key, request_hash, name, template, status, pause_reason,
 total, suppressed, shard_count, budget, budget_used, rate_per_sec, created_by,
-created_at, started_at, finished_at, meta`
+created_at, started_at, finished_at, meta, metadata`
 
 // scanJob reads a row of jobCols.
 func scanJob(row interface{ Scan(...any) error }) (int64, store.Job, error) {
@@ -30,11 +30,11 @@ func scanJob(row interface{ Scan(...any) error }) (int64, store.Job, error) {
 		no                         int64
 		status, reason             string
 		created, started, finished int64
-		meta                       sql.NullString
+		meta, metadata             sql.NullString
 	)
 	err := row.Scan(&no, &j.ID, &j.Tenant, &j.IdempotencyKey, &j.RequestHash, &j.Name, &j.Template,
 		&status, &reason, &j.Total, &j.Suppressed, &j.ShardCount, &j.Budget, &j.BudgetUsed,
-		&j.RatePerSec, &j.CreatedBy, &created, &started, &finished, &meta)
+		&j.RatePerSec, &j.CreatedBy, &created, &started, &finished, &meta, &metadata)
 	if err != nil {
 		return 0, j, err
 	}
@@ -46,6 +46,11 @@ func scanJob(row interface{ Scan(...any) error }) (int64, store.Job, error) {
 	if meta.Valid && meta.String != "" {
 		if err := json.Unmarshal([]byte(meta.String), &j.Meta); err != nil {
 			return 0, j, fmt.Errorf("decode job meta: %w", err)
+		}
+	}
+	if metadata.Valid && metadata.String != "" {
+		if err := json.Unmarshal([]byte(metadata.String), &j.Metadata); err != nil {
+			return 0, j, fmt.Errorf("decode job metadata: %w", err)
 		}
 	}
 	return no, j, nil
@@ -99,6 +104,14 @@ func (s *Store) CreateJob(ctx context.Context, p store.CreateJobParams) (store.C
 		}
 		meta = string(b)
 	}
+	var metadata any
+	if len(j.Metadata) > 0 {
+		b, err := json.Marshal(j.Metadata)
+		if err != nil {
+			return store.CreateJobResult{}, fmt.Errorf("create job %q: encode metadata: %w", j.ID, err)
+		}
+		metadata = string(b)
+	}
 
 	var res store.CreateJobResult
 	err := s.write(ctx, func(tx *sql.Tx) error {
@@ -118,9 +131,9 @@ func (s *Store) CreateJob(ctx context.Context, p store.CreateJobParams) (store.C
 		}
 		r, err := tx.ExecContext(ctx, `INSERT INTO jobs (id, tenant, idem_key, request_hash, name, template,
 status, pause_reason, total, suppressed, shard_count, budget, budget_used, rate_per_sec, created_by,
-created_at, started_at, finished_at, meta) VALUES (?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, 0, ?, ?, ?, 0, 0, ?)`,
+created_at, started_at, finished_at, meta, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, 0, ?, ?, ?, 0, 0, ?, ?)`,
 			j.ID, j.Tenant, j.IdempotencyKey, j.RequestHash, j.Name, j.Template, string(j.Status),
-			j.Total, j.Suppressed, j.ShardCount, j.Budget, j.RatePerSec, j.CreatedBy, toNanos(j.CreatedAt), meta)
+			j.Total, j.Suppressed, j.ShardCount, j.Budget, j.RatePerSec, j.CreatedBy, toNanos(j.CreatedAt), meta, metadata)
 		if err != nil {
 			return fmt.Errorf("create job %q: %w", j.ID, mapErr(err))
 		}
@@ -192,7 +205,7 @@ func (s *Store) PutItems(ctx context.Context, p store.PutItemsParams) error {
 				}
 				vars = string(b)
 			}
-			if _, err := ins.ExecContext(ctx, no, it.Shard, it.Seq, it.Account, it.To, vars); err != nil {
+			if _, err := ins.ExecContext(ctx, no, it.Shard, it.Seq, it.Account, it.To, vars, nullString(it.Ref)); err != nil {
 				return fmt.Errorf("put item %d: %w", it.Seq, err)
 			}
 		}
@@ -346,6 +359,9 @@ func (s *Store) UpdateJobLimits(ctx context.Context, p store.UpdateJobLimitsPara
 		if err != nil {
 			return fmt.Errorf("update job limits: %w", err)
 		}
+		if store.JobFinal(j.Status) {
+			return fmt.Errorf("update job limits of %q: %w: the job is %s", p.JobID, store.ErrInvalidTransition, j.Status)
+		}
 		if p.RatePerSec != nil {
 			j.RatePerSec = *p.RatePerSec
 		}
@@ -391,4 +407,12 @@ func (s *Store) ReserveBudget(ctx context.Context, jobID string, n int64) (store
 		return store.BudgetGrant{}, err
 	}
 	return out, nil
+}
+
+// nullString stores "" as NULL, so partial indexes on the column skip it.
+func nullString(v string) any {
+	if v == "" {
+		return nil
+	}
+	return v
 }

@@ -40,7 +40,7 @@ var _ store.Store = (*Store)(nil)
 // schemaVersion is the version of the schema (schema plus migrations),
 // kept in PRAGMA user_version. Open refuses a file written by a newer
 // version.
-const schemaVersion = 3
+const schemaVersion = 4
 
 // busyTimeout is how long a write waits for another process's write lock.
 const busyTimeout = 30 * time.Second
@@ -239,6 +239,18 @@ CREATE TABLE campaigns (
 	PRIMARY KEY (tenant, id)
 ) WITHOUT ROWID;
 `,
+	// 4: metadata (issue 15). The submitter's job metadata; per item the
+	// submitter's reference (with the payload columns, indexed for the
+	// ref filter, only where set), when it reached its terminal status
+	// and the provider's message id. Existing rows: no metadata, no ref,
+	// no finish time, no message id.
+	4: `
+ALTER TABLE jobs ADD COLUMN metadata TEXT;
+ALTER TABLE items ADD COLUMN ref TEXT;
+ALTER TABLE items ADD COLUMN fin_at INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE items ADD COLUMN msgid TEXT;
+CREATE INDEX items_ref ON items (job_no, ref, seq) WHERE ref IS NOT NULL;
+`,
 }
 
 // staleShardCond selects the shards ListStaleShards watches: running, or
@@ -375,12 +387,13 @@ WHERE job_no = ?3 AND shard = ?4 AND seq IN (
 	SELECT seq FROM items INDEXED BY items_claim
 	WHERE job_no = ?3 AND shard = ?4 AND status = 0 AND next_at <= ?2
 	ORDER BY seq LIMIT ?5)
-RETURNING seq, account, to_id, vars, attempts, next_at, cat, code, msg`
+RETURNING seq, account, to_id, vars, ref, attempts, next_at, cat, code, msg`
 	qNextDue = `SELECT MIN(next_at) FROM items INDEXED BY items_due
 WHERE job_no = ?1 AND shard = ?2 AND status = 0`
-	qItemState = `SELECT seq, status, attempts, next_at, claim, cat, code, msg FROM items
+	qItemState = `SELECT seq, status, attempts, next_at, claim, cat, code, msg, fin_at, msgid FROM items
 WHERE job_no = ?1 AND shard = ?2 AND seq IN (SELECT value FROM json_each(?3))`
-	qItemWrite = `UPDATE items NOT INDEXED SET status = ?1, attempts = ?2, next_at = ?3, cat = ?4, code = ?5, msg = ?6
+	qItemWrite = `UPDATE items NOT INDEXED SET status = ?1, attempts = ?2, next_at = ?3, cat = ?4, code = ?5, msg = ?6,
+fin_at = ?10, msgid = ?11
 WHERE job_no = ?7 AND shard = ?8 AND seq = ?9`
 	qShardGet = `SELECT ` + shardCols + ` FROM shards s JOIN jobs j ON j.no = s.job_no WHERE s.job_no = ?1 AND s.idx = ?2`
 	qShardPut = `UPDATE shards SET status = ?3, pause_reason = ?4, cursor = ?5, last_adv = ?6,
@@ -392,8 +405,8 @@ WHERE job_no = ?1 AND idx = ?2`
 	qBucketPut = `INSERT INTO buckets (name, tokens, at) VALUES (?1, ?2, ?3)
 ON CONFLICT (name) DO UPDATE SET tokens = excluded.tokens, at = excluded.at`
 	qItemInsert = `INSERT OR REPLACE INTO items
-(job_no, shard, seq, status, attempts, next_at, sub_at, claim, cat, code, msg, account, to_id, vars)
-VALUES (?1, ?2, ?3, 0, 0, 0, 0, '', NULL, NULL, NULL, ?4, ?5, ?6)`
+(job_no, shard, seq, status, attempts, next_at, sub_at, claim, cat, code, msg, account, to_id, vars, ref)
+VALUES (?1, ?2, ?3, 0, 0, 0, 0, '', NULL, NULL, NULL, ?4, ?5, ?6, ?7)`
 )
 
 func (s *Store) prepare(ctx context.Context) error {

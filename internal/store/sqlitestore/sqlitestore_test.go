@@ -359,3 +359,64 @@ VALUES (1, 0, 'acct', 'running', '', 1, 0, 5, 1, 0, 0, 0, 0, NULL, 1, 2, 'm2', 0
 		t.Fatalf("PutCampaign after migration: %v", err)
 	}
 }
+
+// TestMigrateFromVersion3 opens a file written by schema version 3 (before
+// metadata) with a job whose items were claimed and confirmed: they read
+// back with no ref, finish time or message id, keep working (confirm,
+// filter by ref), and a new job stores all of them.
+func TestMigrateFromVersion3(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "store.db")
+	old, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{schema, migrations[2], migrations[3], "PRAGMA user_version = 3",
+		`INSERT INTO jobs (no, id, tenant, idem_key, request_hash, name, template, status, pause_reason, total,
+suppressed, shard_count, budget, budget_used, rate_per_sec, created_by, created_at, started_at, finished_at, meta)
+VALUES (1, 'job-1', 'tenant', 'k', 'h', 'n', 't', 'running', '', 2, 0, 1, 0, 0, 0, 'me', 1, 1, 0, '{"campaign":"c"}')`,
+		`INSERT INTO shards (job_no, idx, account, status, pause_reason, size, cursor, last_adv, n_pending,
+n_submitted, n_confirmed, n_failed, n_abandoned, failures, slow_factor, turn, turn_message, dirty, epoch)
+VALUES (1, 0, 'acct', 'running', '', 2, 2, 5, 0, 1, 1, 0, 0, NULL, 1, 1, 'm1', 0, 0)`,
+		`INSERT INTO items (job_no, shard, seq, status, attempts, next_at, sub_at, claim, cat, code, msg, account, to_id, vars)
+VALUES (1, 0, 0, 2, 1, 0, 7, 'c1', NULL, NULL, NULL, 'acct', 'u0', NULL),
+       (1, 0, 1, 1, 1, 0, 7, 'c1', NULL, NULL, NULL, 'acct', 'u1', '{"name":"Li"}')`,
+	} {
+		if _, err := old.ExecContext(ctx, q); err != nil {
+			t.Fatalf("write version 3 file: %v", err)
+		}
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s := openTemp(t, path)
+	var v int
+	if err := s.w.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil || v != schemaVersion {
+		t.Fatalf("schema version after Open = %d, %v; want %d", v, err, schemaVersion)
+	}
+	view, err := s.GetJob(ctx, "job-1")
+	if err != nil || view.Job.Metadata != nil || view.Job.Meta["campaign"] != "c" {
+		t.Fatalf("migrated job = %+v, %v", view.Job, err)
+	}
+	at := time.Unix(0, 9).UTC()
+	if res, err := s.UpdateItems(ctx, store.UpdateItemsParams{JobID: "job-1", Index: 0, At: at, Updates: []store.ItemUpdate{
+		{Seq: 1, From: store.ItemSubmitted, ClaimID: "c1", To: store.ItemConfirmed, MsgID: "m-1"},
+	}}); err != nil || len(res.Rejected) > 0 {
+		t.Fatalf("confirm a migrated item = %+v, %v", res, err)
+	}
+	items, err := s.ListItems(ctx, store.ListItemsParams{JobID: "job-1"})
+	if err != nil || len(items.Items) != 2 {
+		t.Fatalf("ListItems after migration = %+v, %v", items, err)
+	}
+	if it := items.Items[0]; it.Ref != "" || !it.FinishedAt.IsZero() || it.MsgID != "" || it.SubmittedAt.UnixNano() != 7 {
+		t.Errorf("an item confirmed before the migration reads %+v", it)
+	}
+	if it := items.Items[1]; !it.FinishedAt.Equal(at) || it.MsgID != "m-1" || it.Vars["name"] != "Li" {
+		t.Errorf("an item confirmed after the migration reads %+v", it)
+	}
+	if refs, err := s.ListItems(ctx, store.ListItemsParams{JobID: "job-1", Ref: "x"}); err != nil || len(refs.Items) != 0 {
+		t.Errorf("ListItems(ref) on migrated items = %+v, %v", refs, err)
+	}
+}

@@ -538,6 +538,24 @@ func testUpdateJobLimits(t *testing.T, s store.Store, _ Capabilities) {
 	if _, err := s.UpdateJobLimits(ctx, store.UpdateJobLimitsParams{JobID: "no-such-job", Budget: &budget}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("UpdateJobLimits(unknown) error = %v, want ErrNotFound", err)
 	}
+
+	// A final job keeps its limits.
+	for _, final := range []store.JobStatus{store.JobCancelled, store.JobCompleted} {
+		f, _ := NewJob("tenant-a", 1, 1)
+		f.Job.Budget = 10
+		createJob(t, s, f, nil)
+		for _, to := range []store.JobStatus{store.JobRunning, final} {
+			if _, err := s.TransitionJob(ctx, store.TransitionJobParams{JobID: f.Job.ID, To: to, At: at(time.Second)}); err != nil {
+				t.Fatalf("TransitionJob(%s): %v", to, err)
+			}
+		}
+		if _, err := s.UpdateJobLimits(ctx, store.UpdateJobLimitsParams{JobID: f.Job.ID, RatePerSec: &rate, Budget: &budget}); !errors.Is(err, store.ErrInvalidTransition) {
+			t.Fatalf("UpdateJobLimits(%s job) error = %v, want ErrInvalidTransition", final, err)
+		}
+		if got := getJob(t, s, f.Job.ID).Job; got.Budget != 10 || got.RatePerSec != 0 {
+			t.Fatalf("%s job after a refused UpdateJobLimits: budget %d rate %v, want 10 and 0", final, got.Budget, got.RatePerSec)
+		}
+	}
 }
 
 func testReserveBudget(t *testing.T, s store.Store, _ Capabilities) {
