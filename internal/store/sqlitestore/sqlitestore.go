@@ -295,6 +295,10 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		_ = w.Close()
 		return nil, err
 	}
+	if err := s.ensureWebhooks(ctx); err != nil {
+		_ = w.Close()
+		return nil, err
+	}
 
 	rq := url.Values{}
 	for k, v := range common {
