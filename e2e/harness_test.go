@@ -378,6 +378,7 @@ type devOptions struct {
 	ReconcileEvery  time.Duration // default 1 s
 	StaleAfter      time.Duration // default 3 s
 	ProviderTimeout time.Duration // default 1 s
+	Extra           []string      // more flags
 }
 
 // devProc is `qunfa dev` with an external provider, on one data directory
@@ -417,6 +418,7 @@ func startDev(t testing.TB, m *mockProc, o devOptions) *devProc {
 		"--reconcile-every", o.ReconcileEvery.String(), "--stale-after", o.StaleAfter.String(),
 		"--provider-timeout", o.ProviderTimeout.String(), "--log-format", "json",
 	}
+	d.args = append(d.args, o.Extra...)
 	dumpOnFailure(t, "qunfa dev stderr", d.stderr)
 	checkSpecOf(t, d.addr)
 	d.start()

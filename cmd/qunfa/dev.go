@@ -33,6 +33,8 @@ func runDev(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.BreakerEvery, "breaker-every", time.Minute, "breaker failure-rate check schedule")
 	fs.DurationVar(&cfg.StaleAfter, "stale-after", 2*time.Minute, "re-drive shards without progress for this long")
 	fs.DurationVar(&cfg.ProviderTimeout, "provider-timeout", 10*time.Second, "provider response timeout")
+	fs.BoolVar(&cfg.AllowPrivateURLs, "allow-private-urls", false, "let webhook URLs reach loopback and private addresses (local testing only)")
+	fs.DurationVar(&cfg.WebhookRetryBase, "webhook-retry-base", 30*time.Second, "first retry wait of a failed webhook delivery (doubles per attempt)")
 	demo := fs.Bool("demo", false, "configure demo accounts and submit a demo campaign")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
@@ -80,7 +82,8 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	defer stack.Close()
-	handler := api.New(api.Deps{Store: stack.Store, Submitter: stack.Submitter, Control: stack.Control, Logger: log})
+	handler := api.New(api.Deps{Store: stack.Store, Submitter: stack.Submitter, Control: stack.Control, Logger: log,
+		AllowPrivateURLs: cfg.AllowPrivateURLs})
 
 	served := make(chan error, 1)
 	go func() { served <- stack.Serve(ctx, handler) }()

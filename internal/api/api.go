@@ -26,6 +26,7 @@ import (
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/control"
 	"github.com/qunfa/qunfa/internal/dashboard"
+	"github.com/qunfa/qunfa/internal/netguard"
 	"github.com/qunfa/qunfa/internal/store"
 	"github.com/qunfa/qunfa/internal/submit"
 )
@@ -46,6 +47,15 @@ type Deps struct {
 	// Scheduler keeps campaigns' schedules (EventBridge rules in AWS;
 	// default campaign.NoScheduler{}, the local runtime fires them itself).
 	Scheduler campaign.Scheduler
+	// Webhooks stores webhooks and their deliveries (default: Store, when
+	// it implements store.WebhookStore).
+	Webhooks store.WebhookStore
+	// AllowPrivateURLs lets webhook URLs point to loopback and private
+	// addresses (`qunfa dev --allow-private-urls`); never in production.
+	AllowPrivateURLs bool
+	// Resolver checks webhook host names at registration (default
+	// net.DefaultResolver).
+	Resolver netguard.Resolver
 }
 
 func (d Deps) withDefaults() Deps {
@@ -111,6 +121,7 @@ func New(deps Deps) http.Handler {
 	s.handle("GET /v1/campaigns", s.listCampaigns)
 	s.handle("GET /v1/campaigns/{id}", s.getCampaign)
 	s.handle("DELETE /v1/campaigns/{id}", s.deleteCampaign)
+	s.routeWebhooks()
 	return s
 }
 

@@ -375,13 +375,15 @@ func TestOpenAPIConformance(t *testing.T) {
 		specCall{method: "POST", path: "/v1/campaigns", token: tokenA, body: campaign, headers: []string{"Content-Type", "text/plain"}, want: 415},
 	)
 
+	webhookConformance(t, c, s)
+
 	// Every authenticated route refuses a missing or unknown token.
 	for _, route := range api.Routes() {
 		method, path, _ := strings.Cut(route, " ")
 		if route == "GET /healthz" || route == "GET /v1/openapi.json" {
 			continue
 		}
-		path = strings.NewReplacer("{account}", "acct-a", "{id}", job.ID, "{seq}", "0", "{to}", "user-1").Replace(path)
+		path = strings.NewReplacer("{account}", "acct-a", "{id}", job.ID, "{seq}", "0", "{to}", "user-1", "{delivery}", "d").Replace(path)
 		c.run(s,
 			specCall{method: method, path: path, want: 401},
 			specCall{method: method, path: path, token: "not-a-token", want: 401},
@@ -402,6 +404,7 @@ func TestOpenAPIConformance(t *testing.T) {
 		specCall{method: "PUT", path: "/v1/suppressions/acct-a/u1", token: tokenA, body: padded(`{"reason": "x"}`), want: 413},
 		specCall{method: "POST", path: "/v1/suppressions", token: tokenA, body: padded(`{"entries": [{"account": "acct-a", "to": "u1"}]}`), want: 413},
 		specCall{method: "POST", path: "/v1/campaigns", token: tokenA, body: padded(`{"name": "x"}`), want: 413},
+		specCall{method: "POST", path: "/v1/webhooks", token: tokenA, body: padded(`{"url": "x"}`), want: 413},
 	)
 
 	// Paths and methods the description does not have: 404 and 405 problems.

@@ -30,6 +30,8 @@ import (
 	"github.com/qunfa/qunfa/internal/sender"
 	"github.com/qunfa/qunfa/internal/store/dynamostore"
 	"github.com/qunfa/qunfa/internal/submit"
+	"github.com/qunfa/qunfa/internal/webhook"
+	"github.com/qunfa/qunfa/internal/webhook/httppost"
 )
 
 // NewLogger returns the functions' logger: JSON lines on w (stdout in
@@ -78,6 +80,10 @@ type Core struct {
 	// Sender and Reconciler are set for functions that call the provider.
 	Sender     *sender.Sender
 	Reconciler *reconcile.Reconciler
+	// WebhookPublisher and WebhookDeliverer store and post webhook
+	// deliveries (webhooks function).
+	WebhookPublisher *webhook.Publisher
+	WebhookDeliverer *webhook.Deliverer
 	// Metrics writes CloudWatch Embedded Metric Format to stdout; flush it
 	// at the end of every invocation (metrics.FlushAfter).
 	Metrics *metrics.EMF
@@ -112,6 +118,8 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 		deps.Scheduler = sched
 	}
 	core.API = api.New(deps)
+	core.WebhookPublisher = &webhook.Publisher{Store: st, Clock: clk, Log: log}
+	core.WebhookDeliverer = &webhook.Deliverer{Store: st, Clock: clk, Log: log, Poster: httppost.New(httppost.Config{})}
 	if !cfg.fn.Provider {
 		return core, nil
 	}
@@ -127,7 +135,10 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 	}
 	core.Metrics = metrics.NewEMF(os.Stdout, metrics.EMFOptions{Dimensions: map[string]string{"function": cfg.fn.Name}})
 	core.Sender = &sender.Sender{Store: st, Queue: q, Provider: metrics.Provider(prov, core.Metrics), Clock: clk, Log: log,
-		Config: cfg.Sender, Alerts: alerts, Metrics: core.Metrics, Breakers: core.Breakers}
+		Config: cfg.Sender, Alerts: alerts, Metrics: core.Metrics, Breakers: core.Breakers,
+		// Per-batch outcomes go to the bus only (the webhooks function's
+		// rule picks them up), not to the alert log.
+		Outcomes: ebalert.New(c.EventBridge, cfg.AlertBus)}
 	core.Reconciler = &reconcile.Reconciler{
 		Store: st, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts,
 		StaleAfter: cfg.StaleAfter, SettleAfter: cfg.SettleAfter,

@@ -139,7 +139,7 @@ func concat(lists ...[]string) []string {
 	return out
 }
 
-// The functions. Every one publishes alerts on the alert bus.
+// The functions. Every one but webhooks publishes alerts on the alert bus.
 var (
 	// Submit serves POST /v1/jobs (API Gateway) and campaign firings
 	// (the campaigns' EventBridge rules): authenticate, validate, write
@@ -197,10 +197,20 @@ var (
 		Indexes:  []string{IndexRunning},
 		Events:   alerts,
 	}
+	// Webhooks stores deliveries of the alerts its EventBridge rule sends
+	// from the alert bus and posts due deliveries (on every event and on
+	// a schedule, for retries). It publishes nothing and uses no queue
+	// (it reads the common variables all the same).
+	Webhooks = Function{
+		Name: "webhooks", LogicalID: "WebhooksFunction",
+		Env:      baseEnv,
+		DynamoDB: []string{DynamoGetItem, DynamoPutItem, DynamoUpdateItem, DynamoQuery, DynamoBatchGetItem},
+		Indexes:  []string{IndexRunning},
+	}
 )
 
 // Functions lists every function deployed by template.yaml.
-func Functions() []Function { return []Function{Submit, API, Sender, Reconciler, Breaker} }
+func Functions() []Function { return []Function{Submit, API, Sender, Reconciler, Breaker, Webhooks} }
 
 // reads reports whether the function reads the variable.
 func (f Function) reads(name string) bool {

@@ -425,9 +425,14 @@ func TestTemplateQueuesAndEventSources(t *testing.T) {
 				t.Errorf("%s HttpApi event not on HttpApi", fn.Name)
 			}
 			if at(e, "Type") == "EventBridgeRule" {
-				if at(e, "Properties", "EventBusName") != "ref:EventBus" ||
-					!slices.Contains(strs(at(e, "Properties", "Pattern", "detail-type")), "qunfa.campaign") {
+				if at(e, "Properties", "EventBusName") != "ref:EventBus" {
+					t.Errorf("%s rule not on the alert bus: %v", fn.Name, e)
+				}
+				if fn.Name != "webhooks" && !slices.Contains(strs(at(e, "Properties", "Pattern", "detail-type")), "qunfa.campaign") {
 					t.Errorf("%s campaign rule: %v", fn.Name, e)
+				}
+				if fn.Name == "webhooks" {
+					checkWebhookRule(t, e)
 				}
 			}
 		}
@@ -438,13 +443,15 @@ func TestTemplateQueuesAndEventSources(t *testing.T) {
 		{"sender", "SQS", "<nil>", "<nil>"},
 		{"reconciler", "Schedule", "<nil>", "<nil>"},
 		{"breaker", "Schedule", "<nil>", "<nil>"},
+		{"webhooks", "EventBridgeRule", "<nil>", "<nil>"},
+		{"webhooks", "Schedule", "<nil>", "<nil>"},
 	} {
 		if !slices.Contains(got, want) {
 			t.Errorf("no event %+v; events: %+v", want, got)
 		}
 	}
-	if len(got) != 5 {
-		t.Errorf("events %+v, want exactly the five above", got)
+	if len(got) != 7 {
+		t.Errorf("events %+v, want exactly the seven above", got)
 	}
 }
 

@@ -34,6 +34,7 @@ import (
 	"github.com/qunfa/qunfa/internal/store"
 	"github.com/qunfa/qunfa/internal/store/sqlitestore"
 	"github.com/qunfa/qunfa/internal/submit"
+	"github.com/qunfa/qunfa/internal/webhook"
 )
 
 // Config configures the local stack (`qunfa dev`).
@@ -51,6 +52,13 @@ type Config struct {
 	Token  string
 	Sender sender.Config
 	Limits submit.Limits
+
+	// AllowPrivateURLs lets webhooks reach loopback and private addresses
+	// (local testing only).
+	AllowPrivateURLs bool
+	// WebhookRetryBase is the first retry wait of a failed webhook
+	// delivery (default webhook.DefaultRetry.Base).
+	WebhookRetryBase time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -108,6 +116,8 @@ type Stack struct {
 	// Feed keeps the latest alerts for the dashboard; alerts also go to
 	// the log.
 	Feed *alert.Feed
+	// Webhooks works due webhook deliveries (webhooks.go).
+	Webhooks *webhook.Deliverer
 	// Metrics is served at /metrics in Prometheus text format.
 	Metrics *prom.Recorder
 	Log     *slog.Logger
@@ -190,7 +200,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 	}
 	clk := clock.System{}
 	s.Feed = alert.NewFeed(1000)
-	alerts := alert.Multi{alert.NewLog(log), s.Feed}
+	hooks, deliverer := s.newWebhooks(clk)
+	s.Webhooks = deliverer
+	alerts := alert.Multi{alert.NewLog(log), s.Feed, hooks}
 	s.Submitter = &submit.Submitter{Store: st, Queue: q, Clock: clk, Limits: cfg.Limits, Alerts: alerts, Log: log}
 	s.Control = &control.Controller{Store: st, Queue: q, Clock: clk, Alerts: alerts, Log: log}
 	s.Metrics = prom.New(log)
@@ -199,7 +211,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 		return qs.Visible, qs.InFlight, err
 	})
 	s.Sender = &sender.Sender{Store: st, Queue: q, Provider: metrics.Provider(prov, s.Metrics), Clock: clk, Log: log,
-		Config: cfg.Sender, Alerts: alerts, Metrics: s.Metrics,
+		Config: cfg.Sender, Alerts: alerts, Outcomes: hooks, Metrics: s.Metrics,
 		Breakers: &breaker.Breakers{Store: st, Clock: clk, Alerts: alerts, Log: log}}
 	s.Reconciler = &reconcile.Reconciler{
 		Store: st, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts,
@@ -253,7 +265,10 @@ func (s *Stack) Serve(ctx context.Context, api http.Handler) error {
 	}
 	campaignTick := time.NewTicker(CampaignTick)
 	defer campaignTick.Stop()
-	wg.Add(4)
+	webhookTick := time.NewTicker(WebhookTick)
+	defer webhookTick.Stop()
+	wg.Add(5)
+	go func() { defer wg.Done(); s.deliverWebhooks(workCtx, webhookTick.C) }()
 	go func() { defer wg.Done(); s.fireCampaigns(workCtx, campaignTick.C) }()
 	go func() { defer wg.Done(); src.Run(workCtx) }()
 	go func() {

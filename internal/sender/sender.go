@@ -132,6 +132,9 @@ type Sender struct {
 	Config   Config
 	// Alerts receives JobPaused and JobFinished events (nil: none).
 	Alerts alert.Publisher
+	// Outcomes receives one ItemOutcomes event per recorded batch with
+	// final outcomes (nil: none); webhooks deliver them as items.outcomes.
+	Outcomes alert.Publisher
 	// Breakers is the accounts' circuit breakers (nil: no breaker).
 	Breakers *breaker.Breakers
 	// Metrics receives token waits, hand-backs and active shards (nil:
@@ -814,6 +817,7 @@ func (tr *turn) record(ctx context.Context, calls []*pendingCall, extra []store.
 	if len(res.Rejected) > 0 {
 		tr.log.Error("outcomes rejected: items no longer held by this claim", slog.Int("rejected", len(res.Rejected)))
 	}
+	tr.publishOutcomes(ctx, calls, updates, res.Rejected, now)
 	tr.fold(res.Delta, res.FailuresDelta)
 	tr.giveBackBudget(ctx, int64(notSent))
 	if rateLimited > 0 {

@@ -40,7 +40,7 @@ var _ store.Store = (*Store)(nil)
 // schemaVersion is the version of the schema (schema plus migrations),
 // kept in PRAGMA user_version. Open refuses a file written by a newer
 // version.
-const schemaVersion = 4
+const schemaVersion = 5
 
 // busyTimeout is how long a write waits for another process's write lock.
 const busyTimeout = 30 * time.Second
@@ -251,6 +251,8 @@ ALTER TABLE items ADD COLUMN fin_at INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE items ADD COLUMN msgid TEXT;
 CREATE INDEX items_ref ON items (job_no, ref, seq) WHERE ref IS NOT NULL;
 `,
+	// 5: webhooks and their deliveries (webhooks.go).
+	5: webhookSchema,
 }
 
 // staleShardCond selects the shards ListStaleShards watches: running, or

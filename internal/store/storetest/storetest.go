@@ -278,6 +278,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"Suppressions", testSuppressions},
 		{"ListSuppressions", testListSuppressions},
 		{"Campaigns", testCampaigns},
+		{"Webhooks", testWebhooks},
 		{"ShardCountsProperty", testShardCountsProperty},
 	}
 	for _, tc := range tests {

@@ -1,0 +1,38 @@
+package alert
+
+import "time"
+
+// ItemOutcomes carries the settled per-recipient results of one recorded
+// batch of a shard (published by the sender once per batch, never per
+// recipient). It is not an operator alert: the local runtime and the
+// functions hand it to webhooks (items.outcomes) and the bus only, not to
+// the alert log or the dashboard feed.
+const ItemOutcomes Type = "ItemOutcomes"
+
+// CanaryReady: a job's canary batch was sent and the job waits for
+// approval before the rest. The engine does not publish it yet; webhooks
+// already deliver it as job.canary_ready.
+const CanaryReady Type = "CanaryReady"
+
+// ItemOutcomesDetail: the items of one batch whose outcome was recorded as
+// final (confirmed, failed or abandoned).
+type ItemOutcomesDetail struct {
+	JobID string        `json:"job_id"`
+	Items []ItemOutcome `json:"items"`
+}
+
+// ItemOutcome is one recipient's result. Ref is the submitter's reference
+// of the recipient (when it was given and the store keeps it) and MsgID
+// the provider's message id of a confirmed send, so a receiver can match
+// the outcome with its own records without a look-up.
+type ItemOutcome struct {
+	Seq      int64     `json:"seq"`
+	Account  string    `json:"account"`
+	To       string    `json:"to"`
+	Ref      string    `json:"ref,omitempty"`
+	Status   string    `json:"status"`
+	Category string    `json:"category,omitempty"`
+	Code     string    `json:"code,omitempty"`
+	MsgID    string    `json:"msgid,omitempty"`
+	At       time.Time `json:"at"`
+}

@@ -1,0 +1,49 @@
+package httppost_test
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/qunfa/qunfa/internal/netguard"
+	"github.com/qunfa/qunfa/internal/webhook"
+	"github.com/qunfa/qunfa/internal/webhook/httppost"
+)
+
+func TestPostRefusesLoopbackUnlessAllowed(t *testing.T) {
+	var got []byte
+	var sig string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, _ = io.ReadAll(r.Body)
+		sig = r.Header.Get(webhook.SignatureHeader)
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer srv.Close()
+	req := webhook.Request{URL: srv.URL + "/hook", Header: http.Header{webhook.SignatureHeader: {"t=1,v1=ab"}}, Body: []byte(`{"id":"evt_1"}`)}
+
+	_, err := httppost.New(httppost.Config{}).Post(t.Context(), req)
+	if !errors.Is(err, netguard.ErrBlocked) {
+		t.Fatalf("Post to %s without AllowPrivate: %v, want ErrBlocked", srv.URL, err)
+	}
+	if got != nil {
+		t.Fatal("the endpoint was reached")
+	}
+	status, err := httppost.New(httppost.Config{AllowPrivate: true}).Post(t.Context(), req)
+	if err != nil || status != http.StatusAccepted || string(got) != `{"id":"evt_1"}` || sig != "t=1,v1=ab" {
+		t.Fatalf("Post with AllowPrivate = %d, %v; body %q, signature %q", status, err, got, sig)
+	}
+}
+
+func TestPostDoesNotFollowRedirects(t *testing.T) {
+	hits := 0
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits++ }))
+	defer target.Close()
+	srv := httptest.NewServer(http.RedirectHandler(target.URL, http.StatusTemporaryRedirect))
+	defer srv.Close()
+	status, err := httppost.New(httppost.Config{AllowPrivate: true}).Post(t.Context(), webhook.Request{URL: srv.URL, Body: []byte("{}")})
+	if err != nil || status != http.StatusTemporaryRedirect || hits != 0 {
+		t.Fatalf("Post to a redirect = %d, %v, %d hits on the target; want 307 and no hit", status, err, hits)
+	}
+}
