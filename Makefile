@@ -45,6 +45,11 @@ test: emulators ## Run all tests (starts the AWS emulators itself)
 test-race: emulators ## Run all tests with the race detector
 	$(GO) test -race -count=1 ./...
 
+.PHONY: test-cover
+test-cover: emulators ## Run all tests with coverage of internal/ (slower: flushes out timing-dependent tests)
+	set -o pipefail; $(GO) test -count=1 -coverpkg=./internal/... -coverprofile=coverage.out ./... | grep -v 'coverage: 0.0%'
+	@$(GO) tool cover -func=coverage.out | tail -1
+
 .PHONY: lint
 lint: ## go vet and gofmt check
 	$(GO) vet ./...

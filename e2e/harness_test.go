@@ -374,7 +374,7 @@ func readDeliveries(t testing.TB, path string) []mockprovider.Delivery {
 
 // devOptions are the flags of `qunfa dev` the tests vary.
 type devOptions struct {
-	Workers         int           // default 8
+	Workers         int           // default: qunfa dev's own
 	ReconcileEvery  time.Duration // default 1 s
 	StaleAfter      time.Duration // default 3 s
 	ProviderTimeout time.Duration // default 1 s
@@ -397,9 +397,6 @@ type devProc struct {
 // startDev starts `qunfa dev` against the mock and waits for /healthz.
 func startDev(t testing.TB, m *mockProc, o devOptions) *devProc {
 	t.Helper()
-	if o.Workers == 0 {
-		o.Workers = 8
-	}
 	if o.ReconcileEvery == 0 {
 		o.ReconcileEvery = time.Second
 	}
@@ -414,9 +411,11 @@ func startDev(t testing.TB, m *mockProc, o devOptions) *devProc {
 	d.URL = "http://" + d.addr
 	d.args = []string{"dev",
 		"--addr", d.addr, "--data-dir", d.dataDir, "--provider-url", m.URL,
-		"--workers", fmt.Sprint(o.Workers),
 		"--reconcile-every", o.ReconcileEvery.String(), "--stale-after", o.StaleAfter.String(),
 		"--provider-timeout", o.ProviderTimeout.String(), "--log-format", "json",
+	}
+	if o.Workers > 0 {
+		d.args = append(d.args, "--workers", fmt.Sprint(o.Workers))
 	}
 	d.args = append(d.args, o.Extra...)
 	dumpOnFailure(t, "qunfa dev stderr", d.stderr)

@@ -28,7 +28,7 @@ func runDev(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.DataDir, "data-dir", ".qunfa", "data directory (store, queue, mock delivery log)")
 	fs.StringVar(&cfg.ProviderURL, "provider-url", "", "wecomapi provider base URL (default: start the mock provider)")
 	fs.StringVar(&cfg.MockAddr, "mock-addr", "127.0.0.1:8081", "mock provider listen address")
-	fs.IntVar(&cfg.Workers, "workers", 8, "concurrent sender invocations")
+	fs.IntVar(&cfg.Workers, "workers", devstack.DefaultInvocations, "sender invocations in hand at once (each works up to 10 shards; a waiting shard holds no CPU)")
 	fs.DurationVar(&cfg.ReconcileEvery, "reconcile-every", time.Minute, "reconciler schedule")
 	fs.DurationVar(&cfg.BreakerEvery, "breaker-every", time.Minute, "breaker failure-rate check schedule")
 	fs.DurationVar(&cfg.StaleAfter, "stale-after", 2*time.Minute, "re-drive shards without progress for this long")

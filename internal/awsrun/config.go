@@ -94,6 +94,7 @@ func Load(fn Function, getenv func(string) string) (Config, error) {
 	num(EnvClaimBatch, &c.Sender.ClaimBatch)
 	num(EnvConcurrency, &c.Sender.Concurrency)
 	dur(EnvTurnDuration, &c.Sender.TurnDuration)
+	dur(EnvMaxWait, &c.Sender.MaxWait)
 	dur(EnvDeadlineMargin, &c.Sender.DeadlineMargin)
 	dur(EnvStaleAfter, &c.StaleAfter)
 	dur(EnvSettleAfter, &c.SettleAfter)

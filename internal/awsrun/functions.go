@@ -37,6 +37,11 @@ const (
 	EnvConcurrency = "QUNFA_SENDER_CONCURRENCY"
 	// EnvTurnDuration bounds one shard turn (default 60s).
 	EnvTurnDuration = "QUNFA_SENDER_TURN_DURATION"
+	// EnvMaxWait is the longest a turn waits in the invocation for tokens;
+	// longer waits hand the shard back to the queue (default 300ms). The
+	// shards of a batch wait side by side, so a wait costs the invocation's
+	// time, not one per shard.
+	EnvMaxWait = "QUNFA_SENDER_MAX_WAIT"
 	// EnvDeadlineMargin: the sender starts no batch later than this before
 	// the invocation deadline. It must cover the longest provider call
 	// (connect + 2 × response timeout) so a batch never outlives the
@@ -168,7 +173,7 @@ var (
 	// Sender works shard turns from the FIFO work queue.
 	Sender = Function{
 		Name: "sender", LogicalID: "SenderFunction",
-		Env: concat(baseEnv, providerEnv, []string{EnvClaimBatch, EnvConcurrency, EnvTurnDuration, EnvDeadlineMargin}),
+		Env: concat(baseEnv, providerEnv, []string{EnvClaimBatch, EnvConcurrency, EnvTurnDuration, EnvMaxWait, EnvDeadlineMargin}),
 		DynamoDB: []string{DynamoGetItem, DynamoPutItem, DynamoUpdateItem, DynamoQuery, DynamoBatchGetItem,
 			DynamoBatchWriteItem},
 		Indexes: []string{IndexDue},

@@ -43,7 +43,7 @@ type Config struct {
 	DataDir         string        // default .qunfa
 	ProviderURL     string        // empty: start the mock provider at MockAddr
 	MockAddr        string        // default 127.0.0.1:8081
-	Workers         int           // concurrent sender invocations (default 8)
+	Workers         int           // sender invocations in hand at once (default DefaultInvocations)
 	ReconcileEvery  time.Duration // default 1 min
 	BreakerEvery    time.Duration // breaker failure-rate check (default 1 min)
 	StaleAfter      time.Duration // default 2 min
@@ -72,7 +72,7 @@ func (c Config) withDefaults() Config {
 		c.MockAddr = "127.0.0.1:8081"
 	}
 	if c.Workers <= 0 {
-		c.Workers = 8
+		c.Workers = DefaultInvocations
 	}
 	if c.ReconcileEvery <= 0 {
 		c.ReconcileEvery = time.Minute
@@ -94,6 +94,11 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Sender.TurnDuration <= 0 {
 		c.Sender.TurnDuration = 20 * time.Second
+	}
+	if c.Sender.MaxWait <= 0 {
+		// A waiting turn is a parked goroutine here, cheaper than a trip
+		// through the queue: an account at 1/s keeps its turn between sends.
+		c.Sender.MaxWait = 2 * time.Second
 	}
 	return c
 }

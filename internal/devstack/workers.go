@@ -5,6 +5,7 @@
 package devstack
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/qunfa/qunfa/internal/queue"
 )
@@ -21,17 +23,29 @@ import (
 type SQSHandler func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
 
 // EventSource is the local stand-in for Lambda's SQS event source mapping:
-// N workers receive messages, hand them to the handler as an SQSEvent with
-// a deadline, delete the ones the handler did not report as failed and
-// leave the others to the queue (their visibility decides when they return).
+// it receives batches of messages, hands each batch to the handler as an
+// SQSEvent with a deadline (several invocations at once), deletes the
+// messages the handler did not report as failed and leaves the others to
+// the queue (their visibility decides when they return).
+//
+// An invocation that waits — a shard waiting for its account's next tokens
+// — is a parked goroutine, not a busy worker: the number of invocations in
+// hand is bounded by Workers, which is large by default, so every active
+// shard can be in hand at once and the aggregate rate reaches the sum of
+// the accounts' rates.
 type EventSource struct {
 	Queue   queue.Queue
 	Handler SQSHandler
 	Log     *slog.Logger
-	// Workers is the number of concurrent handler invocations (default 4).
+	// Workers × BatchSize is the most messages (shard turns) in hand at
+	// once (Workers defaults to DefaultInvocations).
 	Workers int
-	// BatchSize is the most messages per invocation (default 1).
+	// BatchSize is the most messages per invocation (default 10, as the
+	// sender's SQS event source); the handler works their groups
+	// concurrently.
 	BatchSize int
+	// Pollers is the number of receive loops (default 2).
+	Pollers int
 	// Timeout is the invocation deadline (default 60 s); the visibility
 	// timeout of received messages is 6 × Timeout, as in template.yaml.
 	Timeout time.Duration
@@ -39,33 +53,39 @@ type EventSource struct {
 	Wait time.Duration
 }
 
+// DefaultInvocations is the default bound on invocations in hand: with the
+// default batch of 10, room for a few thousand shards at once.
+const DefaultInvocations = 256
+
 // Run feeds the handler until ctx is done, then lets invocations in hand
 // finish (the handler sees its context cancelled and hands shards back).
+//
+// Messages in hand, not invocations, are what is bounded (Workers ×
+// BatchSize): a submission enqueues its shards one by one, so pollers often
+// receive batches of one or two, and a bound on invocations would leave
+// most of the room unused while those few shards wait for their tokens.
 func (e *EventSource) Run(ctx context.Context) {
-	n := max(e.Workers, 1)
-	var wg sync.WaitGroup
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			e.work(ctx)
-		}()
+	batch := min(cmp.Or(max(e.BatchSize, 0), 10), queue.MaxReceive)
+	room := semaphore.NewWeighted(int64(cmp.Or(max(e.Workers, 0), DefaultInvocations) * batch))
+	var invocations, pollers sync.WaitGroup
+	for range cmp.Or(max(e.Pollers, 0), 2) {
+		pollers.Go(func() { e.poll(ctx, room, batch, &invocations) })
 	}
-	wg.Wait()
+	pollers.Wait()
+	invocations.Wait()
 }
 
-func (e *EventSource) work(ctx context.Context) {
-	timeout := e.Timeout
-	if timeout <= 0 {
-		timeout = 60 * time.Second
-	}
-	wait := e.Wait
-	if wait <= 0 {
-		wait = time.Second
-	}
-	batch := min(max(e.BatchSize, 1), queue.MaxReceive)
+// poll receives a batch whenever there is room for one and starts an
+// invocation for it.
+func (e *EventSource) poll(ctx context.Context, room *semaphore.Weighted, batch int, invocations *sync.WaitGroup) {
+	timeout := cmp.Or(e.Timeout, 60*time.Second)
+	wait := cmp.Or(e.Wait, time.Second)
 	for ctx.Err() == nil {
+		if err := room.Acquire(ctx, int64(batch)); err != nil {
+			return
+		}
 		msgs, err := e.Queue.Receive(ctx, queue.ReceiveParams{Max: batch, VisibilityTimeout: 6 * timeout, Wait: wait})
+		room.Release(int64(batch - len(msgs)))
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, context.Canceled) {
 				e.Log.Error("receive from work queue", slog.Any("err", err))
@@ -76,7 +96,10 @@ func (e *EventSource) work(ctx context.Context) {
 		if len(msgs) == 0 {
 			continue
 		}
-		e.invoke(ctx, msgs, timeout)
+		invocations.Go(func() {
+			defer room.Release(int64(len(msgs)))
+			e.invoke(ctx, msgs, timeout)
+		})
 	}
 }
 

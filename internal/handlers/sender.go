@@ -8,6 +8,7 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
+	"sync"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -15,42 +16,79 @@ import (
 )
 
 // Sender handles a batch of work-queue messages (one shard turn each) from
-// an SQS FIFO event source. It reports partial batch failures the FIFO way:
-// at the first message that is not done (handed back with a delay, or
-// failed), that message and every later one of the batch are returned as
-// failures, so the queue keeps them in order.
+// an SQS FIFO event source. The batch's FIFO groups (shards) are worked
+// concurrently, each group's messages in order, so one invocation keeps
+// several shards sending while each waits for its own tokens. Partial batch
+// failures are reported per group, the FIFO way: at a group's first message
+// that is not done (handed back with a delay, or failed), that message and
+// the group's later ones are returned as failures, so the queue keeps each
+// group in order; the other groups' messages are done.
 func Sender(s *sender.Sender, log *slog.Logger) func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		groups := groupRecords(ev.Records)
+		failures := make([][]events.SQSBatchItemFailure, len(groups))
+		var wg sync.WaitGroup
+		for gi, recs := range groups {
+			wg.Go(func() { failures[gi] = senderGroup(ctx, s, log, recs) })
+		}
+		wg.Wait()
 		var resp events.SQSEventResponse
-		for i, rec := range ev.Records {
-			if ctx.Err() != nil {
-				return failFrom(ctx, s, resp, ev.Records[i:], true), nil
-			}
-			rc, _ := strconv.Atoi(rec.Attributes["ApproximateReceiveCount"])
-			res, err := s.HandleTurn(ctx, sender.Message{
-				ID: rec.MessageId, Body: []byte(rec.Body), ReceiptHandle: rec.ReceiptHandle, ReceiveCount: rc,
-			})
-			if err != nil {
-				log.Error("shard turn failed; the queue will retry it", slog.String("message", rec.MessageId), slog.Any("err", err))
-				return failFrom(ctx, s, resp, ev.Records[i:], false), nil
-			}
-			if res.Disposition == sender.HandedBack {
-				return failFrom(ctx, s, resp, ev.Records[i:], false), nil
-			}
+		for _, f := range failures {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, f...)
 		}
 		return resp, nil
 	}
 }
 
+// groupRecords splits a batch by MessageGroupId, keeping the order of the
+// batch within each group (records without one form one group).
+func groupRecords(recs []events.SQSMessage) [][]events.SQSMessage {
+	index := map[string]int{}
+	var groups [][]events.SQSMessage
+	for _, r := range recs {
+		g := r.Attributes["MessageGroupId"]
+		i, ok := index[g]
+		if !ok {
+			i = len(groups)
+			index[g] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], r)
+	}
+	return groups
+}
+
+// senderGroup works one group's messages in order and returns its failures.
+func senderGroup(ctx context.Context, s *sender.Sender, log *slog.Logger, recs []events.SQSMessage) []events.SQSBatchItemFailure {
+	for i, rec := range recs {
+		if ctx.Err() != nil {
+			return failFrom(ctx, s, recs[i:], true)
+		}
+		rc, _ := strconv.Atoi(rec.Attributes["ApproximateReceiveCount"])
+		res, err := s.HandleTurn(ctx, sender.Message{
+			ID: rec.MessageId, Body: []byte(rec.Body), ReceiptHandle: rec.ReceiptHandle, ReceiveCount: rc,
+		})
+		if err != nil {
+			log.Error("shard turn failed; the queue will retry it", slog.String("message", rec.MessageId), slog.Any("err", err))
+			return failFrom(ctx, s, recs[i:], false)
+		}
+		if res.Disposition == sender.HandedBack {
+			return failFrom(ctx, s, recs[i:], false)
+		}
+	}
+	return nil
+}
+
 // failFrom reports recs as failures. Records after the first were not
 // worked at all: they are made visible again at once (best effort) instead
 // of waiting out the queue's long visibility timeout.
-func failFrom(ctx context.Context, s *sender.Sender, resp events.SQSEventResponse, recs []events.SQSMessage, includeFirst bool) events.SQSEventResponse {
+func failFrom(ctx context.Context, s *sender.Sender, recs []events.SQSMessage, includeFirst bool) []events.SQSBatchItemFailure {
+	var out []events.SQSBatchItemFailure
 	for i, r := range recs {
-		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: r.MessageId})
+		out = append(out, events.SQSBatchItemFailure{ItemIdentifier: r.MessageId})
 		if (i > 0 || includeFirst) && r.ReceiptHandle != "" {
 			_ = s.Queue.ChangeVisibility(context.WithoutCancel(ctx), r.ReceiptHandle, 0)
 		}
 	}
-	return resp
+	return out
 }

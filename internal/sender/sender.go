@@ -202,7 +202,7 @@ func (s *Sender) HandleTurn(ctx context.Context, m Message) (Result, error) {
 	}
 	s.metrics().AddActiveShards(ctx, 1)
 	defer s.metrics().AddActiveShards(context.WithoutCancel(ctx), -1)
-	tr := &turn{s: s, cfg: cfg, log: log, msg: m, t: t, shard: shard, start: start}
+	tr := &turn{s: s, cfg: cfg, log: log, msg: m, t: t, shard: shard, start: start, shardReadAt: start}
 	if dl, ok := ctx.Deadline(); ok {
 		tr.deadline = dl.Add(-cfg.DeadlineMargin)
 	}
@@ -271,9 +271,13 @@ type turn struct {
 	// recorded (see Config.StragglerWait).
 	stragglers []*pendingCall
 	// accountReadAt and gateReadAt are when the account and its breaker
-	// decision were last read (zero: read at the next batch).
-	accountReadAt, gateReadAt time.Time
+	// decision were last read (zero: read at the next batch); shardReadAt
+	// when the shard was last read or returned by a flush.
+	accountReadAt, gateReadAt, shardReadAt time.Time
 	gateDecision              breaker.Decision
+
+	// lastAnswerAt is when the last provider call was answered.
+	lastAnswerAt time.Time
 
 	// progress not yet folded into the shard
 	delta    store.Counts
@@ -307,6 +311,14 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 		if !now.Before(tr.deadline) {
 			return tr.continueLater(ctx, "turn time up")
 		}
+		if tr.shard.Counts.Pending == 0 && len(tr.stragglers) == 0 {
+			// Nothing left to send, by the counts: no token is needed to
+			// find out whether that is true.
+			if res, stop, err := tr.nothingPending(stopCtx, now); stop || err != nil {
+				return res, err
+			}
+			continue
+		}
 		// Every call of a batch starts at once (no more items than call
 		// slots), so no call starts long after its claim: the reconciler's
 		// settle delay, measured from the claim, always covers it.
@@ -332,6 +344,12 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 				continue
 			}
 			want = min(want, breaker.ProbeSize)
+		}
+		if wait := tr.spacing(now); wait > 0 {
+			if res, done, err := tr.wait(stopCtx, wait, "spacing sends"); done || err != nil {
+				return res, err
+			}
+			continue
 		}
 		granted, wait, err := tr.takeTokens(ctx, want, now)
 		if err != nil {
@@ -391,28 +409,37 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 	}
 }
 
-// checkState re-reads job, shard and account at a batch boundary and stops
-// the turn when the job is paused, cancelled or finished, or the shard is
-// paused.
+// checkState re-reads the job record at a batch boundary and stops the turn
+// when the job is paused, cancelled or finished, or the shard is paused.
+// The shard itself comes back from every flush; it is read again only when
+// no flush refreshed it within AccountRefresh (outside changes: redrive,
+// resume, reconciliation). So a batch costs the same whatever the job's
+// shard count.
 func (tr *turn) checkState(ctx context.Context) (bool, Result, error) {
-	view, err := tr.s.Store.GetJob(ctx, tr.t.JobID)
+	job, err := tr.s.Store.GetJobRecord(ctx, tr.t.JobID)
 	if err != nil {
 		return true, Result{}, fmt.Errorf("read job: %w", err)
 	}
 	if tr.job.ID == "" {
-		tr.tmpl, err = content.Parse(view.Job.Template)
+		tr.tmpl, err = content.Parse(job.Template)
 		if err != nil {
-			return true, Result{}, fmt.Errorf("parse template of job %s: %w", view.Job.ID, err)
+			return true, Result{}, fmt.Errorf("parse template of job %s: %w", job.ID, err)
 		}
 	}
-	tr.job = view.Job
-	if tr.t.Shard >= len(view.Shards) {
-		return true, Result{Disposition: Done, Reason: "unknown shard"}, nil
+	tr.job = job
+	if now := tr.s.Clock.Now(); now.Sub(tr.shardReadAt) >= tr.cfg.AccountRefresh {
+		cur, err := tr.s.Store.GetShard(ctx, tr.t.JobID, tr.t.Shard)
+		if errors.Is(err, store.ErrNotFound) {
+			return true, Result{Disposition: Done, Reason: "unknown shard"}, nil
+		}
+		if err != nil {
+			return true, Result{}, fmt.Errorf("read shard: %w", err)
+		}
+		tr.shard.Status, tr.shard.PauseReason, tr.shard.Turn = cur.Status, cur.PauseReason, cur.Turn
+		tr.shard.Counts = cur.Counts.Add(tr.delta)
+		tr.shardReadAt = now
 	}
-	cur := view.Shards[tr.t.Shard]
-	tr.shard.Status, tr.shard.PauseReason = cur.Status, cur.PauseReason
-	tr.shard.Counts = cur.Counts.Add(tr.delta)
-	if cur.Turn != tr.t.Turn {
+	if tr.shard.Turn != tr.t.Turn {
 		// A newer turn took over (redrive); this one must not continue.
 		return true, Result{Disposition: Done, Reason: "superseded"}, nil
 	}
@@ -436,6 +463,7 @@ func (tr *turn) checkState(ctx context.Context) (bool, Result, error) {
 		}); err != nil && !errors.Is(err, store.ErrInvalidTransition) {
 			return true, Result{}, fmt.Errorf("start shard: %w", err)
 		}
+		tr.shard.Status = store.ShardRunning
 	case store.ShardFinal(tr.shard.Status):
 		// A redelivery after a crash between finishing the shard and the
 		// job: finish the job now.
@@ -522,6 +550,13 @@ func (tr *turn) pauseShardForBreaker(ctx context.Context) error {
 // granted together can reach the provider closer together than they were
 // granted (connection set-up, scheduling), and the other half absorbs that
 // jitter so the provider's own bucket never overflows.
+//
+// When the bucket is empty the wait is for a batch, not a token: as many
+// tokens as a batch wants, up to half the sender's bucket and to what
+// MaxWait brings in. A slow account then sends a batch every few hundred
+// milliseconds instead of one item at every token, so the store writes per
+// message stay low at any rate. The rate is the same: the bucket is only
+// half full when we come back, so a late wake-up loses no tokens.
 func (tr *turn) takeTokens(ctx context.Context, want int, now time.Time) (int, time.Duration, error) {
 	rate := tr.account.BatchRate()
 	if rate <= 0 {
@@ -541,7 +576,7 @@ func (tr *turn) takeTokens(ctx context.Context, want int, now time.Time) (int, t
 			return 0, 0, fmt.Errorf("take job tokens: %w", err)
 		}
 		if res.Granted == 0 {
-			return 0, res.RetryAfter, nil
+			return 0, res.RetryAfter + tr.batchWait(want, tr.job.RatePerSec, jb), nil
 		}
 		want = res.Granted
 	}
@@ -552,7 +587,45 @@ func (tr *turn) takeTokens(ctx context.Context, want int, now time.Time) (int, t
 	if err != nil {
 		return 0, 0, fmt.Errorf("take account tokens: %w", err)
 	}
+	if res.Granted == 0 {
+		return 0, res.RetryAfter + tr.batchWait(want, rate, burst), nil
+	}
 	return res.Granted, res.RetryAfter, nil
+}
+
+// spacing is how long to wait before the next send of an account whose
+// bucket holds a single token (a burst under 4). A token bucket spaces its
+// grants, but a send can start later than its grant (a busy machine, a slow
+// store write, a new connection) and arrive right before the next one:
+// with no burst to spare the provider would see two sends closer than
+// 1/rate. So such an account's next send also waits 1/rate from the
+// previous answer, which came after the previous send arrived.
+func (tr *turn) spacing(now time.Time) time.Duration {
+	if tr.lastAnswerAt.IsZero() {
+		return 0
+	}
+	rate := tr.account.BatchRate()
+	if tr.job.RatePerSec > 0 {
+		rate = math.Min(rate, tr.job.RatePerSec)
+	}
+	burst := tr.account.Burst
+	if burst <= 0 {
+		burst = rate
+	}
+	if rate <= 0 || math.Floor(burst/2) > 1 {
+		return 0
+	}
+	return tr.lastAnswerAt.Add(time.Duration(float64(time.Second) / rate)).Sub(now)
+}
+
+// batchWait is how much longer than for its next token an empty bucket of
+// rate and burst is waited for, so that a batch of want finds its tokens.
+func (tr *turn) batchWait(want int, rate, burst float64) time.Duration {
+	target := math.Min(float64(want), math.Min(math.Floor(burst/2), math.Floor(rate*tr.cfg.MaxWait.Seconds())))
+	if target <= 1 {
+		return 0
+	}
+	return time.Duration((target - 1) / rate * float64(time.Second))
 }
 
 // pace slows a shard that was told to slow down: after a batch of n items
@@ -624,6 +697,23 @@ func (tr *turn) nothingDue(ctx context.Context, nextDue, now time.Time) (Result,
 		res, err := tr.finishShard(context.WithoutCancel(ctx))
 		return res, true, err
 	}
+}
+
+// nothingPending makes the counts true from the items when they say
+// nothing is pending (outside changes may not be folded yet), then
+// finishes the shard or ends the turn to wait for reconciliation; when
+// items are pending after all, the turn goes on (stop false).
+func (tr *turn) nothingPending(ctx context.Context, now time.Time) (Result, bool, error) {
+	sh, err := tr.s.Store.RecountShard(context.WithoutCancel(ctx), tr.t.JobID, tr.t.Shard)
+	if err != nil {
+		return Result{}, true, fmt.Errorf("recount shard: %w", err)
+	}
+	tr.shard.Counts, tr.shard.Epoch, tr.delta, tr.failures = sh.Counts, sh.Epoch, store.Counts{}, nil
+	if sh.Counts.Pending > 0 {
+		tr.log.Warn("shard counts said nothing pending; recounted", slog.Int64("pending", sh.Counts.Pending))
+		return Result{}, false, nil
+	}
+	return tr.nothingDue(ctx, time.Time{}, now)
 }
 
 // sendBatch renders and sends the claimed items and records outcomes.
@@ -767,6 +857,9 @@ func (tr *turn) collectStragglers(ctx context.Context, block bool) error {
 func (tr *turn) record(ctx context.Context, calls []*pendingCall, extra []store.ItemUpdate) error {
 	updates := extra
 	now := tr.s.Clock.Now()
+	if len(calls) > 0 {
+		tr.lastAnswerAt = now
+	}
 	rateLimited := 0
 	notSent := 0 // refused before sending: rate limit, account down
 	accountDown := false
@@ -1037,6 +1130,8 @@ func (tr *turn) flush(ctx context.Context, endTurn bool) error {
 	tr.delta, tr.failures = store.Counts{}, nil
 	tr.attempts, tr.attemptFailures = 0, 0
 	tr.shard.Counts, tr.shard.Epoch = sh.Counts, sh.Epoch
+	tr.shard.Status, tr.shard.PauseReason, tr.shard.Turn = sh.Status, sh.PauseReason, sh.Turn
+	tr.shardReadAt = tr.s.Clock.Now()
 	return nil
 }
 

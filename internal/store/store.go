@@ -62,6 +62,9 @@ type Store interface {
 	PutItems(ctx context.Context, p PutItemsParams) error
 	// GetJob reads a job and all its shards (ordered by index).
 	GetJob(ctx context.Context, jobID string) (JobView, error)
+	// GetJobRecord reads a job without its shards: what a sender needs at
+	// every batch (status, limits), at a cost independent of the shard count.
+	GetJobRecord(ctx context.Context, jobID string) (Job, error)
 	// ListJobs lists a tenant's jobs, newest first, paged by an opaque cursor.
 	ListJobs(ctx context.Context, p ListJobsParams) (ListJobsResult, error)
 	// TransitionJob changes a job's status if its current status is one of

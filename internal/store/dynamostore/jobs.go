@@ -239,6 +239,12 @@ func (s *Store) GetJob(ctx context.Context, jobID string) (store.JobView, error)
 	return v, nil
 }
 
+// GetJobRecord reads the job record alone (one GetItem, whatever the
+// number of shards).
+func (s *Store) GetJobRecord(ctx context.Context, jobID string) (store.Job, error) {
+	return s.getJobRecord(ctx, jobID)
+}
+
 func (s *Store) getJobRecord(ctx context.Context, jobID string) (store.Job, error) {
 	if jobID == "" {
 		return store.Job{}, fmt.Errorf("job: %w", store.ErrNotFound)

@@ -213,6 +213,20 @@ func (s *Store) PutItems(ctx context.Context, p store.PutItemsParams) error {
 	})
 }
 
+// GetJobRecord reads a job without its shards.
+func (s *Store) GetJobRecord(ctx context.Context, jobID string) (store.Job, error) {
+	if jobID == "" {
+		return store.Job{}, fmt.Errorf("get job: %w: empty id", store.ErrInvalidArgument)
+	}
+	var j store.Job
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		var err error
+		_, j, err = s.getJob(ctx, tx, jobID)
+		return err
+	})
+	return j, err
+}
+
 // GetJob reads a job and its shards from one snapshot.
 func (s *Store) GetJob(ctx context.Context, jobID string) (store.JobView, error) {
 	if jobID == "" {

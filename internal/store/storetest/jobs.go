@@ -45,6 +45,9 @@ func testCreateJob(t *testing.T, s store.Store, _ Capabilities) {
 	if len(v.Shards) != 12 {
 		t.Fatalf("GetJob: %d shards, want 12", len(v.Shards))
 	}
+	if rec, err := s.GetJobRecord(ctx, want.ID); err != nil || !sameJob(rec, got) {
+		t.Fatalf("GetJobRecord = %+v, %v; GetJob gave %+v", rec, err, got)
+	}
 	for i, sh := range v.Shards {
 		if sh.Index != i {
 			t.Fatalf("GetJob shards out of order: position %d holds index %d", i, sh.Index)
@@ -63,6 +66,9 @@ func testCreateJob(t *testing.T, s store.Store, _ Capabilities) {
 
 	if _, err := s.GetJob(ctx, "no-such-job"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("GetJob(unknown) error = %v, want ErrNotFound", err)
+	}
+	if _, err := s.GetJobRecord(ctx, "no-such-job"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetJobRecord(unknown) error = %v, want ErrNotFound", err)
 	}
 	if _, err := s.GetShard(ctx, "no-such-job", 0); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("GetShard(unknown job) error = %v, want ErrNotFound", err)
