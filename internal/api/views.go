@@ -60,6 +60,8 @@ type Item struct {
 	Status   string           `json:"status"`
 	Attempts int              `json:"attempts"`
 	Error    *store.ItemError `json:"error"`
+	// UnderReview: the item waits for an operator (store.UnderReview).
+	UnderReview bool `json:"under_review,omitempty"`
 }
 
 // ItemList is one page of GET /v1/jobs/{id}/items, in seq order.
@@ -189,6 +191,7 @@ func itemView(it store.Item) Item {
 	return Item{
 		Seq: it.Seq, Shard: it.Shard, Account: it.Account, To: it.To,
 		Status: string(it.Status), Attempts: it.Attempts, Error: it.Error,
+		UnderReview: store.UnderReview(it),
 	}
 }
 

@@ -267,15 +267,22 @@ const (
 // ErrNotUnderReview: the item is not waiting for an operator.
 var ErrNotUnderReview = errors.New("item is not under review")
 
-// Resolve settles an item under review (submitted without a confirmed
-// answer, category uncertain).
+// Resolve settles an item sent without a confirmed answer. Resend is
+// allowed only for an item under review (store.UnderReview: the
+// reconciler's look-up found no record of it, or the provider has no
+// look-up and it waited past the settle delay): resending an item not yet
+// looked up could deliver it twice. Delivered (a missed message at worst)
+// is allowed for any submitted item of category uncertain.
 func (c *Controller) Resolve(ctx context.Context, jobID string, seq int64, r Resolution) (store.Item, error) {
 	if r != Delivered && r != Resend {
 		return store.Item{}, fmt.Errorf("%w: outcome must be delivered or resend", store.ErrInvalidArgument)
 	}
-	it, err := c.findUnderReview(ctx, jobID, seq)
+	it, err := c.findUncertain(ctx, jobID, seq)
 	if err != nil {
 		return store.Item{}, err
+	}
+	if r == Resend && !store.UnderReview(it) {
+		return store.Item{}, fmt.Errorf("%w: its status has not been looked up yet; the reconciler settles it or puts it under review", ErrNotUnderReview)
 	}
 	now := c.Clock.Now()
 	sh, err := c.Store.GetShard(ctx, jobID, it.Shard)
@@ -321,7 +328,8 @@ func (c *Controller) Resolve(ctx context.Context, jobID string, seq int64, r Res
 	return it, nil
 }
 
-func (c *Controller) findUnderReview(ctx context.Context, jobID string, seq int64) (store.Item, error) {
+// findUncertain finds a submitted item of category uncertain.
+func (c *Controller) findUncertain(ctx context.Context, jobID string, seq int64) (store.Item, error) {
 	cursor := ""
 	for {
 		page, err := c.Store.ListItems(ctx, store.ListItemsParams{

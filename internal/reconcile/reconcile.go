@@ -121,11 +121,11 @@ func (r *Reconciler) settle(ctx context.Context, rep *Report, touched map[string
 			u := store.ItemUpdate{Seq: it.Seq, From: store.ItemSubmitted, ClaimID: it.ClaimID}
 			switch {
 			case errors.Is(err, provider.ErrStatusUnsupported):
-				if it.Error != nil && it.Error.Category == store.CategoryUncertain && it.Error.Code == "review" {
+				if it.Error != nil && it.Error.Category == store.CategoryUncertain && it.Error.Code == store.CodeReview {
 					continue // already under review
 				}
 				u.To = store.ItemSubmitted
-				u.Error = &store.ItemError{Category: store.CategoryUncertain, Code: "review",
+				u.Error = &store.ItemError{Category: store.CategoryUncertain, Code: store.CodeReview,
 					Message: "sent without a confirmed answer and the provider has no status look-up: resolve by hand"}
 				rep.UnderReview++
 				review[it.JobID]++

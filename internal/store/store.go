@@ -386,6 +386,21 @@ const (
 	CategorySuppressed  = "suppressed"
 )
 
+// CodeReview is the error code the reconciler sets on a submitted item it
+// could not settle: the status look-up said the provider has no record of
+// the key, or the provider has no look-up and the item waited past the
+// settle delay. Only such items are "under review" (see UnderReview).
+const CodeReview = "review"
+
+// UnderReview reports whether an item waits for an operator's verdict: it
+// is submitted, uncertain, and the reconciler marked it for review. An
+// item whose answer was just lost is uncertain too, but it has not been
+// looked up yet; resending it could deliver twice.
+func UnderReview(it Item) bool {
+	return it.Status == ItemSubmitted && it.Error != nil &&
+		it.Error.Category == CategoryUncertain && it.Error.Code == CodeReview
+}
+
 // Counts are item counts by status. They always add up to the total.
 type Counts struct {
 	Pending   int64 `json:"pending"`
