@@ -221,16 +221,18 @@ func (c *Controller) Redrive(ctx context.Context, jobID, category string) (int, 
 func (c *Controller) repend(ctx context.Context, jobID string, index int, from store.ItemStatus, cat string, now time.Time) (int, error) {
 	n := 0
 	for {
-		sh, err := c.Store.GetShard(ctx, jobID, index) // the counts our delta is relative to
-		if err != nil {
-			return n, err
-		}
 		page, err := c.Store.ListItems(ctx, store.ListItemsParams{JobID: jobID, Status: from, Category: cat, Shard: &index, Limit: store.MaxPutItems})
 		if err != nil {
 			return n, fmt.Errorf("list %s items: %w", cat, err)
 		}
 		if len(page.Items) == 0 {
 			return n, nil
+		}
+		// Dirty before the item writes: a crash before the fold is
+		// repaired by a recount.
+		sh, err := store.BeginOutsideTurn(ctx, c.Store, jobID, index)
+		if err != nil {
+			return n, err
 		}
 		ups := make([]store.ItemUpdate, 0, len(page.Items))
 		for _, it := range page.Items {
@@ -285,10 +287,6 @@ func (c *Controller) Resolve(ctx context.Context, jobID string, seq int64, r Res
 		return store.Item{}, fmt.Errorf("%w: its status has not been looked up yet; the reconciler settles it or puts it under review", ErrNotUnderReview)
 	}
 	now := c.Clock.Now()
-	sh, err := c.Store.GetShard(ctx, jobID, it.Shard)
-	if err != nil {
-		return store.Item{}, err
-	}
 	u := store.ItemUpdate{Seq: seq, From: store.ItemSubmitted, ClaimID: it.ClaimID, To: store.ItemConfirmed}
 	if r == Resend {
 		u.To, u.NextAttemptAt = store.ItemPending, now
@@ -301,11 +299,21 @@ func (c *Controller) Resolve(ctx context.Context, jobID string, seq int64, r Res
 			u.Error = &store.ItemError{Category: store.CategoryCancelled, Message: "job cancelled; not delivered, so not resent"}
 		}
 	}
+	// Dirty before the item write: a crash before the fold is repaired by
+	// a recount.
+	sh, err := store.BeginOutsideTurn(ctx, c.Store, jobID, it.Shard)
+	if err != nil {
+		return store.Item{}, err
+	}
 	res, err := c.Store.UpdateItems(ctx, store.UpdateItemsParams{JobID: jobID, Index: it.Shard, Updates: []store.ItemUpdate{u}, At: now})
 	if err != nil {
 		return store.Item{}, err
 	}
 	if len(res.Rejected) > 0 {
+		// Nothing changed; fold the empty delta to clear our mark.
+		if _, err := store.FoldOutsideTurn(ctx, c.Store, sh, res.Delta, res.FailuresDelta); err != nil {
+			return store.Item{}, err
+		}
 		return store.Item{}, fmt.Errorf("%w: it changed meanwhile", ErrNotUnderReview)
 	}
 	if _, err := store.FoldOutsideTurn(ctx, c.Store, sh, res.Delta, res.FailuresDelta); err != nil {

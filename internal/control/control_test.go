@@ -135,3 +135,39 @@ func TestResendOnlyAfterLookUp(t *testing.T) {
 		t.Fatalf("delivered: %+v %v", it, err)
 	}
 }
+
+// crashBeforeFold is a store that dies (errors) when an outside-turn change
+// folds its counts, after the change wrote its items.
+type crashBeforeFold struct{ store.Store }
+
+var errCrash = errors.New("process died")
+
+func (crashBeforeFold) AddShardCounts(context.Context, store.AddShardCountsParams) (store.Shard, error) {
+	return store.Shard{}, errCrash
+}
+
+func (crashBeforeFold) RecountShard(context.Context, string, int) (store.Shard, error) {
+	return store.Shard{}, errCrash
+}
+
+// TestCrashBeforeFoldHeals: an operator change that dies between writing
+// its items and folding their counts leaves the shard dirty, so the next
+// turn recounts it instead of running on wrong counts for good.
+func TestCrashBeforeFoldHeals(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	jobID, items := f.runningJob(t, 3)
+	f.mark(t, jobID, store.ItemError{Category: store.CategoryUncertain, Message: "response timeout"}, items[0].Seq)
+	crashing := &control.Controller{Store: crashBeforeFold{f.store}, Queue: f.ctl.Queue, Clock: f.clk}
+	if _, err := crashing.Resolve(ctx, jobID, items[0].Seq, control.Delivered); !errors.Is(err, errCrash) {
+		t.Fatalf("resolve: err = %v, want the crash", err)
+	}
+	sh, err := f.store.BeginTurn(ctx, store.BeginTurnParams{JobID: jobID, Index: 0, Turn: 1, MessageID: "m1", At: f.clk.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (store.Counts{Submitted: 2, Confirmed: 1}); sh.Counts != want {
+		t.Fatalf("after the crash and the next BeginTurn: counts %+v, want %+v (the shard was not marked dirty before the item write)", sh.Counts, want)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -392,16 +393,31 @@ func (s *Store) UpdateJobLimits(ctx context.Context, p store.UpdateJobLimitsPara
 // it is unchanged. A lost race re-reads the job and retries after a
 // jittered wait.
 func (s *Store) ReserveBudget(ctx context.Context, jobID string, n int64) (int64, error) {
+	if jobID == "" {
+		return 0, fmt.Errorf("job: %w", store.ErrNotFound)
+	}
+	// A compare-and-swap of the used count that records a request id (see
+	// requests.go): a retry of an applied update whose answer was lost
+	// finds its id and is not applied twice, even if the count came back to
+	// the same value meanwhile.
+	rid := newRequestID()
 	for attempt := 0; attempt < s.opts.MaxRetries; attempt++ {
 		if attempt > 0 {
 			if err := contendedBackoff(ctx, attempt); err != nil {
 				return 0, fmt.Errorf("reserve budget of %s: %w", jobID, err)
 			}
 		}
-		j, err := s.getJobRecord(ctx, jobID)
+		rec, err := s.getItem(ctx, jobPK(jobID), skJob)
 		if err != nil {
-			return 0, err
+			return 0, fmt.Errorf("read job %s: %w", jobID, err)
 		}
+		if rec == nil {
+			return 0, fmt.Errorf("job %s: %w", jobID, store.ErrNotFound)
+		}
+		if g, ok := grantedBy(rec, rid); ok {
+			return g, nil
+		}
+		j := jobFrom(rec)
 		grant := n
 		switch {
 		case n > 0 && j.Budget > 0:
@@ -412,42 +428,44 @@ func (s *Store) ReserveBudget(ctx context.Context, jobID string, n int64) (int64
 		if grant == 0 {
 			return 0, nil
 		}
+		// The grant rides along with the id, so a retry knows what it got.
+		entry := rid + "=" + strconv.FormatInt(grant, 10)
 		in := &dynamodb.UpdateItemInput{
-			Key:          key(jobPK(jobID), skJob),
-			ReturnValues: types.ReturnValueNone,
-		}
-		switch {
-		case grant == n && n > 0 && j.Budget == 0:
-			in.UpdateExpression = aws.String("ADD used :n")
-			in.ConditionExpression = aws.String("attribute_exists(pk) AND budget = :zero")
-			in.ExpressionAttributeValues = map[string]types.AttributeValue{":n": attrN(n), ":zero": attrN(0)}
-		case grant == n && n > 0:
-			// At least n left: used + n <= budget.
-			in.UpdateExpression = aws.String("ADD used :n")
-			in.ConditionExpression = aws.String("budget = :b AND used <= :most")
-			in.ExpressionAttributeValues = map[string]types.AttributeValue{":n": attrN(n), ":b": attrN(j.Budget), ":most": attrN(j.Budget - n)}
-		case grant == n:
-			// Giving back at most what is used: used + n >= 0.
-			in.UpdateExpression = aws.String("ADD used :n")
-			in.ConditionExpression = aws.String("attribute_exists(pk) AND used >= :least")
-			in.ExpressionAttributeValues = map[string]types.AttributeValue{":n": attrN(n), ":least": attrN(-n)}
-		default:
-			in.UpdateExpression = aws.String("SET used = :new")
-			in.ConditionExpression = aws.String("used = :old AND budget = :b")
-			in.ExpressionAttributeValues = map[string]types.AttributeValue{
+			Key:                 key(jobPK(jobID), skJob),
+			ReturnValues:        types.ReturnValueNone,
+			UpdateExpression:    aws.String("SET used = :new, rq = :rq"),
+			ConditionExpression: aws.String("used = :old AND budget = :b"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
 				":new": attrN(j.BudgetUsed + grant), ":old": attrN(j.BudgetUsed), ":b": attrN(j.Budget),
-			}
+				":rq": requestList(rec, entry),
+			},
 		}
 		_, err = s.updateItem(ctx, in)
 		if isConditionFailed(err) {
 			continue
 		}
 		if err != nil {
+			if again, rerr := s.getItem(ctx, jobPK(jobID), skJob); rerr == nil && again != nil {
+				if g, ok := grantedBy(again, rid); ok {
+					return g, nil
+				}
+			}
 			return 0, fmt.Errorf("reserve budget of %s: %w", jobID, err)
 		}
 		return grant, nil
 	}
 	return 0, fmt.Errorf("reserve budget of %s: %w", jobID, store.ErrConflict)
+}
+
+// grantedBy reports the grant of budget request rid if rec records it.
+func grantedBy(rec map[string]types.AttributeValue, rid string) (int64, bool) {
+	for _, e := range requestsOf(rec) {
+		if id, g, ok := strings.Cut(e, "="); ok && id == rid {
+			n, err := strconv.ParseInt(g, 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }
 
 // payload is one item's write-once data inside a payload record.

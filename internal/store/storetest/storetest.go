@@ -244,6 +244,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"EpochRedeliveredTurnConcurrent", testEpochRedeliveredTurnConcurrent},
 		{"EpochStaleAddShardCounts", testEpochStaleAddShardCounts},
 		{"EpochReported", testEpochReported},
+		{"MarkShardDirty", testMarkShardDirty},
+		{"ImpossibleCountsRecounted", testImpossibleCountsRecounted},
 		{"ListStaleShards", testListStaleShards},
 		{"AttemptCounters", testAttemptCounters},
 		{"ClaimItems", testClaimItems},
