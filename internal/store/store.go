@@ -188,6 +188,41 @@ type Store interface {
 	ListCampaigns(ctx context.Context, tenant string) ([]Campaign, error)
 	// DeleteCampaign removes a campaign (absent: ErrNotFound).
 	DeleteCampaign(ctx context.Context, tenant, id string) error
+
+	// AcquireLease takes (or, for its holder, renews) the named lease until
+	// p.Until if it is free at p.Now: never taken, released, expired, or
+	// already p.Holder's. Otherwise ErrConflict and nothing changes. The
+	// lease returned carries the Cursor its last holder left, so a
+	// singleton task (the reconciler) resumes where the last run stopped.
+	AcquireLease(ctx context.Context, p AcquireLeaseParams) (Lease, error)
+	// ReleaseLease frees p.Holder's lease and stores p.Cursor for the next
+	// holder. ErrConflict if the lease is not p.Holder's (it expired and
+	// someone else took it): nothing changes.
+	ReleaseLease(ctx context.Context, p ReleaseLeaseParams) error
+}
+
+// Lease is a named, time-bounded right to run a singleton task.
+type Lease struct {
+	Name   string
+	Holder string // empty when released
+	Until  time.Time
+	// Cursor is where the last holder stopped (opaque to the store).
+	Cursor string
+}
+
+// AcquireLeaseParams takes a lease.
+type AcquireLeaseParams struct {
+	Name   string
+	Holder string
+	Now    time.Time
+	Until  time.Time
+}
+
+// ReleaseLeaseParams frees a lease.
+type ReleaseLeaseParams struct {
+	Name   string
+	Holder string
+	Cursor string
 }
 
 // BreakerState is a circuit breaker's state.

@@ -267,6 +267,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"ListSuppressions", testListSuppressions},
 		{"Campaigns", testCampaigns},
 		{"ShardCountsProperty", testShardCountsProperty},
+		{"Leases", testLeases},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
