@@ -129,7 +129,7 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 	core.Sender = &sender.Sender{Store: st, Queue: q, Provider: metrics.Provider(prov, core.Metrics), Clock: clk, Log: log,
 		Config: cfg.Sender, Alerts: alerts, Metrics: core.Metrics, Breakers: core.Breakers}
 	core.Reconciler = &reconcile.Reconciler{
-		Store: st, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts,
+		Store: st, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts, Gauges: core.Metrics,
 		StaleAfter: cfg.StaleAfter, SettleAfter: cfg.SettleAfter,
 	}
 	return core, nil
