@@ -68,7 +68,8 @@ type Reconciler struct {
 	SettleAfter time.Duration
 	// PageSize is how many submitted items a page lists (default 200).
 	PageSize int
-	// Lookups is how many status look-ups run at once (default 32).
+	// Lookups is how many status look-ups run at once (default 64: with
+	// 200 ms look-ups, 320 a second).
 	Lookups int
 	// PassBudget bounds how long one pass settles before it stops and
 	// leaves the rest to the next (default 90 s); a pass also stops
@@ -255,7 +256,7 @@ func fairOrder(items []store.Item) []store.Item {
 // lookUp asks the provider about every item, at most Lookups at once.
 func (r *Reconciler) lookUp(ctx context.Context, items []store.Item) []lookup {
 	out := make([]lookup, len(items))
-	sem := make(chan struct{}, intOr(r.Lookups, 32))
+	sem := make(chan struct{}, intOr(r.Lookups, 64))
 	var wg sync.WaitGroup
 	for i, it := range items {
 		out[i].it = it
