@@ -111,6 +111,12 @@ type CountsMismatchDetail struct {
 	JobID   string `json:"job_id"`
 	Total   int64  `json:"total"`
 	Counted int64  `json:"counted"`
+	// Shard, Stored and Items, when set, name a shard whose stored counts
+	// (Stored) differed from its items (Items), status by status; the
+	// reconciler has recounted it.
+	Shard  *int    `json:"shard,omitempty"`
+	Stored *Counts `json:"stored,omitempty"`
+	Items  *Counts `json:"items,omitempty"`
 }
 
 // CampaignSkippedDetail: a campaign firing started too late and was skipped.

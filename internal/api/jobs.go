@@ -159,6 +159,20 @@ func (s *server) listItems(w http.ResponseWriter, r *http.Request, tenant string
 	q := r.URL.Query()
 	var errs []submit.FieldError
 	status, category, ref := q.Get("status"), q.Get("category"), q.Get("ref")
+	review := q.Get("review")
+	if review != "" && review != "true" && review != "false" {
+		errs = append(errs, submit.FieldError{Field: "review", Message: "must be true or false"})
+	}
+	if review == "true" {
+		// Items under review are submitted and uncertain; the page keeps
+		// only those the reconciler marked (it may come back short).
+		if status == "" {
+			status = string(store.ItemSubmitted)
+		}
+		if category == "" {
+			category = store.CategoryUncertain
+		}
+	}
 	if status != "" && !slices.Contains(itemStatuses, status) {
 		errs = append(errs, submit.FieldError{Field: "status", Message: fmt.Sprintf("must be one of %v", itemStatuses)})
 	}
@@ -187,6 +201,9 @@ func (s *server) listItems(w http.ResponseWriter, r *http.Request, tenant string
 	}
 	out := ItemList{Items: make([]Item, 0, len(page.Items)), NextCursor: page.NextCursor}
 	for _, it := range page.Items {
+		if review == "true" && !store.UnderReview(it) {
+			continue
+		}
 		out.Items = append(out.Items, itemView(it))
 	}
 	writeJSON(w, http.StatusOK, out)

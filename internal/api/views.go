@@ -72,6 +72,8 @@ type Item struct {
 	// MsgID is the provider's message id of the accepted send ("" until
 	// confirmed, or when the provider gave none).
 	MsgID string `json:"msgid"`
+	// UnderReview: the item waits for an operator (store.UnderReview).
+	UnderReview bool `json:"under_review"`
 }
 
 // ItemList is one page of GET /v1/jobs/{id}/items, in seq order.
@@ -210,6 +212,7 @@ func itemView(it store.Item) Item {
 		Seq: it.Seq, Shard: it.Shard, Account: it.Account, To: it.To,
 		Status: string(it.Status), Attempts: it.Attempts, Error: it.Error,
 		Ref: it.Ref, SubmittedAt: timePtr(it.SubmittedAt), FinishedAt: timePtr(it.FinishedAt), MsgID: it.MsgID,
+		UnderReview: store.UnderReview(it),
 	}
 }
 

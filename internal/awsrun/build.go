@@ -25,6 +25,7 @@ import (
 	"github.com/qunfa/qunfa/internal/control"
 	"github.com/qunfa/qunfa/internal/metrics"
 	"github.com/qunfa/qunfa/internal/provider/wecomapi"
+	"github.com/qunfa/qunfa/internal/queue/queuecap"
 	"github.com/qunfa/qunfa/internal/queue/sqsqueue"
 	"github.com/qunfa/qunfa/internal/reconcile"
 	"github.com/qunfa/qunfa/internal/sender"
@@ -134,13 +135,13 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 		return nil, fmt.Errorf("provider: %w", err)
 	}
 	core.Metrics = metrics.NewEMF(os.Stdout, metrics.EMFOptions{Dimensions: map[string]string{"function": cfg.fn.Name}})
-	core.Sender = &sender.Sender{Store: st, Queue: q, Provider: metrics.Provider(prov, core.Metrics), Clock: clk, Log: log,
+	core.Sender = &sender.Sender{Store: st, Queue: queuecap.New(q, queuecap.DefaultMax), Provider: metrics.Provider(prov, core.Metrics), Clock: clk, Log: log,
 		Config: cfg.Sender, Alerts: alerts, Metrics: core.Metrics, Breakers: core.Breakers,
 		// Per-batch outcomes go to the bus only (the webhooks function's
 		// rule picks them up), not to the alert log.
 		Outcomes: ebalert.New(c.EventBridge, cfg.AlertBus)}
 	core.Reconciler = &reconcile.Reconciler{
-		Store: st, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts,
+		Store: st, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts, Gauges: core.Metrics,
 		StaleAfter: cfg.StaleAfter, SettleAfter: cfg.SettleAfter,
 	}
 	return core, nil

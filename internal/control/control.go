@@ -228,16 +228,18 @@ func (c *Controller) Redrive(ctx context.Context, jobID, category string) (int, 
 func (c *Controller) repend(ctx context.Context, jobID string, index int, from store.ItemStatus, cat string, now time.Time) (int, error) {
 	n := 0
 	for {
-		sh, err := c.Store.GetShard(ctx, jobID, index) // the counts our delta is relative to
-		if err != nil {
-			return n, err
-		}
 		page, err := c.Store.ListItems(ctx, store.ListItemsParams{JobID: jobID, Status: from, Category: cat, Shard: &index, Limit: store.MaxPutItems})
 		if err != nil {
 			return n, fmt.Errorf("list %s items: %w", cat, err)
 		}
 		if len(page.Items) == 0 {
 			return n, nil
+		}
+		// Dirty before the item writes: a crash before the fold is
+		// repaired by a recount.
+		sh, err := store.BeginOutsideTurn(ctx, c.Store, jobID, index)
+		if err != nil {
+			return n, err
 		}
 		ups := make([]store.ItemUpdate, 0, len(page.Items))
 		for _, it := range page.Items {
@@ -274,21 +276,24 @@ const (
 // ErrNotUnderReview: the item is not waiting for an operator.
 var ErrNotUnderReview = errors.New("item is not under review")
 
-// Resolve settles an item under review (submitted without a confirmed
-// answer, category uncertain).
+// Resolve settles an item sent without a confirmed answer. Resend is
+// allowed only for an item under review (store.UnderReview: the
+// reconciler's look-up found no record of it, or the provider has no
+// look-up and it waited past the settle delay): resending an item not yet
+// looked up could deliver it twice. Delivered (a missed message at worst)
+// is allowed for any submitted item of category uncertain.
 func (c *Controller) Resolve(ctx context.Context, jobID string, seq int64, r Resolution) (store.Item, error) {
 	if r != Delivered && r != Resend {
 		return store.Item{}, fmt.Errorf("%w: outcome must be delivered or resend", store.ErrInvalidArgument)
 	}
-	it, err := c.findUnderReview(ctx, jobID, seq)
+	it, err := c.findUncertain(ctx, jobID, seq)
 	if err != nil {
 		return store.Item{}, err
+	}
+	if r == Resend && !store.UnderReview(it) {
+		return store.Item{}, fmt.Errorf("%w: its status has not been looked up yet; the reconciler settles it or puts it under review", ErrNotUnderReview)
 	}
 	now := c.Clock.Now()
-	sh, err := c.Store.GetShard(ctx, jobID, it.Shard)
-	if err != nil {
-		return store.Item{}, err
-	}
 	u := store.ItemUpdate{Seq: seq, From: store.ItemSubmitted, ClaimID: it.ClaimID, To: store.ItemConfirmed}
 	if r == Resend {
 		u.To, u.NextAttemptAt = store.ItemPending, now
@@ -301,11 +306,21 @@ func (c *Controller) Resolve(ctx context.Context, jobID string, seq int64, r Res
 			u.Error = &store.ItemError{Category: store.CategoryCancelled, Message: "job cancelled; not delivered, so not resent"}
 		}
 	}
+	// Dirty before the item write: a crash before the fold is repaired by
+	// a recount.
+	sh, err := store.BeginOutsideTurn(ctx, c.Store, jobID, it.Shard)
+	if err != nil {
+		return store.Item{}, err
+	}
 	res, err := c.Store.UpdateItems(ctx, store.UpdateItemsParams{JobID: jobID, Index: it.Shard, Updates: []store.ItemUpdate{u}, At: now})
 	if err != nil {
 		return store.Item{}, err
 	}
 	if len(res.Rejected) > 0 {
+		// Nothing changed; fold the empty delta to clear our mark.
+		if _, err := store.FoldOutsideTurn(ctx, c.Store, sh, res.Delta, res.FailuresDelta); err != nil {
+			return store.Item{}, err
+		}
 		return store.Item{}, fmt.Errorf("%w: it changed meanwhile", ErrNotUnderReview)
 	}
 	if _, err := store.FoldOutsideTurn(ctx, c.Store, sh, res.Delta, res.FailuresDelta); err != nil {
@@ -328,7 +343,8 @@ func (c *Controller) Resolve(ctx context.Context, jobID string, seq int64, r Res
 	return it, nil
 }
 
-func (c *Controller) findUnderReview(ctx context.Context, jobID string, seq int64) (store.Item, error) {
+// findUncertain finds a submitted item of category uncertain.
+func (c *Controller) findUncertain(ctx context.Context, jobID string, seq int64) (store.Item, error) {
 	cursor := ""
 	for {
 		page, err := c.Store.ListItems(ctx, store.ListItemsParams{

@@ -28,6 +28,7 @@ import (
 	"github.com/qunfa/qunfa/internal/metrics/prom"
 	"github.com/qunfa/qunfa/internal/mockprovider"
 	"github.com/qunfa/qunfa/internal/provider/wecomapi"
+	"github.com/qunfa/qunfa/internal/queue/queuecap"
 	"github.com/qunfa/qunfa/internal/queue/sqlitequeue"
 	"github.com/qunfa/qunfa/internal/reconcile"
 	"github.com/qunfa/qunfa/internal/sender"
@@ -215,11 +216,11 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 		qs, err := q.Stats(ctx)
 		return qs.Visible, qs.InFlight, err
 	})
-	s.Sender = &sender.Sender{Store: st, Queue: q, Provider: metrics.Provider(prov, s.Metrics), Clock: clk, Log: log,
+	s.Sender = &sender.Sender{Store: st, Queue: queuecap.New(q, queuecap.DefaultMax), Provider: metrics.Provider(prov, s.Metrics), Clock: clk, Log: log,
 		Config: cfg.Sender, Alerts: alerts, Outcomes: hooks, Metrics: s.Metrics,
 		Breakers: &breaker.Breakers{Store: st, Clock: clk, Alerts: alerts, Log: log}}
 	s.Reconciler = &reconcile.Reconciler{
-		Store: st, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts,
+		Store: st, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts, Gauges: s.Metrics,
 		// A call lasts at most connect + 2 × response timeout: never look up
 		// an item whose call may still be in flight.
 		StaleAfter: cfg.StaleAfter, SettleAfter: 3*time.Second + 2*cfg.ProviderTimeout + 5*time.Second,

@@ -163,6 +163,16 @@ func (e *EMF) QueueDepth(_ context.Context, queue string, visible, inFlight int)
 	}
 }
 
+// OldestSubmittedAge sets the age of the oldest item left submitted (the
+// reconciler's gauge).
+func (e *EMF) OldestSubmittedAge(_ context.Context, d time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := e.seriesFor()
+	s.gauges[OldestSubmitted] = d.Seconds()
+	s.note(OldestSubmitted)
+}
+
 // AddActiveShards implements Recorder.
 func (e *EMF) AddActiveShards(_ context.Context, delta int) {
 	e.mu.Lock()

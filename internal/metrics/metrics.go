@@ -32,6 +32,10 @@ const (
 	Handbacks       = "qunfa_handbacks_total"
 	QueueDepth      = "qunfa_queue_depth"
 	ActiveShards    = "qunfa_active_shards"
+	// OldestSubmitted is the age in seconds of the oldest item left
+	// submitted (claimed, its outcome not recorded), as the reconciler
+	// last saw it: a backlog of unsettled items shows as a growing age.
+	OldestSubmitted = "qunfa_oldest_submitted_age_seconds"
 )
 
 // Label (Prometheus) and dimension (CloudWatch) names.
@@ -90,6 +94,9 @@ func (Nop) TokenWait(context.Context, time.Duration)               {}
 func (Nop) Handback(context.Context)                               {}
 func (Nop) QueueDepth(context.Context, string, int, int)           {}
 func (Nop) AddActiveShards(context.Context, int)                   {}
+
+// OldestSubmittedAge implements the reconciler's gauge.
+func (Nop) OldestSubmittedAge(context.Context, time.Duration) {}
 
 // QueueStatsFunc reads a queue's depth: messages waiting to be received
 // (visible) and messages received and not yet deleted (in flight). The

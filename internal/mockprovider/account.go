@@ -27,7 +27,30 @@ type Behaviour struct {
 	Down bool `json:"down"`
 	// InvalidToIDs are recipients the account refuses with 81013.
 	InvalidToIDs []string `json:"invalid_to_ids"`
+	// GatewayErrors make a share of calls answer an HTTP status with an
+	// HTML body, as a gateway in front of the provider does; one draw per
+	// call, ratios adding up to at most 1.
+	GatewayErrors []GatewayError `json:"gateway_errors"`
+	// StatusLatencyMS delays every status look-up of the account.
+	StatusLatencyMS int `json:"status_latency_ms"`
+	// StatusDown makes the account's status look-ups answer 503.
+	StatusDown bool `json:"status_down"`
+	// StatusLookup false makes the account's status look-ups answer 404,
+	// as for a provider without a look-up (nil: true).
+	StatusLookup *bool `json:"status_lookup,omitempty"`
 }
+
+// GatewayError makes a share of an account's calls answer Status (5xx)
+// with an HTML body. With AfterDelivery the message is delivered and
+// logged first: the gateway gave up on a provider that did the work.
+type GatewayError struct {
+	Status        int     `json:"status"`
+	Ratio         float64 `json:"ratio"`
+	AfterDelivery bool    `json:"after_delivery"`
+}
+
+// lookupEnabled reports whether the account answers status look-ups.
+func (b Behaviour) lookupEnabled() bool { return b.StatusLookup == nil || *b.StatusLookup }
 
 // InjectedError makes a share of an account's calls fail with Errcode.
 type InjectedError struct {
@@ -44,18 +67,26 @@ type AccountStats struct {
 	Failed      int64 `json:"failed"`
 	Timeouts    int64 `json:"timeouts"`
 	Dropped     int64 `json:"dropped"`
+	// GatewayErrors counts calls answered by an injected gateway error;
+	// StatusCalls counts status look-ups naming the account.
+	GatewayErrors int64 `json:"gateway_errors"`
+	StatusCalls   int64 `json:"status_calls"`
 }
 
 // behaviourPatch is the body of PUT /_mock/accounts/{guid}: only the fields
 // present change.
 type behaviourPatch struct {
-	RatePerSec   *float64         `json:"rate_per_sec"`
-	Burst        *int             `json:"burst"`
-	LatencyMS    *int             `json:"latency_ms"`
-	Errors       *[]InjectedError `json:"errors"`
-	TimeoutRatio *float64         `json:"timeout_ratio"`
-	Down         *bool            `json:"down"`
-	InvalidToIDs *[]string        `json:"invalid_to_ids"`
+	RatePerSec      *float64         `json:"rate_per_sec"`
+	Burst           *int             `json:"burst"`
+	LatencyMS       *int             `json:"latency_ms"`
+	Errors          *[]InjectedError `json:"errors"`
+	TimeoutRatio    *float64         `json:"timeout_ratio"`
+	Down            *bool            `json:"down"`
+	InvalidToIDs    *[]string        `json:"invalid_to_ids"`
+	GatewayErrors   *[]GatewayError  `json:"gateway_errors"`
+	StatusLatencyMS *int             `json:"status_latency_ms"`
+	StatusDown      *bool            `json:"status_down"`
+	StatusLookup    *bool            `json:"status_lookup"`
 }
 
 func (p behaviourPatch) apply(b Behaviour) Behaviour {
@@ -79,6 +110,19 @@ func (p behaviourPatch) apply(b Behaviour) Behaviour {
 	}
 	if p.InvalidToIDs != nil {
 		b.InvalidToIDs = *p.InvalidToIDs
+	}
+	if p.GatewayErrors != nil {
+		b.GatewayErrors = *p.GatewayErrors
+	}
+	if p.StatusLatencyMS != nil {
+		b.StatusLatencyMS = *p.StatusLatencyMS
+	}
+	if p.StatusDown != nil {
+		b.StatusDown = *p.StatusDown
+	}
+	if p.StatusLookup != nil {
+		v := *p.StatusLookup
+		b.StatusLookup = &v
 	}
 	return b
 }
@@ -112,6 +156,22 @@ func (b Behaviour) validate() error {
 	}
 	if sum > 1+1e-9 {
 		errs = append(errs, errors.New("errors ratios must add up to at most 1"))
+	}
+	if b.StatusLatencyMS < 0 || b.StatusLatencyMS > 600_000 {
+		errs = append(errs, errors.New("status_latency_ms must be between 0 and 600000"))
+	}
+	sum = 0
+	for i, g := range b.GatewayErrors {
+		if !validRatio(g.Ratio) {
+			errs = append(errs, fmt.Errorf("gateway_errors[%d].ratio must be between 0 and 1", i))
+		}
+		if g.Status < 500 || g.Status > 599 {
+			errs = append(errs, fmt.Errorf("gateway_errors[%d].status must be a 5xx HTTP status", i))
+		}
+		sum += g.Ratio
+	}
+	if sum > 1+1e-9 {
+		errs = append(errs, errors.New("gateway_errors ratios must add up to at most 1"))
 	}
 	return errors.Join(errs...)
 }
@@ -152,6 +212,7 @@ type account struct {
 	last   time.Time
 
 	calls, accepted, rateLimited, failed, timeouts, dropped atomic.Int64
+	gatewayErrors, statusCalls                              atomic.Int64
 }
 
 func newAccount(b Behaviour, now time.Time) *account {
@@ -211,5 +272,8 @@ func (a *account) stats() AccountStats {
 		Failed:      a.failed.Load(),
 		Timeouts:    a.timeouts.Load(),
 		Dropped:     a.dropped.Load(),
+
+		GatewayErrors: a.gatewayErrors.Load(),
+		StatusCalls:   a.statusCalls.Load(),
 	}
 }

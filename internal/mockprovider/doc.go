@@ -40,8 +40,10 @@
 // GET /message/status?key=<message key> answers {"errcode": 0, "status":
 // "delivered"} when the key is in the log (this run or an earlier one, the
 // log is loaded at start) and {"errcode": 0, "status": "unknown"} otherwise.
-// Keys are global, not per account (a guid parameter, if given, is
-// ignored).
+// Keys are global, not per account. A guid parameter, when given, applies
+// that account's look-up behaviour: status_latency_ms delays the answer,
+// status_lookup false answers 404 (a provider without a look-up),
+// status_down answers 503; each such look-up counts in status_calls.
 //
 // # Behaviour per account
 //
@@ -51,13 +53,19 @@
 //
 //	{"rate_per_sec": 10, "burst": 10, "latency_ms": 50,
 //	 "errors": [{"errcode": -1, "ratio": 0.1}], "timeout_ratio": 0.05,
-//	 "down": false, "invalid_to_ids": ["u3"]}
+//	 "down": false, "invalid_to_ids": ["u3"],
+//	 "gateway_errors": [{"status": 502, "ratio": 0.05, "after_delivery": true}],
+//	 "status_latency_ms": 200, "status_down": false, "status_lookup": true}
 //
 // GET /_mock/accounts/{guid} gives the whole current behaviour back. A call
 // is handled in this order:
 //
 //  1. latency_ms: the answer is delayed (by the clock's Sleep when the
 //     Config's Clock has one, else by a timer);
+//  2. gateway_errors: one draw picks at most one entry; without
+//     after_delivery the call answers that HTTP status with an HTML body
+//     at once (nothing delivered); with it, the call goes on (steps 3–6)
+//     and the gateway's answer replaces the provider's;
 //  2. down: every call answers 42001 (access token expired);
 //  3. errors: one draw from the random source picks at most one injected
 //     errcode for the whole call (ratios add up to at most 1);
@@ -81,8 +89,11 @@
 // # Stats
 //
 // GET /_mock/stats → {"accounts": {"<guid>": {"calls", "accepted",
-// "rate_limited", "failed", "timeouts", "dropped"}}}. calls counts send
+// "rate_limited", "failed", "timeouts", "dropped", "gateway_errors",
+// "status_calls"}}}. calls counts send
 // calls; accepted, rate_limited, failed and dropped count recipients
 // (accepted = delivered and logged, so it equals the account's log lines
-// from this run); timeouts counts calls whose answer was withheld.
+// from this run); timeouts counts calls whose answer was withheld;
+// gateway_errors counts calls answered by an injected gateway error and
+// status_calls the status look-ups naming the account.
 package mockprovider

@@ -3,6 +3,7 @@ package mockprovider
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -106,6 +107,7 @@ type sendResult struct {
 	callCode int       // non-zero: the whole call was refused
 	outcomes []outcome // one per recipient when callCode is 0
 	hold     bool      // withhold the answer
+	gateway  int       // non-zero: answer this HTTP status with an HTML body
 }
 
 // send runs one call through the account's behaviour (see the package
@@ -121,9 +123,26 @@ func (m *Mock) send(ctx context.Context, c sendCall) (sendResult, error) {
 	if err := m.wait(ctx, time.Duration(b.LatencyMS)*time.Millisecond); err != nil {
 		return sendResult{}, err
 	}
+	var gw GatewayError
+	if len(b.GatewayErrors) > 0 {
+		r, acc := m.draw(), 0.0
+		for _, g := range b.GatewayErrors {
+			acc += g.Ratio
+			if r < acc {
+				gw = g
+				break
+			}
+		}
+	}
+	if gw.Status != 0 {
+		a.gatewayErrors.Add(1)
+		if !gw.AfterDelivery {
+			return sendResult{gateway: gw.Status}, nil
+		}
+	}
 	if b.Down {
 		a.failed.Add(n)
-		return sendResult{callCode: CodeTokenExpired}, nil
+		return sendResult{callCode: CodeTokenExpired, gateway: gw.Status}, nil
 	}
 	if len(b.Errors) > 0 {
 		r, acc := m.draw(), 0.0
@@ -131,7 +150,7 @@ func (m *Mock) send(ctx context.Context, c sendCall) (sendResult, error) {
 			acc += e.Ratio
 			if r < acc {
 				a.failed.Add(n)
-				return sendResult{callCode: e.Errcode}, nil
+				return sendResult{callCode: e.Errcode, gateway: gw.Status}, nil
 			}
 		}
 	}
@@ -179,6 +198,10 @@ func (m *Mock) send(ctx context.Context, c sendCall) (sendResult, error) {
 		return sendResult{callCode: CodeSystemBusy}, nil
 	}
 	a.accepted.Add(int64(len(deliveries)))
+	if gw.Status != 0 {
+		res.gateway = gw.Status // delivered and logged; the gateway answers
+		return res, nil
+	}
 	if b.TimeoutRatio > 0 && m.draw() < b.TimeoutRatio {
 		a.timeouts.Add(1)
 		res.hold = true
@@ -232,6 +255,10 @@ func (m *Mock) handleSendText(w http.ResponseWriter, r *http.Request) {
 	}
 	if res.hold {
 		m.holdAnswer(r)
+	}
+	if res.gateway != 0 {
+		writeGatewayError(w, res.gateway)
+		return
 	}
 	code := res.callCode
 	if code == CodeOK {
@@ -308,6 +335,10 @@ func (m *Mock) handleSend(w http.ResponseWriter, r *http.Request) {
 	if res.hold {
 		m.holdAnswer(r)
 	}
+	if res.gateway != 0 {
+		writeGatewayError(w, res.gateway)
+		return
+	}
 	if res.callCode != CodeOK {
 		writeJSON(w, http.StatusOK, apiError{res.callCode, errmsg(res.callCode)})
 		return
@@ -322,6 +353,15 @@ func (m *Mock) handleSend(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, ans)
 }
 
+// writeGatewayError answers as a gateway in front of the provider does: an
+// HTTP status with an HTML page, no wecomapi errcode.
+func writeGatewayError(w http.ResponseWriter, status int) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = fmt.Fprintf(w, "<html><head><title>%d %s</title></head><body><center><h1>%d %s</h1></center><hr><center>gateway</center></body></html>\n",
+		status, http.StatusText(status), status, http.StatusText(status))
+}
+
 // StatusAnswer is the body of a /message/status answer.
 type StatusAnswer struct {
 	Errcode int    `json:"errcode"`
@@ -333,6 +373,22 @@ func (m *Mock) handleStatus(w http.ResponseWriter, r *http.Request) {
 	if key == "" {
 		badRequest(w, CodeInvalidParameter, "key is required")
 		return
+	}
+	if guid := r.URL.Query().Get("guid"); guid != "" {
+		a := m.account(guid)
+		a.statusCalls.Add(1)
+		b := a.behaviour.Load()
+		if err := m.wait(r.Context(), time.Duration(b.StatusLatencyMS)*time.Millisecond); err != nil {
+			return // the client went away
+		}
+		if !b.lookupEnabled() {
+			writeJSON(w, http.StatusNotFound, apiError{CodeInvalidURL, "status look-up not available for this account"})
+			return
+		}
+		if b.StatusDown {
+			writeJSON(w, http.StatusServiceUnavailable, apiError{CodeSystemBusy, "status look-up unavailable"})
+			return
+		}
 	}
 	status := "unknown"
 	if m.log.delivered(key) {

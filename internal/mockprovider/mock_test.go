@@ -506,6 +506,7 @@ func TestStatsEndpoint(t *testing.T) {
 	_, out := f.do(t, http.MethodGet, "/_mock/stats", "", nil)
 	want := map[string]any{"accounts": map[string]any{"acct-a": map[string]any{
 		"calls": 2.0, "accepted": 1.0, "rate_limited": 1.0, "failed": 0.0, "timeouts": 0.0, "dropped": 0.0,
+		"gateway_errors": 0.0, "status_calls": 0.0,
 	}}}
 	if !reflect.DeepEqual(out, want) {
 		t.Fatalf("stats = %v, want %v", out, want)

@@ -5,13 +5,27 @@
 // message key — delivered → confirmed; unknown (never accepted) → pending,
 // to be sent again; no status look-up → left submitted under review for an
 // operator. An item is never resent without that answer.
+//
+// A pass is bounded: it holds a lease in the store (passes never overlap),
+// re-drives stale shards first (whatever settling does), then settles
+// submitted items page by page — the look-ups of a page run in parallel
+// under a cap, shared round-robin across jobs, and each page's results are
+// written before the next page is read — and stops before its deadline,
+// leaving the cursor in the lease for the next pass to resume from. Last,
+// it checks the counts of every job it touched against the items, status
+// by status, recounting and alerting (CountsMismatch) when they differ.
 package reconcile
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/qunfa/qunfa/internal/alert"
@@ -23,6 +37,16 @@ import (
 	"github.com/qunfa/qunfa/internal/store"
 )
 
+// LeaseName is the store lease every reconciler pass holds.
+const LeaseName = "reconciler"
+
+// Gauges receives the reconciler's measurements (metrics.EMF and the
+// local Prometheus recorder implement it).
+type Gauges interface {
+	// OldestSubmittedAge is the age of the oldest item left submitted.
+	OldestSubmittedAge(ctx context.Context, d time.Duration)
+}
+
 // Reconciler runs one reconciliation pass per Run.
 type Reconciler struct {
 	Store    store.Store
@@ -33,6 +57,8 @@ type Reconciler struct {
 	// Alerts receives ItemsNeedReview, CountsMismatch and JobFinished
 	// events (nil: none).
 	Alerts alert.Publisher
+	// Gauges receives the oldest-submitted age (nil: none).
+	Gauges Gauges
 	// StaleAfter: a running shard without progress for this long is
 	// re-driven (default 2 min).
 	StaleAfter time.Duration
@@ -40,37 +66,102 @@ type Reconciler struct {
 	// longer than the provider's response timeout, so an item whose call is
 	// still in flight is never looked up (default 2 min).
 	SettleAfter time.Duration
+	// PageSize is how many submitted items a page lists (default 200).
+	PageSize int
+	// Lookups is how many status look-ups run at once (default 64: with
+	// 200 ms look-ups, 320 a second).
+	Lookups int
+	// PassBudget bounds how long one pass settles before it stops and
+	// leaves the rest to the next (default 90 s); a pass also stops
+	// SafetyMargin before its context's deadline (the Lambda timeout).
+	PassBudget time.Duration
+	// SafetyMargin is kept free before the context's deadline (default
+	// 15 s): enough to write the page in hand and release the lease.
+	SafetyMargin time.Duration
+	// LeaseFor is how long a pass holds the lease if it dies without
+	// releasing it (default 5 min; longer than any pass).
+	LeaseFor time.Duration
+	// Holder names this reconciler in the lease (default: random).
+	Holder string
+
+	once   sync.Once
+	holder string
+	runs   atomic.Int64
 }
 
 // Report says what a pass did.
 type Report struct {
-	Confirmed   int // submitted items found delivered
-	Repended    int // submitted items the provider never accepted, to be sent again
-	UnderReview int // submitted items without a status look-up
-	Redriven    int // shards re-driven
-	Mismatches  int // jobs whose counts do not add up to their total
+	Confirmed    int  // submitted items found delivered
+	Repended     int  // submitted items the provider never accepted, to be sent again (or abandoned, job cancelled)
+	UnderReview  int  // submitted items without a status look-up
+	LookupFailed int  // look-ups that failed (retried next pass)
+	Redriven     int  // shards re-driven
+	Mismatches   int  // shards whose counts differed from their items (recounted)
+	Pages        int  // pages of submitted items settled
+	Stopped      bool // the pass stopped at its deadline; the next resumes
+	Skipped      bool // another pass holds the lease: nothing done
+	// OldestSubmitted is the age of the oldest item left submitted after
+	// the pass (0 when none).
+	OldestSubmitted time.Duration
 }
 
 // Run does one pass.
 func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 	var rep Report
-	touched := map[string]bool{}
-	if err := r.settle(ctx, &rep, touched); err != nil {
-		return rep, err
-	}
-	if err := r.redrive(ctx, &rep, touched); err != nil {
-		return rep, err
-	}
-	for jobID := range touched {
-		if err := r.checkJob(ctx, jobID, &rep); err != nil {
-			return rep, err
+	start := r.Clock.Now()
+	stopAt := start.Add(durOr(r.PassBudget, 90*time.Second))
+	if dl, ok := ctx.Deadline(); ok {
+		if end := dl.Add(-durOr(r.SafetyMargin, 15*time.Second)); end.Before(stopAt) {
+			stopAt = end
 		}
 	}
-	if rep != (Report{}) {
-		r.log().Info("reconciled", slog.Int("confirmed", rep.Confirmed), slog.Int("repended", rep.Repended),
-			slog.Int("under_review", rep.UnderReview), slog.Int("redriven", rep.Redriven), slog.Int("mismatches", rep.Mismatches))
+	holder := fmt.Sprintf("%s-%d", r.holderName(), r.runs.Add(1))
+	lease, err := r.Store.AcquireLease(ctx, store.AcquireLeaseParams{
+		Name: LeaseName, Holder: holder, Now: start, Until: start.Add(durOr(r.LeaseFor, 5*time.Minute)),
+	})
+	if errors.Is(err, store.ErrConflict) {
+		r.log().Info("another reconciliation pass is running; skipping")
+		return Report{Skipped: true}, nil
 	}
-	return rep, nil
+	if err != nil {
+		return rep, fmt.Errorf("acquire the reconciler lease: %w", err)
+	}
+	cursor := lease.Cursor
+	touched := map[string]bool{}
+	// Stale shards first: re-driving is cheap and must not wait for a
+	// settle that cannot finish.
+	errRedrive := r.redrive(ctx, &rep, touched)
+	next, errSettle := r.settle(ctx, &rep, touched, cursor, stopAt)
+	if errSettle == nil {
+		cursor = next
+	}
+	errCheck := r.checkJobs(ctx, &rep, touched)
+	r.measureOldest(ctx, &rep)
+	// Release even when ctx is done: the next pass need not wait for the
+	// lease to expire.
+	errRelease := r.Store.ReleaseLease(context.WithoutCancel(ctx), store.ReleaseLeaseParams{Name: LeaseName, Holder: holder, Cursor: cursor})
+	if errRelease != nil {
+		errRelease = fmt.Errorf("release the reconciler lease: %w", errRelease)
+	}
+	if rep.Confirmed+rep.Repended+rep.UnderReview+rep.Redriven+rep.Mismatches+rep.LookupFailed > 0 || rep.Stopped {
+		r.log().Info("reconciled", slog.Int("confirmed", rep.Confirmed), slog.Int("repended", rep.Repended),
+			slog.Int("under_review", rep.UnderReview), slog.Int("lookup_failed", rep.LookupFailed), slog.Int("redriven", rep.Redriven),
+			slog.Int("mismatches", rep.Mismatches), slog.Int("pages", rep.Pages), slog.Bool("stopped", rep.Stopped),
+			slog.Duration("oldest_submitted", rep.OldestSubmitted))
+	}
+	return rep, errors.Join(errRedrive, errSettle, errCheck, errRelease)
+}
+
+func (r *Reconciler) holderName() string {
+	r.once.Do(func() {
+		r.holder = r.Holder
+		if r.holder == "" {
+			b := make([]byte, 8)
+			_, _ = rand.Read(b)
+			r.holder = "reconciler-" + hex.EncodeToString(b)
+		}
+	})
+	return r.holder
 }
 
 func (r *Reconciler) log() *slog.Logger {
@@ -87,111 +178,260 @@ func durOr(d, def time.Duration) time.Duration {
 	return def
 }
 
+func intOr(n, def int) int {
+	if n > 0 {
+		return n
+	}
+	return def
+}
+
 type shardKey struct {
 	job   string
 	shard int
 }
 
-// settle resolves items left submitted.
-func (r *Reconciler) settle(ctx context.Context, rep *Report, touched map[string]bool) error {
-	now := r.Clock.Now()
-	before := now.Add(-durOr(r.SettleAfter, 2*time.Minute))
-	updates := map[shardKey][]store.ItemUpdate{}
-	review := map[string]int{} // job → items newly under review
-	cancelled := map[string]bool{}
-	isCancelled := func(jobID string) (bool, error) {
-		if c, ok := cancelled[jobID]; ok {
-			return c, nil
-		}
-		v, err := r.Store.GetJob(ctx, jobID)
-		if err != nil {
-			return false, fmt.Errorf("read job %s: %w", jobID, err)
-		}
-		cancelled[jobID] = v.Job.Status == store.JobCancelled
-		return cancelled[jobID], nil
-	}
-	cursor := ""
+// lookup is one submitted item and what its look-up said.
+type lookup struct {
+	it     store.Item
+	status provider.Status
+	err    error
+	skip   bool // already under review: no look-up
+}
+
+// settle resolves items left submitted, page by page from cursor, until
+// the listing ends (next cursor "") or stopAt; it returns the cursor to
+// resume from.
+func (r *Reconciler) settle(ctx context.Context, rep *Report, touched map[string]bool, cursor string, stopAt time.Time) (string, error) {
+	before := r.Clock.Now().Add(-durOr(r.SettleAfter, 2*time.Minute))
+	kicked := map[shardKey]bool{}
 	for {
-		page, err := r.Store.ListSubmittedItems(ctx, store.ListSubmittedItemsParams{SubmittedBefore: before, Cursor: cursor, Limit: 200})
+		if ctx.Err() != nil || !r.Clock.Now().Before(stopAt) {
+			rep.Stopped = true
+			return cursor, ctx.Err()
+		}
+		page, err := r.Store.ListSubmittedItems(ctx, store.ListSubmittedItemsParams{SubmittedBefore: before, Cursor: cursor, Limit: intOr(r.PageSize, 200)})
 		if err != nil {
-			return fmt.Errorf("list submitted items: %w", err)
+			return cursor, fmt.Errorf("list submitted items: %w", err)
 		}
-		for _, it := range page.Items {
-			st, err := r.Provider.Status(ctx, provider.StatusRequest{Account: it.Account, Key: sender.MessageKey(it.JobID, it.Seq)})
-			u := store.ItemUpdate{Seq: it.Seq, From: store.ItemSubmitted, ClaimID: it.ClaimID}
-			switch {
-			case errors.Is(err, provider.ErrStatusUnsupported):
-				if it.Error != nil && it.Error.Category == store.CategoryUncertain && it.Error.Code == "review" {
-					continue // already under review
-				}
-				u.To = store.ItemSubmitted
-				u.Error = &store.ItemError{Category: store.CategoryUncertain, Code: "review",
-					Message: "sent without a confirmed answer and the provider has no status look-up: resolve by hand"}
-				rep.UnderReview++
-				review[it.JobID]++
-			case err != nil:
-				r.log().Warn("status look-up failed; will retry", slog.String("job", it.JobID), slog.Int64("seq", it.Seq), slog.Any("err", err))
-				continue
-			case st == provider.StatusDelivered:
-				u.To = store.ItemConfirmed
-				rep.Confirmed++
-			default:
-				c, err := isCancelled(it.JobID)
-				if err != nil {
-					return err
-				}
-				if c {
-					// Never delivered, and its job was cancelled: abandon it.
-					u.To = store.ItemAbandoned
-					u.Error = &store.ItemError{Category: store.CategoryCancelled, Message: "job cancelled; the provider never received it"}
-					rep.Repended++
-					break
-				}
-				// The provider never accepted it: safe to send again. The
-				// error must not stay `uncertain` on a pending item (a
-				// later claim would count it as a failure again).
-				u.To, u.NextAttemptAt = store.ItemPending, now
-				u.Error = &store.ItemError{Category: store.CategoryRetryable, Code: "unknown",
-					Message: "sent without an answer, and the provider has no record of it: sending again"}
-				rep.Repended++
+		if len(page.Items) > 0 {
+			results := r.lookUp(ctx, fairOrder(page.Items))
+			if err := r.writePage(ctx, rep, touched, kicked, results); err != nil {
+				return cursor, err
 			}
-			k := shardKey{it.JobID, it.Shard}
-			updates[k] = append(updates[k], u)
-		}
-		if page.NextCursor == "" {
-			break
+			rep.Pages++
 		}
 		cursor = page.NextCursor
+		if cursor == "" {
+			return "", nil
+		}
 	}
-	for k, ups := range updates {
+}
+
+// fairOrder deals a page's items round-robin across jobs, so that with a
+// cap on look-ups in flight no job waits for another's whole backlog.
+func fairOrder(items []store.Item) []store.Item {
+	var jobs []string
+	by := map[string][]store.Item{}
+	for _, it := range items {
+		if _, ok := by[it.JobID]; !ok {
+			jobs = append(jobs, it.JobID)
+		}
+		by[it.JobID] = append(by[it.JobID], it)
+	}
+	if len(jobs) == 1 {
+		return items
+	}
+	out := make([]store.Item, 0, len(items))
+	for len(out) < len(items) {
+		for _, j := range jobs {
+			if q := by[j]; len(q) > 0 {
+				out = append(out, q[0])
+				by[j] = q[1:]
+			}
+		}
+	}
+	return out
+}
+
+// lookUp asks the provider about every item, at most Lookups at once.
+func (r *Reconciler) lookUp(ctx context.Context, items []store.Item) []lookup {
+	out := make([]lookup, len(items))
+	sem := make(chan struct{}, intOr(r.Lookups, 64))
+	var wg sync.WaitGroup
+	for i, it := range items {
+		out[i].it = it
+		if store.UnderReview(it) {
+			out[i].skip = true
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			out[i].status, out[i].err = r.Provider.Status(ctx, provider.StatusRequest{Account: it.Account, Key: sender.MessageKey(it.JobID, it.Seq)})
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// jobState caches what a page needs to know of a job.
+type jobState struct {
+	tenant    string
+	cancelled bool
+	budget    bool
+}
+
+// writePage records the outcomes of one page of look-ups, shard by shard.
+func (r *Reconciler) writePage(ctx context.Context, rep *Report, touched map[string]bool, kicked map[shardKey]bool, results []lookup) error {
+	now := r.Clock.Now()
+	jobs := map[string]jobState{}
+	job := func(id string) (jobState, error) {
+		if st, ok := jobs[id]; ok {
+			return st, nil
+		}
+		v, err := r.Store.GetJob(ctx, id)
+		if err != nil {
+			return jobState{}, fmt.Errorf("read job %s: %w", id, err)
+		}
+		st := jobState{tenant: v.Job.Tenant, cancelled: v.Job.Status == store.JobCancelled, budget: v.Job.Budget > 0}
+		jobs[id] = st
+		return st, nil
+	}
+	updates := map[shardKey][]store.ItemUpdate{}
+	var order []shardKey
+	review := map[string]int{}
+	for _, l := range results {
+		if l.skip {
+			continue
+		}
+		it := l.it
+		u := store.ItemUpdate{Seq: it.Seq, From: store.ItemSubmitted, ClaimID: it.ClaimID}
+		switch {
+		case errors.Is(l.err, provider.ErrStatusUnsupported):
+			u.To = store.ItemSubmitted
+			u.Error = &store.ItemError{Category: store.CategoryUncertain, Code: store.CodeReview,
+				Message: "sent without a confirmed answer and the provider has no status look-up: resolve by hand"}
+			rep.UnderReview++
+			review[it.JobID]++
+		case l.err != nil:
+			rep.LookupFailed++
+			r.log().Warn("status look-up failed; will retry", slog.String("job", it.JobID), slog.Int64("seq", it.Seq), slog.Any("err", l.err))
+			continue
+		case l.status == provider.StatusDelivered:
+			u.To = store.ItemConfirmed
+			rep.Confirmed++
+		default:
+			st, err := job(it.JobID)
+			if err != nil {
+				return err
+			}
+			rep.Repended++
+			if st.cancelled {
+				// Never delivered, and its job was cancelled: abandon it.
+				u.To = store.ItemAbandoned
+				u.Error = &store.ItemError{Category: store.CategoryCancelled, Message: "job cancelled; the provider never received it"}
+				break
+			}
+			// The provider never accepted it: safe to send again. The
+			// error must not stay `uncertain` on a pending item (a later
+			// claim would count it as a failure again).
+			u.To, u.NextAttemptAt = store.ItemPending, now
+			u.Error = &store.ItemError{Category: store.CategoryRetryable, Code: "unknown",
+				Message: "sent without an answer, and the provider has no record of it: sending again"}
+		}
+		k := shardKey{it.JobID, it.Shard}
+		if _, ok := updates[k]; !ok {
+			order = append(order, k)
+		}
+		updates[k] = append(updates[k], u)
+	}
+	for _, k := range order {
+		ups := updates[k]
 		for start := 0; start < len(ups); start += store.MaxPutItems {
-			chunk := ups[start:min(start+store.MaxPutItems, len(ups))]
-			sh, err := r.Store.GetShard(ctx, k.job, k.shard) // the counts our delta is relative to
+			repended, err := r.apply(ctx, k, ups[start:min(start+store.MaxPutItems, len(ups))], now)
 			if err != nil {
-				return fmt.Errorf("read shard %s/%d: %w", k.job, k.shard, err)
+				return err
 			}
-			res, err := r.Store.UpdateItems(ctx, store.UpdateItemsParams{JobID: k.job, Index: k.shard, Updates: chunk, At: now})
-			if err != nil {
-				return fmt.Errorf("settle items of shard %s/%d: %w", k.job, k.shard, err)
-			}
-			if _, err := store.FoldOutsideTurn(ctx, r.Store, sh, res.Delta, res.FailuresDelta); err != nil {
-				return fmt.Errorf("fold settled counts of shard %s/%d: %w", k.job, k.shard, err)
+			if len(repended) > 0 {
+				if err := r.afterRepend(ctx, k, repended, now); err != nil {
+					return err
+				}
 			}
 		}
 		touched[k.job] = true
-		if _, err := r.kick(ctx, k.job, k.shard); err != nil {
-			return err
+		if !kicked[k] {
+			kicked[k] = true
+			if _, err := r.kick(ctx, k.job, k.shard); err != nil {
+				return err
+			}
 		}
 	}
 	for jobID, n := range review {
-		v, err := r.Store.GetJob(ctx, jobID)
+		st, err := job(jobID)
 		if err != nil {
-			return fmt.Errorf("read job %s: %w", jobID, err)
+			return err
 		}
-		alert.Emit(ctx, r.Alerts, r.log(), alert.Event{Type: alert.ItemsNeedReview, Tenant: v.Job.Tenant, Time: now,
+		alert.Emit(ctx, r.Alerts, r.log(), alert.Event{Type: alert.ItemsNeedReview, Tenant: st.tenant, Time: now,
 			Detail: alert.ItemsNeedReviewDetail{JobID: jobID, Count: n}})
 	}
 	return nil
+}
+
+// apply writes one chunk of item updates of a shard, marking the shard
+// dirty first so that a crash before the fold is repaired by a recount,
+// and returns the seqs it moved to pending.
+func (r *Reconciler) apply(ctx context.Context, k shardKey, ups []store.ItemUpdate, now time.Time) ([]int64, error) {
+	sh, err := store.BeginOutsideTurn(ctx, r.Store, k.job, k.shard)
+	if err != nil {
+		return nil, fmt.Errorf("mark shard %s/%d dirty: %w", k.job, k.shard, err)
+	}
+	res, err := r.Store.UpdateItems(ctx, store.UpdateItemsParams{JobID: k.job, Index: k.shard, Updates: ups, At: now})
+	if err != nil {
+		return nil, fmt.Errorf("settle items of shard %s/%d: %w", k.job, k.shard, err)
+	}
+	if _, err := store.FoldOutsideTurn(ctx, r.Store, sh, res.Delta, res.FailuresDelta); err != nil {
+		return nil, fmt.Errorf("fold settled counts of shard %s/%d: %w", k.job, k.shard, err)
+	}
+	var repended []int64
+	for _, u := range ups {
+		if u.To == store.ItemPending && !slices.Contains(res.Rejected, u.Seq) {
+			repended = append(repended, u.Seq)
+		}
+	}
+	return repended, nil
+}
+
+// afterRepend gives back the budget the re-pended items' lost sends had
+// reserved (they reserve again when claimed), and, if the job was
+// cancelled while the page was being settled (its senders may already
+// have abandoned its pending items and finished its shards), abandons
+// them instead of leaving them pending in a cancelled shard for ever.
+func (r *Reconciler) afterRepend(ctx context.Context, k shardKey, seqs []int64, now time.Time) error {
+	v, err := r.Store.GetJob(ctx, k.job)
+	if err != nil {
+		return fmt.Errorf("read job %s: %w", k.job, err)
+	}
+	if v.Job.Budget > 0 && v.Job.BudgetUsed > 0 {
+		// Giving back may lift a budget pause that counted these sends.
+		if err := sender.GiveBackBudget(ctx, r.Store, r.Queue, k.job, int64(len(seqs)), now); err != nil {
+			return fmt.Errorf("give back the budget of re-pended items of %s: %w", k.job, err)
+		}
+	}
+	if v.Job.Status != store.JobCancelled {
+		return nil
+	}
+	ups := make([]store.ItemUpdate, len(seqs))
+	for i, seq := range seqs {
+		ups[i] = store.ItemUpdate{Seq: seq, From: store.ItemPending, To: store.ItemAbandoned,
+			Error: &store.ItemError{Category: store.CategoryCancelled, Message: "job cancelled; the provider never received it"}}
+	}
+	if _, err := r.apply(ctx, k, ups, now); err != nil {
+		return err
+	}
+	// The shard may have finished without these: let it finish again.
+	return sender.FinishJob(ctx, r.Store, r.Alerts, r.log(), k.job, now)
 }
 
 // redrive re-enqueues running shards of running jobs that made no progress.
@@ -201,17 +441,19 @@ func (r *Reconciler) redrive(ctx context.Context, rep *Report, touched map[strin
 	if err != nil {
 		return fmt.Errorf("list stale shards: %w", err)
 	}
+	var errs []error
 	for _, ref := range stale {
 		kicked, err := r.kick(ctx, ref.JobID, ref.Index)
 		if err != nil {
-			return err
+			errs = append(errs, err) // one shard's trouble must not stop the others
+			continue
 		}
 		touched[ref.JobID] = true
 		if kicked {
 			rep.Redriven++
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // kick enqueues the next turn of a shard if its job is running and the
@@ -252,18 +494,67 @@ func (r *Reconciler) kick(ctx context.Context, jobID string, index int) (bool, e
 	return true, dispatch.Send(ctx, r.Queue, dispatch.Turn{JobID: jobID, Shard: index, Turn: sh.Turn + 1})
 }
 
-// checkJob verifies that a job's counts add up to its total and finishes it
-// when all its shards are done.
+// checkJobs checks the counts of every touched job and finishes the jobs
+// whose shards are all done.
+func (r *Reconciler) checkJobs(ctx context.Context, rep *Report, touched map[string]bool) error {
+	ids := make([]string, 0, len(touched))
+	for id := range touched {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	var errs []error
+	for _, id := range ids {
+		if err := r.checkJob(ctx, id, rep); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkJob compares, status by status, the counts of each of a job's
+// shards that no turn is working (not dirty) with a recount of its items;
+// when they differ the recount has fixed them, and CountsMismatch is
+// published. Then the job is finished if all its shards are done.
 func (r *Reconciler) checkJob(ctx context.Context, jobID string, rep *Report) error {
 	view, err := r.Store.GetJob(ctx, jobID)
 	if err != nil {
 		return fmt.Errorf("read job %s: %w", jobID, err)
 	}
-	if got := view.Counts().Total(); got != view.Job.Total {
+	for _, sh := range view.Shards {
+		if sh.Dirty {
+			continue // a turn (or an outside change) is folding; its counts lag by design
+		}
+		rc, err := r.Store.RecountShard(ctx, jobID, sh.Index)
+		if err != nil {
+			return fmt.Errorf("recount shard %s/%d: %w", jobID, sh.Index, err)
+		}
+		if rc.Dirty || rc.Epoch != sh.Epoch+1 || rc.Counts == sh.Counts {
+			continue // unchanged, or something moved meanwhile: nothing to conclude
+		}
 		rep.Mismatches++
-		r.log().Error("job counts do not add up", slog.String("job", jobID), slog.Int64("total", view.Job.Total), slog.Int64("counted", got))
+		r.log().Error("shard counts did not match its items; recounted", slog.String("job", jobID), slog.Int("shard", sh.Index),
+			slog.Any("counts", sh.Counts), slog.Any("items", rc.Counts))
+		index := sh.Index
+		stored, items := alert.Counts(sh.Counts), alert.Counts(rc.Counts)
 		alert.Emit(ctx, r.Alerts, r.log(), alert.Event{Type: alert.CountsMismatch, Tenant: view.Job.Tenant, Time: r.Clock.Now(),
-			Detail: alert.CountsMismatchDetail{JobID: jobID, Total: view.Job.Total, Counted: got}})
+			Detail: alert.CountsMismatchDetail{JobID: jobID, Total: view.Job.Total, Counted: sh.Counts.Total() - rc.Counts.Total() + view.Counts().Total(),
+				Shard: &index, Stored: &stored, Items: &items}})
 	}
 	return sender.FinishJob(ctx, r.Store, r.Alerts, r.log(), jobID, r.Clock.Now())
+}
+
+// measureOldest reads the oldest item left submitted and publishes its age.
+func (r *Reconciler) measureOldest(ctx context.Context, rep *Report) {
+	now := r.Clock.Now()
+	page, err := r.Store.ListSubmittedItems(ctx, store.ListSubmittedItemsParams{SubmittedBefore: now.Add(time.Hour), Limit: 1})
+	if err != nil {
+		r.log().Warn("cannot read the oldest submitted item", slog.Any("err", err))
+		return
+	}
+	if len(page.Items) > 0 {
+		rep.OldestSubmitted = max(0, now.Sub(page.Items[0].SubmittedAt))
+	}
+	if r.Gauges != nil {
+		r.Gauges.OldestSubmittedAge(ctx, rep.OldestSubmitted)
+	}
 }

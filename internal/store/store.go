@@ -14,7 +14,11 @@
 // AddShardCounts (anyone else). Deltas always sum to zero, so a shard's counts
 // always add up to its size. A sender turn that dies between an item
 // operation and AdvanceShard leaves the shard Dirty; the next BeginTurn (or
-// RecountShard) recomputes its counts from the items.
+// RecountShard) recomputes its counts from the items. A change made outside
+// a turn marks the shard Dirty before writing items (BeginOutsideTurn) and
+// folds with FoldOutsideTurn, so a crash between the two is repaired the
+// same way. No fold ever stores impossible counts (a negative count, or
+// counts not adding up to the shard's size): the adapter recounts instead.
 //
 // Count epochs keep deltas and recounts from being applied twice. Every
 // recount increments the shard's Epoch. A delta is folded only if the
@@ -106,6 +110,12 @@ type Store interface {
 	// RecountShard recomputes a shard's counts and failures from its items
 	// and stores them, incrementing Epoch (Dirty is left as it was).
 	RecountShard(ctx context.Context, jobID string, index int) (Shard, error)
+	// MarkShardDirty marks a shard Dirty before a change made outside a
+	// turn writes its items, so a crash before the change's counts are
+	// folded is repaired by a recount (the next BeginTurn, or the
+	// reconciler). It returns the shard as it was before (its Dirty and
+	// Epoch tell FoldOutsideTurn what to do).
+	MarkShardDirty(ctx context.Context, jobID string, index int) (Shard, error)
 	// TransitionShard changes a shard's status along ShardTransitionAllowed,
 	// like TransitionJob.
 	TransitionShard(ctx context.Context, p TransitionShardParams) (Shard, error)
@@ -185,6 +195,41 @@ type Store interface {
 	ListCampaigns(ctx context.Context, tenant string) ([]Campaign, error)
 	// DeleteCampaign removes a campaign (absent: ErrNotFound).
 	DeleteCampaign(ctx context.Context, tenant, id string) error
+
+	// AcquireLease takes (or, for its holder, renews) the named lease until
+	// p.Until if it is free at p.Now: never taken, released, expired, or
+	// already p.Holder's. Otherwise ErrConflict and nothing changes. The
+	// lease returned carries the Cursor its last holder left, so a
+	// singleton task (the reconciler) resumes where the last run stopped.
+	AcquireLease(ctx context.Context, p AcquireLeaseParams) (Lease, error)
+	// ReleaseLease frees p.Holder's lease and stores p.Cursor for the next
+	// holder. ErrConflict if the lease is not p.Holder's (it expired and
+	// someone else took it): nothing changes.
+	ReleaseLease(ctx context.Context, p ReleaseLeaseParams) error
+}
+
+// Lease is a named, time-bounded right to run a singleton task.
+type Lease struct {
+	Name   string
+	Holder string // empty when released
+	Until  time.Time
+	// Cursor is where the last holder stopped (opaque to the store).
+	Cursor string
+}
+
+// AcquireLeaseParams takes a lease.
+type AcquireLeaseParams struct {
+	Name   string
+	Holder string
+	Now    time.Time
+	Until  time.Time
+}
+
+// ReleaseLeaseParams frees a lease.
+type ReleaseLeaseParams struct {
+	Name   string
+	Holder string
+	Cursor string
 }
 
 // BreakerState is a circuit breaker's state.
@@ -395,6 +440,21 @@ const (
 	CategoryCancelled   = "cancelled"
 	CategorySuppressed  = "suppressed"
 )
+
+// CodeReview is the error code the reconciler sets on a submitted item it
+// could not settle: the status look-up said the provider has no record of
+// the key, or the provider has no look-up and the item waited past the
+// settle delay. Only such items are "under review" (see UnderReview).
+const CodeReview = "review"
+
+// UnderReview reports whether an item waits for an operator's verdict: it
+// is submitted, uncertain, and the reconciler marked it for review. An
+// item whose answer was just lost is uncertain too, but it has not been
+// looked up yet; resending it could deliver twice.
+func UnderReview(it Item) bool {
+	return it.Status == ItemSubmitted && it.Error != nil &&
+		it.Error.Category == CategoryUncertain && it.Error.Code == CodeReview
+}
 
 // Counts are item counts by status. They always add up to the total.
 type Counts struct {
@@ -676,6 +736,10 @@ type AddShardCountsParams struct {
 	Epoch         int64
 	Delta         Counts
 	FailuresDelta map[string]int64
+	// ClearDirty clears the shard's Dirty flag when the delta is folded at
+	// Epoch (the caller marked the shard dirty itself, from clean, and no
+	// turn or recount came between). On an epoch mismatch Dirty stays.
+	ClearDirty bool
 }
 
 // TransitionShardParams changes a shard's status.
@@ -822,21 +886,37 @@ func (a Account) BatchRate() float64 {
 	return r
 }
 
+// BeginOutsideTurn marks a shard dirty before a change made outside a
+// sender turn (reconciler, operator actions) writes its items, and returns
+// the shard as it was before, to hand to FoldOutsideTurn afterwards. Should
+// the process die between the item writes and the fold, the shard stays
+// Dirty and its counts are recounted from the items (next BeginTurn, or the
+// reconciler's count check) instead of staying wrong for good.
+func BeginOutsideTurn(ctx context.Context, s Store, jobID string, index int) (Shard, error) {
+	return s.MarkShardDirty(ctx, jobID, index)
+}
+
 // FoldOutsideTurn folds the count changes of item operations made outside a
-// sender turn (reconciler, operator actions) into their shard. before is
-// the shard as read before those operations. If it was Dirty (a turn is
-// running, or one died without folding its progress) its counts cannot be
-// trusted to add a delta to, so they are recounted from the items (which
-// also moves the epoch, making any running turn recount at its next fold);
-// otherwise the delta is added relative to before's epoch.
+// sender turn into their shard. before is the shard BeginOutsideTurn
+// returned. If it was Dirty already (a turn is running, one died without
+// folding its progress, or another outside change is under way) its counts
+// cannot be trusted to add a delta to, so they are recounted from the
+// items (which also moves the epoch, making any running turn recount at
+// its next fold) and Dirty stays; otherwise the delta is added relative to
+// before's epoch and the Dirty mark this change set is cleared.
 func FoldOutsideTurn(ctx context.Context, s Store, before Shard, delta Counts, failures map[string]int64) (Shard, error) {
 	if before.Dirty {
 		return s.RecountShard(ctx, before.JobID, before.Index)
 	}
-	if delta.IsZero() && len(failures) == 0 {
-		return before, nil
-	}
 	return s.AddShardCounts(ctx, AddShardCountsParams{
 		JobID: before.JobID, Index: before.Index, Epoch: before.Epoch, Delta: delta, FailuresDelta: failures,
+		ClearDirty: true,
 	})
+}
+
+// Impossible reports whether counts cannot be a shard's true counts: a
+// negative count, or counts that do not add up to the shard's size. A fold
+// that would store such counts recounts from the items instead.
+func (c Counts) Impossible(size int64) bool {
+	return c.Pending < 0 || c.Submitted < 0 || c.Confirmed < 0 || c.Failed < 0 || c.Abandoned < 0 || c.Total() != size
 }

@@ -622,7 +622,11 @@
     }
 
     async function loadReview() {
-      const page = await api('GET', '/v1/jobs/' + enc(id) + '/items' + qs({ status: 'submitted', category: 'uncertain', limit: 50 }));
+      // Only items the reconciler put under review: an item whose answer was
+      // just lost has not been looked up yet, and resending it could
+      // deliver it twice.
+      const page = await api('GET', '/v1/jobs/' + enc(id) + '/items' + qs({ status: 'submitted', category: 'uncertain', review: 'true', limit: 50 }));
+      page.items = page.items.filter((it) => it.under_review);
       el.reviewEmpty.hidden = page.items.length > 0;
       el.reviewTable.hidden = page.items.length === 0;
       syncRows(el.reviewBody, page.items, (it) => it.seq, (it) => {

@@ -41,6 +41,7 @@ type Recorder struct {
 	tokenWait    prometheus.Histogram
 	handbacks    prometheus.Counter
 	activeShards prometheus.Gauge
+	oldest       prometheus.Gauge
 	queues       *queueCollector
 	log          *slog.Logger
 }
@@ -77,15 +78,22 @@ func New(log *slog.Logger) *Recorder {
 		activeShards: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: metrics.ActiveShards, Help: "Shard turns being worked.",
 		}),
+		oldest: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: metrics.OldestSubmitted, Help: "Age of the oldest item left submitted (claimed, outcome not recorded), as the reconciler last saw it.",
+		}),
 		queues: &queueCollector{
 			desc: prometheus.NewDesc(metrics.QueueDepth, "Messages in a queue, visible or in flight.", []string{metrics.LabelQueue, metrics.LabelState}, nil),
 			set:  map[string][2]int{},
 		},
 		log: log,
 	}
-	p.reg.MustRegister(p.sent, p.failed, p.rateLimited, p.latency, p.tokenWait, p.handbacks, p.activeShards, p.queues)
+	p.reg.MustRegister(p.sent, p.failed, p.rateLimited, p.latency, p.tokenWait, p.handbacks, p.activeShards, p.oldest, p.queues)
 	return p
 }
+
+// OldestSubmittedAge sets the reconciler's gauge of the oldest item left
+// submitted.
+func (p *Recorder) OldestSubmittedAge(_ context.Context, d time.Duration) { p.oldest.Set(d.Seconds()) }
 
 // Registry is the registry the metrics live in, for adding collectors
 // (for example collectors.NewGoCollector()).

@@ -69,14 +69,21 @@ func classifyCode(code int) provider.Category {
 	}
 }
 
-// classifyHTTPStatus maps a non-200 HTTP status to a category. 5xx means
-// the provider failed before doing anything: retry. 401/403 are a
-// credential problem of the account. 429 is a rate limit. Other 4xx
-// answers are a request the provider will never take.
+// classifyHTTPStatus maps a non-200 HTTP status without a wecomapi errcode
+// to a category. A 5xx without an errcode may come from a gateway in front
+// of the provider, which answers 502 or 504 (or 500, or a CDN's 52x) after
+// the provider took the call: the message may have been delivered, so it
+// is Uncertain and settled by a status look-up, never resent blindly. Only
+// 503 (not available) and 501 (not implemented) say the call was not
+// processed: retry. 401/403 are a credential problem of the account. 429
+// is a rate limit. Other 4xx answers are a request the provider will never
+// take.
 func classifyHTTPStatus(status int) provider.Category {
 	switch {
-	case status >= 500:
+	case status == http.StatusServiceUnavailable || status == http.StatusNotImplemented:
 		return provider.Retryable
+	case status >= 500:
+		return provider.Uncertain
 	case status == http.StatusTooManyRequests:
 		return provider.RateLimited
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:

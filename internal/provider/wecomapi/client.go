@@ -7,8 +7,11 @@
 //
 //   - errcode 0: accepted;
 //   - 45009, 45033 (and HTTP 429): RateLimited;
-//   - -1, HTTP 5xx, and any errcode the adapter does not know: Retryable
-//     (the provider answered and refused, so nothing was delivered);
+//   - -1, HTTP 503 and 501, and any errcode the adapter does not know:
+//     Retryable (the provider answered and refused, so nothing was
+//     delivered);
+//   - other HTTP 5xx without an errcode (502, 504, 500: a gateway may
+//     answer them after the provider processed the call): Uncertain;
 //   - 40001, 40014, 41001, 42001 (and HTTP 401/403): AccountDown;
 //   - 40003, 81013 and the other recipient, content and permission codes
 //     (and other HTTP 4xx): Permanent;
@@ -290,10 +293,15 @@ func interpret(req provider.SendRequest, ex exchange) provider.SendResult {
 	if ex.status != http.StatusOK {
 		code := "http_" + strconv.Itoa(ex.status)
 		msg := http.StatusText(ex.status)
+		cat := classifyHTTPStatus(ex.status)
 		if parseErr == nil && ans.Errcode != nil {
 			code, msg = strconv.Itoa(*ans.Errcode), ans.Errmsg
+			if ex.status >= 500 {
+				// The provider itself answered and said what it did.
+				cat = classifyCode(*ans.Errcode)
+			}
 		}
-		return same(n, provider.RecipientResult{Category: classifyHTTPStatus(ex.status), Code: code, Message: msg})
+		return same(n, provider.RecipientResult{Category: cat, Code: code, Message: msg})
 	}
 	if parseErr != nil || ans.Errcode == nil {
 		// A 200 we cannot read may well be an acceptance.
@@ -368,6 +376,10 @@ func (c *Client) Status(ctx context.Context, req provider.StatusRequest) (provid
 	ex := c.exchange(ctx, http.MethodGet, "/message/status?"+q.Encode(), "", nil)
 	if ex.err != nil {
 		return "", fmt.Errorf("wecomapi status %s: %w", req.Key, ex.err)
+	}
+	if ex.status == http.StatusNotFound {
+		// The account's provider has no look-up (DESIGN.md "Providers").
+		return "", fmt.Errorf("wecomapi status %s: HTTP 404: %w", req.Key, provider.ErrStatusUnsupported)
 	}
 	if ex.status != http.StatusOK {
 		return "", fmt.Errorf("wecomapi status %s: HTTP %d: %s", req.Key, ex.status, snippet(ex.body))

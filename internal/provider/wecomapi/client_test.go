@@ -458,7 +458,7 @@ func TestClassifyCode(t *testing.T) {
 		}
 	}
 	for status, want := range map[int]provider.Category{
-		500: provider.Retryable, 502: provider.Retryable, 503: provider.Retryable,
+		500: provider.Uncertain, 502: provider.Uncertain, 503: provider.Retryable, 504: provider.Uncertain,
 		429: provider.RateLimited, 401: provider.AccountDown, 403: provider.AccountDown,
 		400: provider.Permanent, 404: provider.Permanent, 307: provider.Permanent,
 	} {

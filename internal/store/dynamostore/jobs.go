@@ -431,25 +431,37 @@ func (s *Store) UpdateJobLimits(ctx context.Context, p store.UpdateJobLimitsPara
 	return jobFrom(rec), nil
 }
 
-// ReserveBudget changes the job's used budget with one conditional ADD
-// when the whole of n can be granted: for n > 0 when the job has no budget
-// or at least n of it is left, for n < 0 when at least −n is used. The
-// condition re-checks that against the record, so concurrent callers do not
-// conflict while the budget lasts. Only a partial grant (the last of the
-// budget, or giving back more than is used) sets the new usage on condition
-// it is unchanged. A lost race re-reads the job and retries after a
-// jittered wait.
+// ReserveBudget changes the job's used budget with one compare-and-swap
+// of the usage (conditional on it and the budget being unchanged) that
+// also records the request, so an SDK retry of an applied change is
+// recognised. A lost race re-reads the job and retries after a jittered
+// wait.
 func (s *Store) ReserveBudget(ctx context.Context, jobID string, n int64) (store.BudgetGrant, error) {
+	if jobID == "" {
+		return store.BudgetGrant{}, fmt.Errorf("job: %w", store.ErrNotFound)
+	}
+	// A compare-and-swap of the used count that records a request id (see
+	// requests.go): a retry of an applied update whose answer was lost
+	// finds its id and is not applied twice, even if the count came back to
+	// the same value meanwhile.
+	rid := newRequestID()
 	for attempt := 0; attempt < s.opts.MaxRetries; attempt++ {
 		if attempt > 0 {
 			if err := contendedBackoff(ctx, attempt); err != nil {
 				return store.BudgetGrant{}, fmt.Errorf("reserve budget of %s: %w", jobID, err)
 			}
 		}
-		j, err := s.getJobRecord(ctx, jobID)
+		rec, err := s.getItem(ctx, jobPK(jobID), skJob)
 		if err != nil {
-			return store.BudgetGrant{}, err
+			return store.BudgetGrant{}, fmt.Errorf("read job %s: %w", jobID, err)
 		}
+		if rec == nil {
+			return store.BudgetGrant{}, fmt.Errorf("job %s: %w", jobID, store.ErrNotFound)
+		}
+		if g, ok := grantedBy(rec, rid); ok {
+			return budgetGrantOf(rec, g), nil
+		}
+		j := jobFrom(rec)
 		grant := n
 		switch {
 		case n > 0 && j.Budget > 0:
@@ -460,42 +472,52 @@ func (s *Store) ReserveBudget(ctx context.Context, jobID string, n int64) (store
 		if grant == 0 {
 			return store.BudgetGrant{Used: j.BudgetUsed, Budget: j.Budget}, nil
 		}
+		// The grant rides along with the id, so a retry knows what it got.
+		entry := rid + "=" + strconv.FormatInt(grant, 10)
 		in := &dynamodb.UpdateItemInput{
-			Key:          key(jobPK(jobID), skJob),
-			ReturnValues: types.ReturnValueAllNew, // the usage after it, at no read cost
-		}
-		switch {
-		case grant == n && n > 0 && j.Budget == 0:
-			in.UpdateExpression = aws.String("ADD used :n")
-			in.ConditionExpression = aws.String("attribute_exists(pk) AND budget = :zero")
-			in.ExpressionAttributeValues = map[string]types.AttributeValue{":n": attrN(n), ":zero": attrN(0)}
-		case grant == n && n > 0:
-			// At least n left: used + n <= budget.
-			in.UpdateExpression = aws.String("ADD used :n")
-			in.ConditionExpression = aws.String("budget = :b AND used <= :most")
-			in.ExpressionAttributeValues = map[string]types.AttributeValue{":n": attrN(n), ":b": attrN(j.Budget), ":most": attrN(j.Budget - n)}
-		case grant == n:
-			// Giving back at most what is used: used + n >= 0.
-			in.UpdateExpression = aws.String("ADD used :n")
-			in.ConditionExpression = aws.String("attribute_exists(pk) AND used >= :least")
-			in.ExpressionAttributeValues = map[string]types.AttributeValue{":n": attrN(n), ":least": attrN(-n)}
-		default:
-			in.UpdateExpression = aws.String("SET used = :new")
-			in.ConditionExpression = aws.String("used = :old AND budget = :b")
-			in.ExpressionAttributeValues = map[string]types.AttributeValue{
+			Key:                 key(jobPK(jobID), skJob),
+			ReturnValues:        types.ReturnValueNone,
+			UpdateExpression:    aws.String("SET used = :new, rq = :rq"),
+			ConditionExpression: aws.String("used = :old AND budget = :b"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
 				":new": attrN(j.BudgetUsed + grant), ":old": attrN(j.BudgetUsed), ":b": attrN(j.Budget),
-			}
+				":rq": requestList(rec, entry),
+			},
 		}
-		rec, err := s.updateItem(ctx, in)
+		_, err = s.updateItem(ctx, in)
 		if isConditionFailed(err) {
 			continue
 		}
 		if err != nil {
+			if again, rerr := s.getItem(ctx, jobPK(jobID), skJob); rerr == nil && again != nil {
+				if g, ok := grantedBy(again, rid); ok {
+					return budgetGrantOf(again, g), nil
+				}
+			}
 			return store.BudgetGrant{}, fmt.Errorf("reserve budget of %s: %w", jobID, err)
 		}
-		return store.BudgetGrant{Granted: grant, Used: getN(rec, "used"), Budget: getN(rec, "budget")}, nil
+		// The condition held: the usage went from exactly old to new.
+		return store.BudgetGrant{Granted: grant, Used: j.BudgetUsed + grant, Budget: j.Budget}, nil
 	}
 	return store.BudgetGrant{}, fmt.Errorf("reserve budget of %s: %w", jobID, store.ErrConflict)
+}
+
+// budgetGrantOf is grant g of a request found recorded in rec (a retry
+// after a lost answer); the usage is rec's, which may already include
+// later changes.
+func budgetGrantOf(rec map[string]types.AttributeValue, g int64) store.BudgetGrant {
+	return store.BudgetGrant{Granted: g, Used: getN(rec, "used"), Budget: getN(rec, "budget")}
+}
+
+// grantedBy reports the grant of budget request rid if rec records it.
+func grantedBy(rec map[string]types.AttributeValue, rid string) (int64, bool) {
+	for _, e := range requestsOf(rec) {
+		if id, g, ok := strings.Cut(e, "="); ok && id == rid {
+			n, err := strconv.ParseInt(g, 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }
 
 // payload is one item's write-once data inside a payload record.

@@ -236,16 +236,6 @@ func (u *updateBuilder) setRecount(rec map[string]types.AttributeValue, c store.
 	}
 }
 
-// epochCond returns the condition that the shard's count epoch is epoch
-// (shard records written before epochs existed have none: epoch 0).
-func (u *updateBuilder) epochCond(epoch int64) string {
-	n, v := u.name("epoch"), u.value(attrN(epoch))
-	if epoch == 0 {
-		return "(attribute_not_exists(" + n + ") OR " + n + " = " + v + ")"
-	}
-	return n + " = " + v
-}
-
 // recount tallies a shard's items from its status pages (one Query).
 func (s *Store) recount(ctx context.Context, jobID string, index int) (store.Counts, map[string]int64, error) {
 	recs, err := s.query(ctx, &dynamodb.QueryInput{
@@ -319,10 +309,13 @@ func (s *Store) BeginTurn(ctx context.Context, p store.BeginTurnParams) (store.S
 	return store.Shard{}, fmt.Errorf("begin turn of shard %s/%d: %w", p.JobID, p.Index, store.ErrConflict)
 }
 
-// AdvanceShard is one UpdateItem conditional on the turn, the count epoch
-// and (to move the cursor forward only) the cursor. If only the cursor
-// condition fails it retries without moving the cursor; if the epoch
-// moved, it recounts instead of folding the delta (advanceRecount).
+// AdvanceShard reads the shard, checks the turn, and writes the advance on
+// condition the shard version is unchanged (retrying after a jittered wait
+// when it changed). The delta is folded when the caller's epoch is still
+// the shard's and the result is possible; otherwise the counts are
+// recounted from the status pages instead. The update records a request id
+// (see requests.go), so an applied update whose answer was lost is never
+// applied twice by a retry.
 func (s *Store) AdvanceShard(ctx context.Context, p store.AdvanceShardParams) (store.Shard, error) {
 	if p.Cursor < 0 || p.SlowFactor < 0 || p.Attempts < 0 || p.AttemptFailures < 0 {
 		return store.Shard{}, fmt.Errorf("advance shard %s/%d: %w", p.JobID, p.Index, store.ErrInvalidArgument)
@@ -330,38 +323,19 @@ func (s *Store) AdvanceShard(ctx context.Context, p store.AdvanceShardParams) (s
 	if p.JobID == "" || p.Index < 0 {
 		return store.Shard{}, fmt.Errorf("shard %s/%d: %w", p.JobID, p.Index, store.ErrNotFound)
 	}
-	moveCursor := true
-	for attempt := 0; attempt < 3; attempt++ {
-		u := newUpdate()
-		u.setAdvance(p)
-		u.addDelta(p.Delta, p.FailuresDelta)
-		u.values[":turn"] = attrN(p.Turn)
-		cond := "attribute_exists(pk) AND turn = :turn AND " + u.epochCond(p.Epoch)
-		if moveCursor {
-			c := u.value(attrN(p.Cursor))
-			u.set = append(u.set, u.name("cursor")+" = "+c)
-			cond += " AND " + u.name("cursor") + " <= " + c
-		}
-		out, err := s.updateItem(ctx, u.input(p.JobID, p.Index, cond))
-		if err == nil {
-			return shardFrom(out), nil
-		}
-		if !isConditionFailed(err) {
-			return store.Shard{}, fmt.Errorf("advance shard %s/%d: %w", p.JobID, p.Index, err)
-		}
-		rec, err := s.readShard(ctx, p.JobID, p.Index)
-		if err != nil {
-			return store.Shard{}, err
-		}
-		if getN(rec, "turn") != p.Turn {
-			return store.Shard{}, fmt.Errorf("advance shard %s/%d: turn %d is not current (%d): %w", p.JobID, p.Index, p.Turn, getN(rec, "turn"), store.ErrConflict)
-		}
-		if getN(rec, "epoch") != p.Epoch {
-			return s.advanceRecount(ctx, p, rec)
-		}
-		moveCursor = false
+	if p.Delta.Total() != 0 {
+		return store.Shard{}, fmt.Errorf("advance shard %s/%d: %w: count delta sums to %d", p.JobID, p.Index, store.ErrInvalidArgument, p.Delta.Total())
 	}
-	return store.Shard{}, fmt.Errorf("advance shard %s/%d: %w", p.JobID, p.Index, store.ErrConflict)
+	rid := newRequestID()
+	return s.casShard(ctx, p.JobID, p.Index, rid, "advance shard", func(rec map[string]types.AttributeValue, u *updateBuilder) error {
+		if getN(rec, "turn") != p.Turn {
+			return fmt.Errorf("advance shard %s/%d: turn %d is not current (%d): %w", p.JobID, p.Index, p.Turn, getN(rec, "turn"), store.ErrConflict)
+		}
+		u.setAdvance(p)
+		u.Set("cursor", attrN(max(getN(rec, "cursor"), p.Cursor)))
+		_, err := s.foldOrRecount(ctx, rec, u, p.JobID, p.Index, p.Epoch, p.Delta, p.FailuresDelta)
+		return err
+	})
 }
 
 // setAdvance sets what AdvanceShard moves besides counts and cursor,
@@ -380,62 +354,89 @@ func (u *updateBuilder) setAdvance(p store.AdvanceShardParams) {
 	}
 }
 
-// advanceRecount is AdvanceShard with a delta of a stale epoch: the delta is
-// dropped and the counts recounted from the status pages, written with the
-// rest of the advance on condition the shard version (and so its epoch and
-// turn) is the one the recount started from. rec is the shard as read.
-func (s *Store) advanceRecount(ctx context.Context, p store.AdvanceShardParams, rec map[string]types.AttributeValue) (store.Shard, error) {
+// foldOrRecount adds the delta to u when epoch is still rec's and the
+// result is possible (no negative count, the counts add up to the size);
+// otherwise it recounts the shard from its status pages into u (next
+// epoch). It reports whether the delta was folded.
+func (s *Store) foldOrRecount(ctx context.Context, rec map[string]types.AttributeValue, u *updateBuilder, jobID string, index int,
+	epoch int64, d store.Counts, f map[string]int64) (bool, error) {
+	sh := shardFrom(rec)
+	if sh.Epoch == epoch && !sh.Counts.Add(d).Impossible(sh.Size) {
+		u.addDelta(d, f)
+		return true, nil
+	}
+	c, fs, err := s.recount(ctx, jobID, index)
+	if err != nil {
+		return false, err
+	}
+	u.setRecount(rec, c, fs)
+	u.Add("sv", 1)
+	return false, nil
+}
+
+// casShard reads the shard record, lets build fill an update from it, and
+// writes it with request id rid on condition the shard version is
+// unchanged, retrying after a jittered wait when it changed. If the record
+// already carries rid (an earlier attempt was applied but its answer was
+// lost) it returns the record as it is.
+func (s *Store) casShard(ctx context.Context, jobID string, index int, rid, op string,
+	build func(rec map[string]types.AttributeValue, u *updateBuilder) error) (store.Shard, error) {
 	for attempt := 0; attempt < s.opts.MaxRetries; attempt++ {
 		if attempt > 0 {
 			if err := contendedBackoff(ctx, attempt); err != nil {
 				return store.Shard{}, err
 			}
-			var err error
-			if rec, err = s.readShard(ctx, p.JobID, p.Index); err != nil {
-				return store.Shard{}, err
-			}
-			if getN(rec, "turn") != p.Turn {
-				return store.Shard{}, fmt.Errorf("advance shard %s/%d: turn %d is not current (%d): %w", p.JobID, p.Index, p.Turn, getN(rec, "turn"), store.ErrConflict)
-			}
 		}
-		c, f, err := s.recount(ctx, p.JobID, p.Index)
+		rec, err := s.readShard(ctx, jobID, index)
 		if err != nil {
 			return store.Shard{}, err
 		}
+		if applied(rec, rid) {
+			return shardFrom(rec), nil
+		}
 		u := newUpdate()
-		u.setAdvance(p)
-		u.setRecount(rec, c, f)
-		u.Set("cursor", attrN(max(getN(rec, "cursor"), p.Cursor)))
-		u.Add("sv", 1)
+		if err := build(rec, u); err != nil {
+			return store.Shard{}, err
+		}
+		u.recordRequest(rec, rid)
 		u.values[":sv"] = attrN(getN(rec, "sv"))
-		out, err := s.updateItem(ctx, u.input(p.JobID, p.Index, "sv = :sv"))
+		out, err := s.updateItem(ctx, u.input(jobID, index, "sv = :sv"))
 		if isConditionFailed(err) {
 			continue
 		}
 		if err != nil {
-			return store.Shard{}, fmt.Errorf("advance shard %s/%d: %w", p.JobID, p.Index, err)
+			// The answer may be lost after the update was applied: look.
+			if rec, rerr := s.readShard(ctx, jobID, index); rerr == nil && applied(rec, rid) {
+				return shardFrom(rec), nil
+			}
+			return store.Shard{}, fmt.Errorf("%s %s/%d: %w", op, jobID, index, err)
 		}
 		return shardFrom(out), nil
 	}
-	return store.Shard{}, fmt.Errorf("advance shard %s/%d: recount: %w", p.JobID, p.Index, store.ErrConflict)
+	return store.Shard{}, fmt.Errorf("%s %s/%d: %w", op, jobID, index, store.ErrConflict)
 }
 
-// AddShardCounts is one UpdateItem with ADD, conditional on the count
-// epoch; if the epoch moved it recounts instead (addRecount).
+// AddShardCounts folds a delta into the shard outside a turn (or recounts
+// it when the caller's epoch moved or the result would be impossible), as a
+// compare-and-swap with a request id like AdvanceShard.
 func (s *Store) AddShardCounts(ctx context.Context, p store.AddShardCountsParams) (store.Shard, error) {
 	if p.JobID == "" || p.Index < 0 {
 		return store.Shard{}, fmt.Errorf("shard %s/%d: %w", p.JobID, p.Index, store.ErrNotFound)
 	}
-	u := newUpdate()
-	u.addDelta(p.Delta, p.FailuresDelta)
-	out, err := s.updateItem(ctx, u.input(p.JobID, p.Index, "attribute_exists(pk) AND "+u.epochCond(p.Epoch)))
-	if isConditionFailed(err) {
-		return s.recountShard(ctx, p.JobID, p.Index, "add shard counts")
+	if p.Delta.Total() != 0 {
+		return store.Shard{}, fmt.Errorf("add shard counts %s/%d: %w: count delta sums to %d", p.JobID, p.Index, store.ErrInvalidArgument, p.Delta.Total())
 	}
-	if err != nil {
-		return store.Shard{}, fmt.Errorf("add shard counts %s/%d: %w", p.JobID, p.Index, err)
-	}
-	return shardFrom(out), nil
+	rid := newRequestID()
+	return s.casShard(ctx, p.JobID, p.Index, rid, "add shard counts", func(rec map[string]types.AttributeValue, u *updateBuilder) error {
+		folded, err := s.foldOrRecount(ctx, rec, u, p.JobID, p.Index, p.Epoch, p.Delta, p.FailuresDelta)
+		if err != nil {
+			return err
+		}
+		if folded && p.ClearDirty {
+			u.Set("dirty", attrBool(false))
+		}
+		return nil
+	})
 }
 
 // RecountShard queries the shard's status pages and stores the tally on
@@ -573,4 +574,26 @@ func (s *Store) ListStaleShards(ctx context.Context, p store.ListStaleShardsPara
 		}
 		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
+}
+
+// MarkShardDirty sets the shard's dirty flag and returns the record as it
+// was (one UpdateItem returning the old image). A retry of it after a lost
+// answer returns the shard already dirty, which only makes the caller
+// recount instead of folding: safe.
+func (s *Store) MarkShardDirty(ctx context.Context, jobID string, index int) (store.Shard, error) {
+	if jobID == "" || index < 0 {
+		return store.Shard{}, fmt.Errorf("shard %s/%d: %w", jobID, index, store.ErrNotFound)
+	}
+	u := newUpdate()
+	u.Set("dirty", attrBool(true))
+	in := u.input(jobID, index, "attribute_exists(pk)")
+	in.ReturnValues = types.ReturnValueAllOld
+	old, err := s.updateItem(ctx, in)
+	if isConditionFailed(err) {
+		return store.Shard{}, fmt.Errorf("shard %s/%d: %w", jobID, index, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Shard{}, fmt.Errorf("mark shard %s/%d dirty: %w", jobID, index, err)
+	}
+	return shardFrom(old), nil
 }

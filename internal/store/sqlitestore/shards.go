@@ -131,9 +131,12 @@ WHERE job_no = ? AND shard = ? GROUP BY status, cat`, no, sh.Index)
 
 // foldOrRecount folds a count delta relative to epoch into sh, or, when the
 // shard has moved to another epoch since, recounts it from its items
-// instead (the delta may already be part of the recount that moved it).
+// instead (the delta may already be part of the recount that moved it). A
+// fold that would leave impossible counts (a negative count, or counts not
+// adding up to the size: the delta or the stored counts were wrong) is
+// replaced by a recount too.
 func foldOrRecount(ctx context.Context, tx *sql.Tx, no int64, sh *store.Shard, epoch int64, d store.Counts, f map[string]int64) error {
-	if epoch != sh.Epoch {
+	if epoch != sh.Epoch || sh.Counts.Add(d).Impossible(sh.Size) {
 		return recount(ctx, tx, no, sh)
 	}
 	sh.Counts = sh.Counts.Add(d)
@@ -277,14 +280,36 @@ func (s *Store) AddShardCounts(ctx context.Context, p store.AddShardCountsParams
 		if err != nil {
 			return fmt.Errorf("add shard counts: %w", err)
 		}
+		folded := p.Epoch == sh.Epoch
 		if err := foldOrRecount(ctx, tx, no, &sh, p.Epoch, p.Delta, p.FailuresDelta); err != nil {
 			return err
+		}
+		if p.ClearDirty && folded {
+			sh.Dirty = false
 		}
 		if err := s.saveShard(ctx, tx, no, sh); err != nil {
 			return err
 		}
 		out = sh
 		return nil
+	})
+	return out, err
+}
+
+// MarkShardDirty sets a shard's Dirty flag and returns it as it was.
+func (s *Store) MarkShardDirty(ctx context.Context, jobID string, index int) (store.Shard, error) {
+	var out store.Shard
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		no, sh, err := s.loadShard(ctx, tx, jobID, index)
+		if err != nil {
+			return fmt.Errorf("mark shard dirty: %w", err)
+		}
+		out = sh
+		if sh.Dirty {
+			return nil
+		}
+		sh.Dirty = true
+		return s.saveShard(ctx, tx, no, sh)
 	})
 	return out, err
 }

@@ -40,7 +40,7 @@ var _ store.Store = (*Store)(nil)
 // schemaVersion is the version of the schema (schema plus migrations),
 // kept in PRAGMA user_version. Open refuses a file written by a newer
 // version.
-const schemaVersion = 5
+const schemaVersion = 6
 
 // busyTimeout is how long a write waits for another process's write lock.
 const busyTimeout = 30 * time.Second
@@ -181,6 +181,16 @@ CREATE TABLE api_tokens (
 // schema and then every migration, so the upgrade path of existing files is
 // the one every fresh store takes.
 var migrations = map[int]string{
+	// 6: leases of singleton tasks (the reconciler), with the cursor where
+	// the last holder stopped.
+	6: `
+CREATE TABLE leases (
+	name    TEXT NOT NULL PRIMARY KEY,
+	holder  TEXT NOT NULL,
+	until   INTEGER NOT NULL,
+	cursor  TEXT NOT NULL
+) WITHOUT ROWID;
+`,
 	// 2: count epochs (store package doc); existing shards start at 0.
 	2: `ALTER TABLE shards ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;`,
 	// 3: operations. Cumulative attempt counters on shards (existing

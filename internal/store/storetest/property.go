@@ -335,12 +335,14 @@ func testShardCountsProperty(t *testing.T, s store.Store, caps Capabilities) {
 				if action == "stale-advance" {
 					epoch = rapid.Int64Range(0, m.epoch-1).Draw(rt, "stale_epoch")
 				}
+				pre := getShard(rt, s, m.jobID, 0)
 				sh, err := s.AdvanceShard(ctxOf(rt), store.AdvanceShardParams{JobID: m.jobID, Index: 0, Turn: m.turn, Epoch: epoch,
 					Delta: m.unfolded, FailuresDelta: m.unfoldedFailure, At: m.now, EndTurn: end})
 				if err != nil {
 					rt.Fatalf("AdvanceShard(turn %d, epoch %d): %v", m.turn, epoch, err)
 				}
-				stale := epoch != m.storeEpoch
+				// A fold that would store impossible counts recounts.
+				stale := epoch != m.storeEpoch || pre.Counts.Add(m.unfolded).Impossible(m.size)
 				m.unfolded, m.unfoldedFailure = store.Counts{}, map[string]int64{}
 				if !stale {
 					m.uncounted, m.uncountedFailure = store.Counts{}, map[string]int64{}
@@ -382,12 +384,14 @@ func testShardCountsProperty(t *testing.T, s store.Store, caps Capabilities) {
 				if action == "stale-operator" {
 					epoch = rapid.Int64Range(0, m.storeEpoch-1).Draw(rt, "stale_epoch")
 				}
+				pre := getShard(rt, s, m.jobID, 0)
 				res := m.update(rt, true)
 				sh, err := s.AddShardCounts(ctxOf(rt), store.AddShardCountsParams{JobID: m.jobID, Index: 0, Epoch: epoch, Delta: res.Delta, FailuresDelta: res.FailuresDelta})
 				if err != nil {
 					rt.Fatalf("AddShardCounts(epoch %d): %v", epoch, err)
 				}
-				m.adoptEpoch(rt, sh, action, epoch != m.storeEpoch)
+				// A fold that would store impossible counts recounts.
+				m.adoptEpoch(rt, sh, action, epoch != m.storeEpoch || pre.Counts.Add(res.Delta).Impossible(m.size))
 				if m.consistent {
 					m.checkTruth(rt, sh, action)
 				}

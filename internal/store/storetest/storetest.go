@@ -255,6 +255,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"EpochRedeliveredTurnConcurrent", testEpochRedeliveredTurnConcurrent},
 		{"EpochStaleAddShardCounts", testEpochStaleAddShardCounts},
 		{"EpochReported", testEpochReported},
+		{"MarkShardDirty", testMarkShardDirty},
+		{"ImpossibleCountsRecounted", testImpossibleCountsRecounted},
 		{"ListStaleShards", testListStaleShards},
 		{"AttemptCounters", testAttemptCounters},
 		{"ClaimItems", testClaimItems},
@@ -280,6 +282,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"Campaigns", testCampaigns},
 		{"Webhooks", testWebhooks},
 		{"ShardCountsProperty", testShardCountsProperty},
+		{"Leases", testLeases},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,376 @@
+package reconcile_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/qunfa/qunfa/internal/alert"
+	"github.com/qunfa/qunfa/internal/clock"
+	"github.com/qunfa/qunfa/internal/provider"
+	"github.com/qunfa/qunfa/internal/queue/sqlitequeue"
+	"github.com/qunfa/qunfa/internal/reconcile"
+	"github.com/qunfa/qunfa/internal/store"
+	"github.com/qunfa/qunfa/internal/store/sqlitestore"
+	"github.com/qunfa/qunfa/internal/store/storetest"
+)
+
+// fakeProvider answers look-ups from a set of delivered keys; hook, when
+// set, runs inside every look-up.
+type fakeProvider struct {
+	mu        sync.Mutex
+	delivered map[string]bool
+	calls     map[string]int
+	hook      func(key string)
+}
+
+func (p *fakeProvider) Send(context.Context, provider.SendRequest) (provider.SendResult, error) {
+	return provider.SendResult{}, errors.New("not used")
+}
+
+func (p *fakeProvider) Status(_ context.Context, req provider.StatusRequest) (provider.Status, error) {
+	p.mu.Lock()
+	p.calls[req.Key]++
+	hook := p.hook
+	d := p.delivered[req.Key]
+	p.mu.Unlock()
+	if hook != nil {
+		hook(req.Key)
+	}
+	if d {
+		return provider.StatusDelivered, nil
+	}
+	return provider.StatusUnknown, nil
+}
+
+func (p *fakeProvider) totalCalls() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, c := range p.calls {
+		n += c
+	}
+	return n
+}
+
+type recorder struct {
+	mu     sync.Mutex
+	events []alert.Event
+}
+
+func (r *recorder) Publish(_ context.Context, events ...alert.Event) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, events...)
+	return nil
+}
+
+func (r *recorder) of(t alert.Type) []alert.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []alert.Event
+	for _, e := range r.events {
+		if e.Type == t {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+type fixture struct {
+	store  *sqlitestore.Store
+	clk    *clock.Fake
+	prov   *fakeProvider
+	alerts *recorder
+	rec    *reconcile.Reconciler
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := sqlitestore.Open(ctx, filepath.Join(dir, "store.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	clk := clock.NewFake(storetest.Epoch)
+	q, err := sqlitequeue.Open(ctx, filepath.Join(dir, "queue.db"), sqlitequeue.Options{Name: "work", DeadLetter: "dlq", MaxReceiveCount: 10, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	f := &fixture{store: st, clk: clk, prov: &fakeProvider{delivered: map[string]bool{}, calls: map[string]int{}}, alerts: &recorder{}}
+	f.rec = &reconcile.Reconciler{Store: st, Queue: q, Provider: f.prov, Clock: clk, Alerts: f.alerts,
+		Log:        slog.New(slog.NewTextHandler(io.Discard, nil)),
+		StaleAfter: time.Minute, SettleAfter: time.Minute}
+	return f
+}
+
+// job creates a running job of shards × perShard items and claims
+// claimed items of each shard (left submitted, as after a crash).
+func (f *fixture) job(t *testing.T, shards, perShard, claimed int, budget int64) string {
+	t.Helper()
+	ctx := context.Background()
+	p, items := storetest.NewJob("t1", shards, perShard)
+	p.Job.Budget = budget
+	if _, err := f.store.CreateJob(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	for start := 0; start < len(items); start += store.MaxPutItems {
+		if err := f.store.PutItems(ctx, store.PutItemsParams{JobID: p.Job.ID, Items: items[start:min(start+store.MaxPutItems, len(items))]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.store.TransitionJob(ctx, store.TransitionJobParams{JobID: p.Job.ID, To: store.JobRunning, At: f.clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range shards {
+		if _, err := f.store.TransitionShard(ctx, store.TransitionShardParams{JobID: p.Job.ID, Index: i, To: store.ShardRunning, At: f.clk.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if claimed == 0 {
+			continue
+		}
+		if budget > 0 {
+			if _, err := f.store.ReserveBudget(ctx, p.Job.ID, int64(claimed)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sh, err := store.BeginOutsideTurn(ctx, f.store, p.Job.ID, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := f.store.ClaimItems(ctx, store.ClaimItemsParams{JobID: p.Job.ID, Index: i, Max: claimed, Now: f.clk.Now(), ClaimID: "c"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.FoldOutsideTurn(ctx, f.store, sh, res.Delta, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p.Job.ID
+}
+
+func (f *fixture) view(t *testing.T, id string) store.JobView {
+	t.Helper()
+	v, err := f.store.GetJob(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// listFails is a store whose submitted-items listing fails.
+type listFails struct{ store.Store }
+
+func (listFails) ListSubmittedItems(context.Context, store.ListSubmittedItemsParams) (store.ListItemsResult, error) {
+	return store.ListItemsResult{}, errors.New("listing unavailable")
+}
+
+// TestRedriveRunsWhateverSettleDoes: a settle that fails (or cannot finish)
+// must not keep stale shards from being re-driven.
+func TestRedriveRunsWhateverSettleDoes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.job(t, 2, 3, 0, 0)
+	f.clk.Advance(5 * time.Minute)
+	f.rec.Store = listFails{f.store}
+	rep, err := f.rec.Run(context.Background())
+	if err == nil {
+		t.Fatal("Run: no error although the listing failed")
+	}
+	if rep.Redriven != 2 {
+		t.Fatalf("redriven %d stale shards, want 2 although settling failed", rep.Redriven)
+	}
+}
+
+// TestCountsComparedPerStatus: a shard whose counts add up to its total
+// but are wrong status by status is found, recounted and reported.
+func TestCountsComparedPerStatus(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	id := f.job(t, 1, 4, 0, 0)
+	sh, err := f.store.GetShard(ctx, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A lost fold elsewhere: counts say one confirmed, items say none.
+	if _, err := f.store.AddShardCounts(ctx, store.AddShardCountsParams{JobID: id, Index: 0, Epoch: sh.Epoch,
+		Delta: store.Counts{Pending: -1, Confirmed: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	f.clk.Advance(5 * time.Minute) // stale: the pass touches the job
+	if _, err := f.rec.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.view(t, id).Shards[0].Counts; got != (store.Counts{Pending: 4}) {
+		t.Fatalf("counts after the pass %+v, want recounted to 4 pending", got)
+	}
+	if n := len(f.alerts.of(alert.CountsMismatch)); n != 1 {
+		t.Fatalf("%d CountsMismatch alerts, want 1", n)
+	}
+}
+
+// TestRependGivesBackBudget: an item the provider never received goes back
+// to pending and will reserve budget again when claimed, so the budget its
+// lost send reserved is given back.
+func TestRependGivesBackBudget(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	id := f.job(t, 1, 5, 2, 5)
+	if used := f.view(t, id).Job.BudgetUsed; used != 2 {
+		t.Fatalf("budget used %d before, want 2", used)
+	}
+	f.clk.Advance(2 * time.Minute)
+	rep, err := f.rec.Run(context.Background())
+	if err != nil || rep.Repended != 2 {
+		t.Fatalf("Run: %+v %v", rep, err)
+	}
+	if used := f.view(t, id).Job.BudgetUsed; used != 0 {
+		t.Fatalf("budget used %d after both items were re-pended, want 0", used)
+	}
+}
+
+// cancelOnWrite is a store that cancels a job (as an operator's cancel and
+// its senders would: job cancelled, pending items abandoned, shards
+// cancelled) right before the reconciler writes its results.
+type cancelOnWrite struct {
+	store.Store
+	once  sync.Once
+	jobID string
+	clk   clock.Clock
+}
+
+func (s *cancelOnWrite) UpdateItems(ctx context.Context, p store.UpdateItemsParams) (store.UpdateItemsResult, error) {
+	s.once.Do(func() {
+		if _, err := s.Store.TransitionJob(ctx, store.TransitionJobParams{JobID: s.jobID, To: store.JobCancelled, At: s.clk.Now()}); err != nil {
+			panic(err)
+		}
+		if _, err := s.Store.TransitionShard(ctx, store.TransitionShardParams{JobID: s.jobID, Index: 0, To: store.ShardCancelled, At: s.clk.Now()}); err != nil {
+			panic(err)
+		}
+	})
+	return s.Store.UpdateItems(ctx, p)
+}
+
+// TestCancelDuringPass: a cancel that completes while a pass settles must
+// not leave a re-pended item pending for ever in a cancelled shard.
+func TestCancelDuringPass(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	id := f.job(t, 1, 2, 2, 0)
+	f.clk.Advance(2 * time.Minute)
+	f.rec.Store = &cancelOnWrite{Store: f.store, jobID: id, clk: f.clk}
+	if _, err := f.rec.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	page, err := f.store.ListItems(context.Background(), store.ListItemsParams{JobID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range page.Items {
+		if it.Status == store.ItemPending {
+			t.Fatalf("item %d left pending in a cancelled job", it.Seq)
+		}
+	}
+}
+
+// TestPassesNeverOverlap: a pass that starts while another runs does
+// nothing (no second look-up of the same items).
+func TestPassesNeverOverlap(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.job(t, 1, 3, 3, 0)
+	f.clk.Advance(2 * time.Minute)
+	inside := make(chan struct{})
+	release := make(chan struct{})
+	var first atomic.Bool
+	f.prov.hook = func(string) {
+		if first.CompareAndSwap(false, true) {
+			close(inside)
+			<-release
+		}
+	}
+	done := make(chan error, 1)
+	go func() { _, err := f.rec.Run(context.Background()); done <- err }()
+	<-inside
+	// Another process's reconciler on the same store.
+	second := &reconcile.Reconciler{Store: f.store, Queue: f.rec.Queue, Provider: f.prov, Clock: f.clk,
+		StaleAfter: time.Minute, SettleAfter: time.Minute, Holder: "other"}
+	_, err := second.Run(context.Background())
+	close(release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := f.prov.totalCalls(); n != 3 {
+		t.Fatalf("%d look-ups for 3 items: passes overlapped", n)
+	}
+}
+
+// TestBoundedPassesResume: a pass works page by page, writing each page's
+// results before reading the next, stops at its budget, and the next pass
+// resumes where it stopped; look-ups are dealt fairly across jobs.
+func TestBoundedPassesResume(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	var jobs []string
+	for range 3 {
+		jobs = append(jobs, f.job(t, 1, 10, 10, 0))
+	}
+	f.clk.Advance(2 * time.Minute)
+	var mu sync.Mutex
+	var order []string
+	f.prov.hook = func(key string) {
+		mu.Lock()
+		order = append(order, key)
+		mu.Unlock()
+		f.clk.Advance(time.Second) // a slow provider: 1 s a look-up
+	}
+	f.rec.PageSize, f.rec.Lookups, f.rec.PassBudget = 12, 1, 20*time.Second
+	rep, err := f.rec.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Stopped || rep.Pages != 2 || rep.Repended != 24 {
+		t.Fatalf("first pass %+v, want stopped after 2 pages and 24 items settled", rep)
+	}
+	settled := 0
+	for _, id := range jobs {
+		settled += int(f.view(t, id).Counts().Pending)
+	}
+	if settled != 24 {
+		t.Fatalf("%d items written back to pending after the first pass, want 24 (each page written as it goes)", settled)
+	}
+	jobOf := func(key string) string { j, _, _ := strings.Cut(key, ":"); return j }
+	if a, b := jobOf(order[0]), jobOf(order[1]); a == b {
+		t.Fatalf("first look-ups %v: not dealt across jobs", order[:3])
+	}
+	rep, err = f.rec.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Stopped || rep.Repended != 6 {
+		t.Fatalf("second pass %+v, want the last 6 items and done", rep)
+	}
+	for key, n := range f.prov.calls {
+		if n != 1 {
+			t.Fatalf("key %s looked up %d times, want once (the second pass resumes)", key, n)
+		}
+	}
+	if len(f.prov.calls) != 30 {
+		t.Fatalf("%d keys looked up, want 30", len(f.prov.calls))
+	}
+}

@@ -1,0 +1,108 @@
+package storetest
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/qunfa/qunfa/internal/store"
+)
+
+// The subtests below check that shard counts heal themselves: a change
+// made outside a turn marks the shard dirty before writing items (a crash
+// before its fold leaves the shard to be recounted), and no fold ever
+// stores impossible counts.
+
+// testMarkShardDirty: MarkShardDirty returns the shard as it was and
+// leaves it Dirty; a fold at that epoch with ClearDirty clears the mark,
+// and a fold whose epoch a turn's recount has moved leaves it.
+func testMarkShardDirty(t *testing.T, s store.Store, _ Capabilities) {
+	ctx := ctxOf(t)
+	p, _ := runningJob(t, s, "tenant-a", 1, 4)
+	id := p.Job.ID
+	before, err := s.MarkShardDirty(ctx, id, 0)
+	if err != nil {
+		t.Fatalf("MarkShardDirty: %v", err)
+	}
+	if before.Dirty {
+		t.Fatalf("MarkShardDirty returned Dirty = true for a clean shard; want the shard as it was")
+	}
+	if !getShard(t, s, id, 0).Dirty {
+		t.Fatal("after MarkShardDirty the stored shard is not Dirty")
+	}
+	again, err := s.MarkShardDirty(ctx, id, 0)
+	if err != nil || !again.Dirty {
+		t.Fatalf("MarkShardDirty of a dirty shard = Dirty %v, %v; want true", again.Dirty, err)
+	}
+	u := update(t, s, id, 0, at(time.Second),
+		store.ItemUpdate{Seq: 1, From: store.ItemPending, To: store.ItemAbandoned, Error: &store.ItemError{Category: store.CategoryCancelled}})
+	sh, err := s.AddShardCounts(ctx, store.AddShardCountsParams{JobID: id, Index: 0, Epoch: before.Epoch, Delta: u.Delta,
+		FailuresDelta: u.FailuresDelta, ClearDirty: true})
+	if err != nil {
+		t.Fatalf("AddShardCounts: %v", err)
+	}
+	if sh.Dirty || getShard(t, s, id, 0).Dirty {
+		t.Fatal("AddShardCounts(ClearDirty) at the caller's epoch left the shard Dirty")
+	}
+	checkShardMatchesItems(t, s, sh)
+
+	// A turn begins between the mark and the fold: its recount moves the
+	// epoch, and the fold must neither double count nor clear the turn's
+	// Dirty flag.
+	before, err = s.MarkShardDirty(ctx, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u = update(t, s, id, 0, at(2*time.Second),
+		store.ItemUpdate{Seq: 2, From: store.ItemPending, To: store.ItemAbandoned, Error: &store.ItemError{Category: store.CategoryCancelled}})
+	if _, err := s.BeginTurn(ctx, store.BeginTurnParams{JobID: id, Index: 0, Turn: 1, MessageID: "m1", At: at(2 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	sh, err = s.AddShardCounts(ctx, store.AddShardCountsParams{JobID: id, Index: 0, Epoch: before.Epoch, Delta: u.Delta,
+		FailuresDelta: u.FailuresDelta, ClearDirty: true})
+	if err != nil {
+		t.Fatalf("AddShardCounts(stale epoch): %v", err)
+	}
+	if !sh.Dirty || !getShard(t, s, id, 0).Dirty {
+		t.Fatal("AddShardCounts(ClearDirty) with an epoch a turn moved cleared the turn's Dirty flag")
+	}
+	checkShardMatchesItems(t, s, sh)
+	if _, err := s.MarkShardDirty(ctx, "no-such-job", 0); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("MarkShardDirty(unknown job) error = %v, want ErrNotFound", err)
+	}
+}
+
+// testImpossibleCountsRecounted: a fold that would leave a count negative
+// (a delta computed against counts that were already wrong) recounts from
+// the items instead of storing it.
+func testImpossibleCountsRecounted(t *testing.T, s store.Store, _ Capabilities) {
+	ctx := ctxOf(t)
+	p, _ := runningJob(t, s, "tenant-a", 1, 3)
+	id := p.Job.ID
+	sh := getShard(t, s, id, 0)
+	// Items say 3 pending; a wrong delta claims 5 moved to confirmed.
+	out, err := s.AddShardCounts(ctx, store.AddShardCountsParams{JobID: id, Index: 0, Epoch: sh.Epoch,
+		Delta: store.Counts{Pending: -5, Confirmed: 5}})
+	if err != nil {
+		t.Fatalf("AddShardCounts: %v", err)
+	}
+	if out.Counts.Impossible(out.Size) {
+		t.Fatalf("AddShardCounts stored impossible counts %+v (size %d)", out.Counts, out.Size)
+	}
+	checkRecounted(t, s, "AddShardCounts(impossible result)", out, sh.Epoch)
+
+	// The same through a turn's AdvanceShard.
+	bt, err := s.BeginTurn(ctx, store.BeginTurnParams{JobID: id, Index: 0, Turn: 1, MessageID: "m1", At: at(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	adv, err := s.AdvanceShard(ctx, store.AdvanceShardParams{JobID: id, Index: 0, Turn: 1, Epoch: bt.Epoch,
+		Delta: store.Counts{Submitted: -2, Failed: 2}, At: at(2 * time.Second), EndTurn: true})
+	if err != nil {
+		t.Fatalf("AdvanceShard: %v", err)
+	}
+	if adv.Counts.Impossible(adv.Size) {
+		t.Fatalf("AdvanceShard stored impossible counts %+v (size %d)", adv.Counts, adv.Size)
+	}
+	checkRecounted(t, s, "AdvanceShard(impossible result)", adv, bt.Epoch)
+}
