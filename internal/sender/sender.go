@@ -274,7 +274,7 @@ type turn struct {
 	// decision were last read (zero: read at the next batch); shardReadAt
 	// when the shard was last read or returned by a flush.
 	accountReadAt, gateReadAt, shardReadAt time.Time
-	gateDecision              breaker.Decision
+	gateDecision                           breaker.Decision
 
 	// lastAnswerAt is when the last provider call was answered.
 	lastAnswerAt time.Time
