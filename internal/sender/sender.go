@@ -271,7 +271,7 @@ type turn struct {
 	// decision were last read (zero: read at the next batch); shardReadAt
 	// when the shard was last read or returned by a flush.
 	accountReadAt, gateReadAt, shardReadAt time.Time
-	gateDecision              breaker.Decision
+	gateDecision                           breaker.Decision
 
 	// lastAnswerAt is when the last provider call was answered.
 	lastAnswerAt time.Time
@@ -619,6 +619,9 @@ func (tr *turn) spacing(now time.Time) time.Duration {
 // rate and burst is waited for, so that a batch of want finds its tokens.
 func (tr *turn) batchWait(want int, rate, burst float64) time.Duration {
 	target := math.Min(float64(want), math.Min(math.Floor(burst/2), math.Floor(rate*tr.cfg.MaxWait.Seconds())))
+	if p := tr.shard.Counts.Pending; p > 0 {
+		target = math.Min(target, float64(p)) // the last batch waits for what it needs
+	}
 	if target <= 1 {
 		return 0
 	}
