@@ -622,6 +622,9 @@ func (tr *turn) spacing(now time.Time) time.Duration {
 // rate and burst is waited for, so that a batch of want finds its tokens.
 func (tr *turn) batchWait(want int, rate, burst float64) time.Duration {
 	target := math.Min(float64(want), math.Min(math.Floor(burst/2), math.Floor(rate*tr.cfg.MaxWait.Seconds())))
+	if p := tr.shard.Counts.Pending; p > 0 {
+		target = math.Min(target, float64(p)) // the last batch waits for what it needs
+	}
 	if target <= 1 {
 		return 0
 	}
