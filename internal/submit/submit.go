@@ -45,6 +45,9 @@ type Request struct {
 	// and shown back (bounded, see MaxMetadataKeys). Left out of the JSON
 	// when empty, so requests without it hash as they always did.
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Staged asks for a staged job (DESIGN.md, "Staged submission"): no
+	// recipients here, they are uploaded in parts (CreateStaged).
+	Staged bool `json:"staged,omitempty"`
 }
 
 // Bounds of metadata and references (Stripe's, for metadata).
