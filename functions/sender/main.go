@@ -1,4 +1,4 @@
-// Command sender is the sender Lambda function: works shard turns from the SQS FIFO work queue
+// Command sender is the sender Lambda function: works shard turns (and the planning steps of staged jobs) from the SQS FIFO work queue
 // (partial batch failures, the invocation deadline bounds each turn).
 // Wiring only: configuration from the environment, AWS clients, the core
 // (internal/awsrun), the handler (internal/handlers).
@@ -14,6 +14,6 @@ import (
 
 func main() {
 	awsrun.Run(awsrun.Sender, func(core *awsrun.Core, log *slog.Logger) any {
-		return metrics.FlushAfter(core.Metrics, log, handlers.Sender(core.Sender, log))
+		return metrics.FlushAfter(core.Metrics, log, handlers.Work(core.Sender, core.Submitter, log))
 	})
 }

@@ -55,6 +55,9 @@ func (s *server) submitJob(w http.ResponseWriter, r *http.Request, tenant string
 		defer unlock()
 	}
 	params := submit.Params{Tenant: tenant, CreatedBy: tenant, IdempotencyKey: key, Request: req}
+	if req.Staged {
+		return s.createStaged(w, r, params)
+	}
 	res, err := s.Submitter.Submit(r.Context(), params)
 	// Concurrent submissions with one key: a loser may find the job released
 	// by the winner while it rewrites the snapshot. Submitting again is how

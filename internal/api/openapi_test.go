@@ -204,6 +204,35 @@ func TestOpenAPIConformance(t *testing.T) {
 		specCall{method: "POST", path: "/v1/jobs", token: tokenA, body: `{"template": "", "recipients": []}`, want: 422},
 		specCall{method: "POST", path: "/v1/jobs", token: tokenA, body: jobBody(2), want: 202},
 	)
+	// Staged submission: a job in parts.
+	var staged api.Job
+	c.run(s, specCall{method: "POST", path: "/v1/jobs", token: tokenA, body: `{"name": "big", "template": "Hi {{name}}", "staged": true}`,
+		headers: []string{"Idempotency-Key", "spec-staged"}, want: 201})[0].json(t, &staged)
+	if staged.Status != "staging" {
+		t.Fatalf("staged job status %q", staged.Status)
+	}
+	parts := "/v1/jobs/" + staged.ID + "/recipients/"
+	nd := `{"account": "acct-a", "to": "u1", "vars": {"name": "A"}}` + "\n" + `{"account": "acct-b", "to": "u2", "vars": {"name": "B"}}` + "\n"
+	c.run(s,
+		specCall{method: "PUT", path: parts + "1", token: tokenA, body: nd, headers: []string{"Content-Type", "application/x-ndjson"}, want: 200},
+		specCall{method: "PUT", path: parts + "1", token: tokenA, body: nd, headers: []string{"Content-Type", "application/x-ndjson"}, want: 200},
+		specCall{method: "PUT", path: parts + "1", token: tokenA, body: "account,to,var.name\nacct-a,u1,A\n", headers: []string{"Content-Type", "text/csv"}, want: 409},
+		specCall{method: "PUT", path: parts + "2", token: tokenA, body: `{"recipients": [{"account": "acct-a", "to": "u3", "vars": {"name": "C"}}]}`,
+			headers: []string{"Content-Type", "application/json"}, want: 200},
+		specCall{method: "PUT", path: parts + "3", token: tokenA, body: "account,to\nacct-a,u9\n", headers: []string{"Content-Type", "text/csv"}, want: 422},
+		specCall{method: "PUT", path: parts + "0", token: tokenA, body: nd, headers: []string{"Content-Type", "application/x-ndjson"}, want: 400},
+		specCall{method: "PUT", path: parts + "3", token: tokenA, body: nd, headers: []string{"Content-Type", "text/plain"}, want: 415},
+		specCall{method: "PUT", path: parts + "3", token: tokenA, body: strings.Repeat("x", 5<<20+1), headers: []string{"Content-Type", "text/csv"}, want: 413},
+		specCall{method: "PUT", path: parts + "3", token: tokenB, body: nd, headers: []string{"Content-Type", "application/x-ndjson"}, want: 404},
+		specCall{method: "POST", path: "/v1/jobs/" + staged.ID + "/start", token: tokenA, body: `{"parts": 3}`, want: 422},
+		specCall{method: "POST", path: "/v1/jobs/" + staged.ID + "/start", token: tokenA, body: `{"parts": "3"}`, want: 400},
+		specCall{method: "POST", path: "/v1/jobs/" + staged.ID + "/start", token: tokenA, body: `{"parts": 3}`, headers: []string{"Content-Type", "text/csv"}, want: 415},
+		specCall{method: "POST", path: "/v1/jobs/" + staged.ID + "/start", token: tokenA, body: `{"parts": ` + strings.Repeat(" ", 11<<20) + `2}`, want: 413},
+		specCall{method: "POST", path: "/v1/jobs/" + staged.ID + "/start", token: tokenB, body: `{"parts": 2}`, want: 404},
+		specCall{method: "POST", path: "/v1/jobs/" + staged.ID + "/start", token: tokenA, body: `{"parts": 2}`, want: 202},
+		specCall{method: "POST", path: "/v1/jobs/" + staged.ID + "/start", token: tokenA, body: `{"parts": 1}`, want: 409},
+		specCall{method: "PUT", path: parts + "3", token: tokenA, body: nd, headers: []string{"Content-Type", "application/x-ndjson"}, want: 409},
+	)
 	// Metadata and refs: shown on the job and its items, searchable.
 	tagged := `{"name": "tagged", "template": "Hi", "metadata": {"order": "A-1", "crm": "42"},
 		"recipients": [{"account": "acct-a", "to": "u1", "ref": "cust-1"}, {"account": "acct-b", "to": "u2"}]}`

@@ -87,7 +87,8 @@ func (c *Controller) Resume(ctx context.Context, jobID string) (store.JobView, e
 // sent is undone. Items in flight finish and are recorded.
 func (c *Controller) Cancel(ctx context.Context, jobID string) (store.JobView, error) {
 	job, err := c.Store.TransitionJob(ctx, store.TransitionJobParams{
-		JobID: jobID, From: []store.JobStatus{store.JobRunning, store.JobPaused}, To: store.JobCancelled, At: c.Clock.Now(),
+		JobID: jobID, From: []store.JobStatus{store.JobRunning, store.JobPaused, store.JobStaging, store.JobStarting},
+		To: store.JobCancelled, At: c.Clock.Now(),
 	})
 	if err != nil {
 		return store.JobView{}, mapErr(err)

@@ -266,7 +266,7 @@ func (s *Stack) Serve(ctx context.Context, api http.Handler) error {
 	defer stopWork()
 	var wg sync.WaitGroup
 	src := &EventSource{
-		Queue: s.Queue, Handler: handlers.Sender(s.Sender, s.Log), Log: s.Log,
+		Queue: s.Queue, Handler: handlers.Work(s.Sender, s.Submitter, s.Log), Log: s.Log,
 		Workers: cfg.Workers, Timeout: 2 * s.senderTurn(),
 	}
 	campaignTick := time.NewTicker(CampaignTick)

@@ -7,6 +7,7 @@
 package dispatch
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -59,4 +60,42 @@ func Decode(body []byte) (Turn, error) {
 		return Turn{}, fmt.Errorf("decode turn: incomplete message %q", body)
 	}
 	return t, nil
+}
+
+// Plan is the body of a planning message: plan the next step of a starting
+// job (submit.Submitter.Plan). Its FIFO group is the job's planning, so
+// one job is planned by one worker at a time; its deduplication id names
+// the checkpoint version it follows.
+type Plan struct {
+	JobID string `json:"plan"`
+}
+
+// PlanGroup is the FIFO group of a job's planning.
+func PlanGroup(jobID string) string { return "plan-" + jobID }
+
+// SendPlan enqueues the planning step that follows checkpoint version.
+func SendPlan(ctx context.Context, q queue.Queue, jobID string, version int64) error {
+	body, err := json.Marshal(Plan{JobID: jobID})
+	if err != nil {
+		return err
+	}
+	if _, err := q.Send(ctx, queue.SendParams{
+		Group: PlanGroup(jobID), DedupID: PlanGroup(jobID) + "-" + strconv.FormatInt(version, 10), Body: body,
+	}); err != nil {
+		return fmt.Errorf("enqueue planning of job %s: %w", jobID, err)
+	}
+	return nil
+}
+
+// DecodePlan reports whether a work-queue message is a planning message,
+// and of which job.
+func DecodePlan(body []byte) (string, bool) {
+	if !bytes.Contains(body, []byte(`"plan"`)) {
+		return "", false
+	}
+	var p Plan
+	if err := json.Unmarshal(body, &p); err != nil || p.JobID == "" {
+		return "", false
+	}
+	return p.JobID, true
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/qunfa/qunfa/internal/dispatch"
 	"github.com/qunfa/qunfa/internal/sender"
 )
 
@@ -24,12 +25,24 @@ import (
 // the group's later ones are returned as failures, so the queue keeps each
 // group in order; the other groups' messages are done.
 func Sender(s *sender.Sender, log *slog.Logger) func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+	return Work(s, nil, log)
+}
+
+// Planner plans staged jobs (submit.Submitter.Plan).
+type Planner interface {
+	Plan(ctx context.Context, jobID string) error
+}
+
+// Work is Sender that also runs the planning messages of staged jobs
+// (dispatch.Plan) with p, on the same work queue: one planning step per
+// message, the next step enqueued by the step itself.
+func Work(s *sender.Sender, p Planner, log *slog.Logger) func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		groups := groupRecords(ev.Records)
 		failures := make([][]events.SQSBatchItemFailure, len(groups))
 		var wg sync.WaitGroup
 		for gi, recs := range groups {
-			wg.Go(func() { failures[gi] = senderGroup(ctx, s, log, recs) })
+			wg.Go(func() { failures[gi] = senderGroup(ctx, s, p, log, recs) })
 		}
 		wg.Wait()
 		var resp events.SQSEventResponse
@@ -59,10 +72,17 @@ func groupRecords(recs []events.SQSMessage) [][]events.SQSMessage {
 }
 
 // senderGroup works one group's messages in order and returns its failures.
-func senderGroup(ctx context.Context, s *sender.Sender, log *slog.Logger, recs []events.SQSMessage) []events.SQSBatchItemFailure {
+func senderGroup(ctx context.Context, s *sender.Sender, p Planner, log *slog.Logger, recs []events.SQSMessage) []events.SQSBatchItemFailure {
 	for i, rec := range recs {
 		if ctx.Err() != nil {
 			return failFrom(ctx, s, recs[i:], true)
+		}
+		if job, ok := dispatch.DecodePlan([]byte(rec.Body)); ok && p != nil {
+			if err := p.Plan(ctx, job); err != nil {
+				log.Error("planning step failed; the queue will retry it", slog.String("job", job), slog.Any("err", err))
+				return failFrom(ctx, s, recs[i:], false)
+			}
+			continue
 		}
 		rc, _ := strconv.Atoi(rec.Attributes["ApproximateReceiveCount"])
 		res, err := s.HandleTurn(ctx, sender.Message{

@@ -83,6 +83,9 @@ type Reconciler struct {
 	LeaseFor time.Duration
 	// Holder names this reconciler in the lease (default: random).
 	Holder string
+	// StagingTTL: a staged job not started this long after its creation
+	// is cancelled and its parts discarded (default DefaultStagingTTL).
+	StagingTTL time.Duration
 
 	once   sync.Once
 	holder string
@@ -100,6 +103,7 @@ type Report struct {
 	Pages        int  // pages of submitted items settled
 	Stopped      bool // the pass stopped at its deadline; the next resumes
 	Skipped      bool // another pass holds the lease: nothing done
+	Expired      int  // staging jobs cancelled: not started within StagingTTL
 	// OldestSubmitted is the age of the oldest item left submitted after
 	// the pass (0 when none).
 	OldestSubmitted time.Duration
@@ -136,6 +140,7 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 		cursor = next
 	}
 	errCheck := r.checkJobs(ctx, &rep, touched)
+	errExpire := r.expireStaging(ctx, &rep)
 	r.measureOldest(ctx, &rep)
 	// Release even when ctx is done: the next pass need not wait for the
 	// lease to expire.
@@ -149,7 +154,7 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 			slog.Int("mismatches", rep.Mismatches), slog.Int("pages", rep.Pages), slog.Bool("stopped", rep.Stopped),
 			slog.Duration("oldest_submitted", rep.OldestSubmitted))
 	}
-	return rep, errors.Join(errRedrive, errSettle, errCheck, errRelease)
+	return rep, errors.Join(errRedrive, errSettle, errCheck, errExpire, errRelease)
 }
 
 func (r *Reconciler) holderName() string {

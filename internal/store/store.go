@@ -54,7 +54,8 @@ var (
 // Store is the persistence port. All methods are safe for concurrent use by
 // many goroutines and many processes.
 type Store interface {
-	// CreateJob stores a new job in status JobCreating together with its
+	// CreateJob stores a new job in status JobCreating (or JobStaging when
+	// Job.Status says so; a staging job has no shards) together with its
 	// shards and its idempotency record (Tenant + IdempotencyKey).
 	// If the key is already used by a job with the same RequestHash, that job
 	// is returned with Created = false; with another hash, ErrConflict.
@@ -62,7 +63,10 @@ type Store interface {
 	// PutItems writes a page of the item snapshot (all status pending,
 	// attempts 0). Rewriting the same seqs with the same content is
 	// harmless, so an interrupted submit can be redone. Allowed only while
-	// the job is JobCreating (ErrInvalidTransition otherwise).
+	// the job is JobCreating or JobStarting (ErrInvalidTransition
+	// otherwise); a starting job's shards are installed afterwards
+	// (StagingStore.ReleasePlannedJob), so its items' shard indexes are
+	// not checked against them.
 	PutItems(ctx context.Context, p PutItemsParams) error
 	// GetJob reads a job and all its shards (ordered by index).
 	GetJob(ctx context.Context, jobID string) (JobView, error)
@@ -331,8 +335,12 @@ type Campaign struct {
 type JobStatus string
 
 // Job statuses. JobCreating is internal: the snapshot is still being written.
+// A staged job is JobStaging while its parts are uploaded (it never sends)
+// and JobStarting while it is planned in the background.
 const (
 	JobCreating  JobStatus = "creating"
+	JobStaging   JobStatus = "staging"
+	JobStarting  JobStatus = "starting"
 	JobRunning   JobStatus = "running"
 	JobPaused    JobStatus = "paused"
 	JobCompleted JobStatus = "completed"
@@ -355,6 +363,8 @@ const (
 // jobs may run again (redrive); cancelled and completed ones never change.
 var jobTransitions = map[JobStatus][]JobStatus{
 	JobCreating: {JobRunning, JobFailed},
+	JobStaging:  {JobStarting, JobCancelled},
+	JobStarting: {JobRunning, JobCompleted, JobFailed, JobCancelled},
 	JobRunning:  {JobPaused, JobCompleted, JobPartial, JobFailed, JobCancelled},
 	JobPaused:   {JobRunning, JobCancelled},
 	JobPartial:  {JobRunning},

@@ -45,6 +45,9 @@ type Request struct {
 	// and shown back (bounded, see MaxMetadataKeys). Left out of the JSON
 	// when empty, so requests without it hash as they always did.
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Staged asks for a staged job (DESIGN.md, "Staged submission"): no
+	// recipients here, they are uploaded in parts (CreateStaged).
+	Staged bool `json:"staged,omitempty"`
 }
 
 // Bounds of metadata and references (Stripe's, for metadata).
@@ -113,6 +116,11 @@ type Limits struct {
 	MaxTemplateBytes int
 	// MaxFieldBytes bounds name, account, to and each variable (default 1 KiB).
 	MaxFieldBytes int
+	// PlanGroup bounds the recipients a planning step holds in memory to
+	// drop duplicates across a staged job's parts (default 200,000): the
+	// shards are planned in groups of about that many recipients, each
+	// group one pass over the parts.
+	PlanGroup int
 }
 
 func (l Limits) withDefaults() Limits {
@@ -128,6 +136,9 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxFieldBytes <= 0 {
 		l.MaxFieldBytes = 1 << 10
 	}
+	if l.PlanGroup <= 0 {
+		l.PlanGroup = 200_000
+	}
 	return l
 }
 
@@ -141,6 +152,9 @@ type Submitter struct {
 	Alerts alert.Publisher
 	// Log receives alert publishing failures (nil: slog.Default()).
 	Log *slog.Logger
+	// Staging keeps staged jobs' parts (nil: Store, when it implements
+	// store.StagingStore).
+	Staging store.StagingStore
 }
 
 // planned is a validated, cleaned submission.
@@ -345,44 +359,65 @@ func (s *Submitter) validate(ctx context.Context, p Params, lim Limits) (map[str
 	}
 	accounts := map[string]store.Account{}
 	for i, rc := range r.Recipients {
-		f := "recipients[" + strconv.Itoa(i) + "]"
-		text(f+".account", rc.Account, true)
-		text(f+".to", rc.To, true)
-		if n := utf8.RuneCountInString(rc.Ref); n > MaxRefChars {
-			add(f+".ref", "is longer than %d characters", MaxRefChars)
-		} else if !utf8.ValidString(rc.Ref) {
-			add(f+".ref", "is not valid UTF-8")
-		}
-		for k, v := range rc.Vars {
-			text(f+".vars."+k, v, false)
-		}
-		if rc.Account != "" {
-			if _, known := accounts[rc.Account]; !known {
-				a, err := s.Store.GetAccount(ctx, p.Tenant, rc.Account)
-				switch {
-				case errors.Is(err, store.ErrNotFound):
-					add(f+".account", "unknown account %q", rc.Account)
-					accounts[rc.Account] = store.Account{} // report once
-					continue
-				case err != nil:
-					return nil, fmt.Errorf("read account %q: %w", rc.Account, err)
-				}
-				accounts[rc.Account] = a
-			}
-		}
-		if _, err := tmpl.Render(rc.Vars); err != nil {
-			var missing *content.MissingVarError
-			if errors.As(err, &missing) {
-				add(f+".vars."+missing.Var, "recipient %d has no variable %q used by the template", i, missing.Var)
-			} else {
-				add(f, "%v", err)
-			}
+		if err := s.checkRecipient(ctx, p.Tenant, lim, tmpl, accounts, rc, "recipients["+strconv.Itoa(i)+"]", i, add); err != nil {
+			return nil, err
 		}
 	}
 	if len(errs) > 0 {
 		return nil, &ValidationError{Errors: errs}
 	}
 	return accounts, nil
+}
+
+// checkRecipient reports what is wrong with one recipient under field f
+// (the i-th of its request): its fields, its account (looked up once per
+// request in accounts) and its message rendered with tmpl. It returns only
+// store failures.
+func (s *Submitter) checkRecipient(ctx context.Context, tenant string, lim Limits, tmpl content.Template,
+	accounts map[string]store.Account, rc Recipient, f string, i int, add func(field, format string, args ...any)) error {
+	text := func(field, v string) {
+		switch {
+		case strings.TrimSpace(v) == "" && (field == f+".account" || field == f+".to"):
+			add(field, "is required")
+		case !utf8.ValidString(v):
+			add(field, "is not valid UTF-8")
+		case len(v) > lim.MaxFieldBytes:
+			add(field, "is longer than %d bytes", lim.MaxFieldBytes)
+		}
+	}
+	text(f+".account", rc.Account)
+	text(f+".to", rc.To)
+	if n := utf8.RuneCountInString(rc.Ref); n > MaxRefChars {
+		add(f+".ref", "is longer than %d characters", MaxRefChars)
+	} else if !utf8.ValidString(rc.Ref) {
+		add(f+".ref", "is not valid UTF-8")
+	}
+	for k, v := range rc.Vars {
+		text(f+".vars."+k, v)
+	}
+	if rc.Account != "" {
+		if _, known := accounts[rc.Account]; !known {
+			a, err := s.Store.GetAccount(ctx, tenant, rc.Account)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				add(f+".account", "unknown account %q", rc.Account)
+				accounts[rc.Account] = store.Account{} // report once
+				return nil
+			case err != nil:
+				return fmt.Errorf("read account %q: %w", rc.Account, err)
+			}
+			accounts[rc.Account] = a
+		}
+	}
+	if _, err := tmpl.Render(rc.Vars); err != nil {
+		var missing *content.MissingVarError
+		if errors.As(err, &missing) {
+			add(f+".vars."+missing.Var, "recipient %d has no variable %q used by the template", i, missing.Var)
+		} else {
+			add(f, "%v", err)
+		}
+	}
+	return nil
 }
 
 // plan drops duplicate recipients and those on the tenant's suppression

@@ -40,6 +40,10 @@ func jobItem(j store.Job) map[string]types.AttributeValue {
 			m[name] = attrS(v)
 		}
 	}
+	if j.Status == store.JobStaging {
+		m["g2pk"] = attrS(stagingPK)
+		m["g2sk"] = attrS(stagingKey(nanos(j.CreatedAt), j.ID))
+	}
 	if len(j.Meta) > 0 {
 		m["meta"] = stringMap(j.Meta)
 	}
@@ -111,7 +115,9 @@ func (s *Store) CreateJob(ctx context.Context, p store.CreateJobParams) (store.C
 		}
 		seenIndex[sh.Index] = true
 	}
-	j.Status = store.JobCreating
+	if j.Status != store.JobStaging || len(p.Shards) > 0 {
+		j.Status = store.JobCreating
+	}
 	if j.IdempotencyKey != "" {
 		err := s.putItem(ctx, map[string]types.AttributeValue{
 			attrPK: attrS(idemPK(j.Tenant, j.IdempotencyKey)), attrSK: attrS(skSingle),
@@ -339,6 +345,9 @@ func (s *Store) TransitionJob(ctx context.Context, p store.TransitionJobParams) 
 		} else if p.To != store.JobPaused {
 			remove = append(remove, "pause")
 		}
+		if j.Status == store.JobStaging {
+			remove = append(remove, "g2pk", "g2sk") // leaves the staging index
+		}
 		if p.To == store.JobRunning && j.StartedAt.IsZero() {
 			set = append(set, "startedAt = :at")
 			values[":at"] = attrN(nanos(p.At))
@@ -543,12 +552,12 @@ func (s *Store) PutItems(ctx context.Context, p store.PutItemsParams) error {
 	if err != nil {
 		return err
 	}
-	if j.Status != store.JobCreating {
+	if j.Status != store.JobCreating && j.Status != store.JobStarting {
 		return fmt.Errorf("put items into job %s in status %s: %w", p.JobID, j.Status, store.ErrInvalidTransition)
 	}
 	seen := map[int64]bool{}
 	for _, it := range p.Items {
-		if it.Seq < 0 || it.Shard < 0 || it.Shard >= j.ShardCount || seen[it.Seq] {
+		if it.Seq < 0 || it.Shard < 0 || (it.Shard >= j.ShardCount && j.Status == store.JobCreating) || seen[it.Seq] {
 			return fmt.Errorf("put items into job %s: %w: item seq %d shard %d", p.JobID, store.ErrInvalidArgument, it.Seq, it.Shard)
 		}
 		seen[it.Seq] = true

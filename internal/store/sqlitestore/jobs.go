@@ -88,7 +88,9 @@ func (s *Store) CreateJob(ctx context.Context, p store.CreateJobParams) (store.C
 		}
 		seen[sh.Index] = true
 	}
-	j.Status = store.JobCreating
+	if j.Status != store.JobStaging || len(p.Shards) > 0 {
+		j.Status = store.JobCreating
+	}
 	j.PauseReason = ""
 	j.ShardCount = len(p.Shards)
 	j.BudgetUsed = 0
@@ -142,27 +144,8 @@ created_at, started_at, finished_at, meta, metadata) VALUES (?, ?, ?, ?, ?, ?, ?
 			return fmt.Errorf("create job %q: %w", j.ID, err)
 		}
 		for _, sh := range p.Shards {
-			st := sh.Status
-			if st == "" {
-				st = store.ShardPending
-			}
-			counts := sh.Counts
-			if counts.IsZero() {
-				counts = store.Counts{Pending: sh.Size}
-			}
-			slow := sh.SlowFactor
-			if slow <= 0 {
-				slow = 1
-			}
-			_, err := tx.ExecContext(ctx, `INSERT INTO shards (job_no, idx, account, status, pause_reason, size,
-cursor, last_adv, n_pending, n_submitted, n_confirmed, n_failed, n_abandoned, failures, slow_factor,
-turn, turn_message, dirty, epoch, attempts, attempt_failures)
-VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, 0, '', 0, ?, ?, ?)`,
-				no, sh.Index, sh.Account, string(st), string(sh.PauseReason), sh.Size, toNanos(sh.LastAdvancedAt),
-				counts.Pending, counts.Submitted, counts.Confirmed, counts.Failed, counts.Abandoned,
-				encodeFailures(sh.Failures), slow, sh.Epoch, sh.Attempts, sh.AttemptFailures)
-			if err != nil {
-				return fmt.Errorf("create job %q: shard %d: %w", j.ID, sh.Index, err)
+			if err := insertShard(ctx, tx, no, sh, false); err != nil {
+				return fmt.Errorf("create job %q: %w", j.ID, err)
 			}
 		}
 		res = store.CreateJobResult{Job: j, Created: true}
@@ -189,12 +172,12 @@ func (s *Store) PutItems(ctx context.Context, p store.PutItemsParams) error {
 		if err != nil {
 			return fmt.Errorf("put items: %w", err)
 		}
-		if job.Status != store.JobCreating {
+		if job.Status != store.JobCreating && job.Status != store.JobStarting {
 			return fmt.Errorf("put items into job %q in status %s: %w", p.JobID, job.Status, store.ErrInvalidTransition)
 		}
 		ins := s.stmt(ctx, tx, qItemInsert)
 		for _, it := range p.Items {
-			if it.Shard < 0 || it.Shard >= job.ShardCount {
+			if it.Shard < 0 || (it.Shard >= job.ShardCount && job.Status == store.JobCreating) {
 				return fmt.Errorf("put item %d: %w: shard %d of %d", it.Seq, store.ErrInvalidArgument, it.Shard, job.ShardCount)
 			}
 			var vars any
@@ -429,4 +412,36 @@ func nullString(v string) any {
 		return nil
 	}
 	return v
+}
+
+// insertShard writes a new shard of the job numbered no (orIgnore: keep a
+// shard already written).
+func insertShard(ctx context.Context, tx *sql.Tx, no int64, sh store.Shard, orIgnore bool) error {
+	st := sh.Status
+	if st == "" {
+		st = store.ShardPending
+	}
+	counts := sh.Counts
+	if counts.IsZero() {
+		counts = store.Counts{Pending: sh.Size}
+	}
+	slow := sh.SlowFactor
+	if slow <= 0 {
+		slow = 1
+	}
+	verb := "INSERT"
+	if orIgnore {
+		verb = "INSERT OR IGNORE"
+	}
+	_, err := tx.ExecContext(ctx, verb+` INTO shards (job_no, idx, account, status, pause_reason, size,
+cursor, last_adv, n_pending, n_submitted, n_confirmed, n_failed, n_abandoned, failures, slow_factor,
+turn, turn_message, dirty, epoch, attempts, attempt_failures)
+VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, 0, '', 0, ?, ?, ?)`,
+		no, sh.Index, sh.Account, string(st), string(sh.PauseReason), sh.Size, toNanos(sh.LastAdvancedAt),
+		counts.Pending, counts.Submitted, counts.Confirmed, counts.Failed, counts.Abandoned,
+		encodeFailures(sh.Failures), slow, sh.Epoch, sh.Attempts, sh.AttemptFailures)
+	if err != nil {
+		return fmt.Errorf("shard %d: %w", sh.Index, err)
+	}
+	return nil
 }

@@ -40,7 +40,7 @@ var _ store.Store = (*Store)(nil)
 // schemaVersion is the version of the schema (schema plus migrations),
 // kept in PRAGMA user_version. Open refuses a file written by a newer
 // version.
-const schemaVersion = 6
+const schemaVersion = 7
 
 // busyTimeout is how long a write waits for another process's write lock.
 const busyTimeout = 30 * time.Second
@@ -263,6 +263,10 @@ CREATE INDEX items_ref ON items (job_no, ref, seq) WHERE ref IS NOT NULL;
 `,
 	// 5: webhooks and their deliveries (webhooks.go).
 	5: webhookSchema,
+	// 7: staged submission (staging.go): the parts of staging jobs, the
+	// planning checkpoints of starting jobs, and the index the expiry of
+	// staging jobs reads.
+	7: stagingSchema,
 }
 
 // staleShardCond selects the shards ListStaleShards watches: running, or

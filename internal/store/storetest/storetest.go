@@ -281,6 +281,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"ListSuppressions", testListSuppressions},
 		{"Campaigns", testCampaigns},
 		{"Webhooks", testWebhooks},
+		{"Staging", testStaging},
 		{"ShardCountsProperty", testShardCountsProperty},
 		{"Leases", testLeases},
 	}
