@@ -69,6 +69,11 @@ func init() {
 			summary: "run the mock WeCom provider alone",
 			run:     (*cli).mockProvider,
 		},
+		"openapi": {
+			usage:   "[--version 3.1|3.0]",
+			summary: "print the OpenAPI description of the API (3.0: the rendering for generators that read only 3.0)",
+			run:     (*cli).openapi,
+		},
 		"submit": {
 			usage:   "FILE|- [--idempotency-key K]",
 			summary: "submit a job (FILE is the JSON body of POST /v1/jobs; - reads stdin)",
