@@ -3,6 +3,11 @@ SHELL := /bin/bash
 GO    ?= go
 FUNCTIONS := $(notdir $(patsubst %/,%,$(wildcard functions/*/)))
 EMULATORS := tools/emulators/node_modules/.bin/dynalite
+OPENAPI_TS := tools/openapi-ts/node_modules/.bin/openapi-typescript
+# The typed Go client's generator, pinned in its own module (tools/oapi-codegen).
+OAPI_CODEGEN := $(GO) tool -modfile=tools/oapi-codegen/go.mod oapi-codegen
+# The oldest oapi-codegen the OpenAPI 3.0 rendering must satisfy (check-generators).
+OAPI_CODEGEN_OLDEST := v2.5.0
 
 .DEFAULT_GOAL := help
 
@@ -37,16 +42,42 @@ $(EMULATORS): tools/emulators/package.json tools/emulators/package-lock.json
 	cd tools/emulators && npm ci --no-audit --no-fund
 	@touch $@
 
+.PHONY: openapi-ts
+openapi-ts: $(OPENAPI_TS) ## Install openapi-typescript, which a test runs on the OpenAPI description
+
+$(OPENAPI_TS): tools/openapi-ts/package.json tools/openapi-ts/package-lock.json
+	cd tools/openapi-ts && npm ci --no-audit --no-fund
+	@touch $@
+
+.PHONY: generate
+generate: ## Regenerate the typed Go client (apiclient/) from internal/api/openapi.json
+	$(OAPI_CODEGEN) -config tools/oapi-codegen/apiclient.yaml internal/api/openapi.json
+
+.PHONY: check-generate
+check-generate: generate ## Fail when the checked-in generated code is stale
+	@git diff --exit-code --stat -- apiclient/ || { echo "apiclient/ is stale: run make generate and commit it" >&2; exit 1; }
+
+.PHONY: check-generators
+check-generators: ## Generate clients with the oldest supported oapi-codegen (from the 3.0 rendering) and the pinned one (from both)
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
+	$(GO) run ./cmd/qunfa openapi --version 3.0 > $$tmp/openapi-3.0.json; \
+	$(GO) run ./cmd/qunfa openapi --version 3.1 > $$tmp/openapi-3.1.json; \
+	echo "oapi-codegen $(OAPI_CODEGEN_OLDEST) on the 3.0 rendering"; \
+	$(GO) run github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen@$(OAPI_CODEGEN_OLDEST) -generate types,client -package c -o $$tmp/oldest.go $$tmp/openapi-3.0.json; \
+	for v in 3.0 3.1; do echo "oapi-codegen (pinned) on the $$v description"; \
+	  $(OAPI_CODEGEN) -generate types,client -package c -o $$tmp/pinned-$$v.go $$tmp/openapi-$$v.json; done; \
+	grep -q 'PauseReason \*PauseReason' $$tmp/oldest.go || { echo "$(OAPI_CODEGEN_OLDEST): Job.PauseReason is not *PauseReason" >&2; exit 1; }
+
 .PHONY: test
-test: emulators ## Run all tests (starts the AWS emulators itself)
+test: emulators openapi-ts ## Run all tests (starts the AWS emulators itself)
 	$(GO) test -count=1 ./...
 
 .PHONY: test-race
-test-race: emulators ## Run all tests with the race detector
+test-race: emulators openapi-ts ## Run all tests with the race detector
 	$(GO) test -race -count=1 ./...
 
 .PHONY: test-cover
-test-cover: emulators ## Run all tests with coverage of internal/ (slower: flushes out timing-dependent tests)
+test-cover: emulators openapi-ts ## Run all tests with coverage of internal/ (slower: flushes out timing-dependent tests)
 	set -o pipefail; $(GO) test -count=1 -coverpkg=./internal/... -coverprofile=coverage.out ./... | grep -v 'coverage: 0.0%'
 	@$(GO) tool cover -func=coverage.out | tail -1
 

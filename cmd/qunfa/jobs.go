@@ -1,16 +1,19 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/qunfa/qunfa/apiclient"
 	"github.com/qunfa/qunfa/internal/api"
 )
 
@@ -48,40 +51,46 @@ func (c *cli) submit(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	job, created, err := cl.SubmitJob(ctx, body, *key)
-	if err != nil {
+	params := &apiclient.SubmitJobParams{}
+	if *key != "" {
+		params.IdempotencyKey = key
+	}
+	resp, err := cl.SubmitJobWithBodyWithResponse(ctx, params, "application/json", bytes.NewReader(body))
+	if err := cl.check(resp, err, http.StatusAccepted); err != nil {
 		return err
 	}
+	job := resp.JSON202
 	note := ""
-	if !created {
+	if resp.HTTPResponse.Header.Get("Idempotent-Replayed") == "true" {
 		note = " (already submitted with this idempotency key)"
 	}
-	fmt.Fprintf(c.stdout, "%s %s%s\n", job.ID, job.Status, note)
+	fmt.Fprintf(c.stdout, "%s %s%s\n", job.Id, job.Status, note)
 	return nil
 }
 
 func (c *cli) status(ctx context.Context, args []string) error {
 	fs := c.newFlagSet("status")
-	raw := fs.Bool("json", false, "print the job as the API answers it (JSON)")
+	out := outputFlag(fs)
+	raw := fs.Bool("json", false, "the same as --output json")
 	pos, err := c.parse(fs, args, 1, "JOB")
 	if err != nil {
+		return err
+	}
+	if *raw {
+		*out = "json"
+	}
+	if err := checkOutput(*out); err != nil {
 		return err
 	}
 	cl, err := c.client()
 	if err != nil {
 		return err
 	}
-	job, err := cl.Job(ctx, pos[0])
-	if err != nil {
+	resp, err := cl.GetJobWithResponse(ctx, pos[0])
+	if err := cl.check(resp, err, http.StatusOK); err != nil {
 		return err
 	}
-	if *raw {
-		enc := json.NewEncoder(c.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(job)
-	}
-	printJob(c.stdout, job)
-	return nil
+	return c.show(*out, resp.Body, func(w io.Writer) { printJob(w, *resp.JSON200) })
 }
 
 func (c *cli) jobCommand(ctx context.Context, verb string, args []string) error {
@@ -94,20 +103,34 @@ func (c *cli) jobCommand(ctx context.Context, verb string, args []string) error 
 	if err != nil {
 		return err
 	}
-	run := map[string]func(context.Context, string) (api.Job, error){
-		"pause": cl.Pause, "resume": cl.Resume, "cancel": cl.Cancel,
-	}[verb]
-	job, err := run(ctx, pos[0])
-	if err != nil {
-		return err
+	var job *apiclient.Job
+	switch verb {
+	case "pause":
+		resp, err := cl.PauseJobWithResponse(ctx, pos[0])
+		if err := cl.check(resp, err, http.StatusOK); err != nil {
+			return err
+		}
+		job = resp.JSON200
+	case "resume":
+		resp, err := cl.ResumeJobWithResponse(ctx, pos[0])
+		if err := cl.check(resp, err, http.StatusOK); err != nil {
+			return err
+		}
+		job = resp.JSON200
+	default:
+		resp, err := cl.CancelJobWithResponse(ctx, pos[0])
+		if err := cl.check(resp, err, http.StatusOK); err != nil {
+			return err
+		}
+		job = resp.JSON200
 	}
-	fmt.Fprintf(c.stdout, "%s %s\n", job.ID, statusText(job.Status, job.PauseReason))
+	fmt.Fprintf(c.stdout, "%s %s\n", job.Id, statusText(string(job.Status), job.PauseReason))
 	return nil
 }
 
-func statusText(status string, reason *string) string {
+func statusText(status string, reason *apiclient.PauseReason) string {
 	if reason != nil && *reason != "" {
-		return status + " (" + *reason + ")"
+		return status + " (" + string(*reason) + ")"
 	}
 	return status
 }
@@ -143,19 +166,24 @@ func failuresText(f map[string]int64) string {
 	return strings.Join(parts, ", ")
 }
 
-func countsText(j api.Job) string {
+func countsText(j apiclient.Job) string {
 	c := j.Counts
 	return fmt.Sprintf("pending %d, submitted %d, confirmed %d, failed %d, abandoned %d",
 		c.Pending, c.Submitted, c.Confirmed, c.Failed, c.Abandoned)
 }
 
+// shardDone is how many of a shard's items are final.
+func shardDone(s apiclient.Shard) int64 {
+	return s.Counts.Confirmed + s.Counts.Failed + s.Counts.Abandoned
+}
+
 // printJob writes a human summary of a job.
-func printJob(w io.Writer, j api.Job) {
+func printJob(w io.Writer, j apiclient.Job) {
 	name := ""
 	if j.Name != "" {
 		name = fmt.Sprintf(" %q", j.Name)
 	}
-	fmt.Fprintf(w, "job %s%s: %s\n", j.ID, name, statusText(j.Status, j.PauseReason))
+	fmt.Fprintf(w, "job %s%s: %s\n", j.Id, name, statusText(string(j.Status), j.PauseReason))
 	done := j.Counts.Confirmed + j.Counts.Failed + j.Counts.Abandoned
 	fmt.Fprintf(w, "  progress:  %d of %d done (%s)\n", done, j.Total, countsText(j))
 	fmt.Fprintf(w, "  failures:  %s\n", failuresText(j.Failures))
@@ -182,11 +210,11 @@ func printJob(w io.Writer, j api.Job) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "    #\tACCOUNT\tSTATUS\tDONE\tCONFIRMED\tFAILED\tABANDONED\tLAST ADVANCED")
 	for _, s := range j.Shards {
-		st := statusText(s.Status, s.PauseReason)
+		st := statusText(string(s.Status), s.PauseReason)
 		if s.SlowFactor > 0 && s.SlowFactor < 1 {
 			st += fmt.Sprintf(" slowed ×%.2f", s.SlowFactor)
 		}
-		fmt.Fprintf(tw, "    %d\t%s\t%s\t%d/%d\t%d\t%d\t%d\t%s\n", s.Index, s.Account, st, s.Done(), s.Size,
+		fmt.Fprintf(tw, "    %d\t%s\t%s\t%d/%d\t%d\t%d\t%d\t%s\n", s.Index, s.Account, st, shardDone(s), s.Size,
 			s.Counts.Confirmed, s.Counts.Failed, s.Counts.Abandoned, timeText(&s.LastAdvancedAt))
 	}
 	_ = tw.Flush()

@@ -17,8 +17,6 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
-
-	"github.com/qunfa/qunfa/internal/api"
 )
 
 // Exit codes.
@@ -51,6 +49,11 @@ type command struct {
 	usage   string // arguments, after the name
 	summary string
 	run     func(c *cli, ctx context.Context, args []string) error
+	// subs are the subcommands of a command that has them (for
+	// completion; the first is what the command does without one).
+	subs []string
+	// read marks commands that take --output table|json.
+	read bool
 }
 
 // commands are the subcommands by name (filled in init: their run
@@ -69,13 +72,19 @@ func init() {
 			summary: "run the mock WeCom provider alone",
 			run:     (*cli).mockProvider,
 		},
+		"openapi": {
+			usage:   "[--version 3.1|3.0]",
+			summary: "print the OpenAPI description of the API (3.0: the rendering for generators that read only 3.0)",
+			run:     (*cli).openapi,
+		},
 		"submit": {
 			usage:   "FILE|- [--idempotency-key K]",
 			summary: "submit a job (FILE is the JSON body of POST /v1/jobs; - reads stdin)",
 			run:     (*cli).submit,
 		},
 		"status": {
-			usage:   "JOB [--json]",
+			usage:   "JOB [--output table|json]",
+			read:    true,
 			summary: "show where a job stands",
 			run:     (*cli).status,
 		},
@@ -83,6 +92,80 @@ func init() {
 			usage:   "JOB [--strict] [--interval 500ms]",
 			summary: "follow a job live (progress per shard, failures by category) until it ends",
 			run:     (*cli).watch,
+		},
+		"jobs": {
+			usage:   "[--limit N] [--cursor C] [--output table|json]",
+			summary: "list jobs, newest first, a page at a time",
+			run:     (*cli).jobs,
+			read:    true,
+		},
+		"items": {
+			usage:   "JOB [--status S] [--category C] [--ref R] [--review] [--limit N] [--cursor C] [--output table|json]",
+			summary: "list a job's items (recipients), filtered",
+			run:     (*cli).items,
+			read:    true,
+		},
+		"redrive": {
+			usage:   "JOB --category C",
+			summary: "send a job's failed items of one error category again (e.g. exhausted: the dead letters)",
+			run:     (*cli).redrive,
+		},
+		"resolve": {
+			usage:   "JOB SEQ delivered|resend",
+			summary: "settle an item under review: it was delivered, or send it again",
+			run:     (*cli).resolve,
+		},
+		"limits": {
+			usage:   "JOB [--rate R] [--budget B]",
+			summary: "change a job's rate cap (messages/s, 0 none) or budget (items, 0 none) while it runs",
+			run:     (*cli).limits,
+		},
+		"accounts": {
+			usage: "[list] [--output table|json]\n" +
+				"       qunfa accounts get ACCOUNT [--output table|json]\n" +
+				"       qunfa accounts put ACCOUNT --rate R [--burst B] [--reserve R] [--max-recipients N]\n" +
+				"             [--breaker-failures N] [--breaker-rate F] [--breaker-min-samples N] [--breaker-cooldown SEC]\n" +
+				"       qunfa accounts put ACCOUNT --file FILE (the JSON body of PUT /v1/accounts/{account}; flags override it)",
+			summary: "list, show or set sending accounts and their limits",
+			run:     (*cli).accounts,
+			subs:    []string{"list", "get", "put"},
+			read:    true,
+		},
+		"campaigns": {
+			usage: "[list] [--output table|json]\n" +
+				"       qunfa campaigns get CAMPAIGN [--output table|json]\n" +
+				"       qunfa campaigns create FILE|- (the JSON body of POST /v1/campaigns)\n" +
+				"       qunfa campaigns delete CAMPAIGN",
+			summary: "list, show, create or delete scheduled campaigns",
+			run:     (*cli).campaigns,
+			subs:    []string{"list", "get", "create", "delete"},
+			read:    true,
+		},
+		"suppress": {
+			usage: "list [--limit N] [--cursor C] [--output table|json]\n" +
+				"       qunfa suppress add ACCOUNT TO [--reason R]\n" +
+				"       qunfa suppress remove ACCOUNT TO\n" +
+				"       qunfa suppress import FILE|- (CSV with header account,to[,reason]; or JSON {\"entries\": [...]})",
+			summary: "the suppression list: recipients never sent to",
+			run:     (*cli).suppress,
+			subs:    []string{"list", "add", "remove", "import"},
+			read:    true,
+		},
+		"webhooks": {
+			usage: "[list] [--output table|json]\n" +
+				"       qunfa webhooks create --url URL --event TYPE[,TYPE...] [--secret S]\n" +
+				"       qunfa webhooks delete WEBHOOK\n" +
+				"       qunfa webhooks deliveries WEBHOOK [--limit N] [--cursor C] [--output table|json]\n" +
+				"       qunfa webhooks redeliver WEBHOOK DELIVERY",
+			summary: "endpoints of yours that get job events, and their delivery log",
+			run:     (*cli).webhooks,
+			subs:    []string{"list", "create", "delete", "deliveries", "redeliver"},
+			read:    true,
+		},
+		"completion": {
+			usage:   "bash|zsh|fish",
+			summary: "print a shell completion script (bash: source <(qunfa completion bash))",
+			run:     (*cli).completion,
 		},
 		"pause": {
 			usage:   "JOB",
@@ -152,7 +235,7 @@ func (c *cli) run(ctx context.Context, args []string) int {
 	var (
 		uerr *usageError
 		xerr *exitError
-		prob *api.Problem
+		prob *problem
 	)
 	switch {
 	case err == nil:
@@ -198,22 +281,13 @@ commands:
 Client commands talk to the API at $QUNFA_URL (default %s) with the
 token in $QUNFA_API_TOKEN ("qunfa dev" prints one when it makes it).
 
-Exit codes: 0 success; 1 failure (API error, server unreachable); 2 wrong
+Read commands print tables; --output json prints the API's answer instead.
+
+Exit codes: 0 success; 1 failure (the API refused: its problem is printed,
+with every field error; server unreachable; a file unreadable); 2 wrong
 command line; 3 "watch" saw the job end failed (with --strict: end in any
 status but completed).
 `, defaultURL)
-}
-
-// printProblem writes an API problem readably.
-func printProblem(w io.Writer, cmd string, p *api.Problem) {
-	fmt.Fprintf(w, "qunfa %s: %s (HTTP %d)", cmd, p.Title, p.Status)
-	if p.Detail != "" {
-		fmt.Fprintf(w, ": %s", p.Detail)
-	}
-	fmt.Fprintln(w)
-	for _, f := range p.Errors {
-		fmt.Fprintf(w, "  %s: %s\n", f.Field, f.Message)
-	}
 }
 
 // parseFlags parses flags that may come before, between or after the
@@ -263,20 +337,4 @@ func (c *cli) parse(fs *flag.FlagSet, args []string, want int, what string) ([]s
 		return nil, usagef("unexpected arguments: %s", strings.Join(pos[want:], " "))
 	}
 	return pos, nil
-}
-
-// client returns an API client from the environment.
-func (c *cli) client() (*api.Client, error) {
-	base := strings.TrimSpace(c.getenv("QUNFA_URL"))
-	if base == "" {
-		base = defaultURL
-	}
-	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
-		return nil, fmt.Errorf("QUNFA_URL %q must start with http:// or https://", base)
-	}
-	token := strings.TrimSpace(c.getenv("QUNFA_API_TOKEN"))
-	if token == "" {
-		return nil, errors.New("QUNFA_API_TOKEN is not set: export the API token (qunfa dev prints one at start)")
-	}
-	return api.NewClient(base, token), nil
 }

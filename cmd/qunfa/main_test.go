@@ -64,6 +64,8 @@ func newAPIServer(t *testing.T) *apiServer {
 		Control:   &control.Controller{Store: st, Queue: q, Clock: clk},
 		Clock:     clk,
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		// The webhook tests register receivers on 127.0.0.1.
+		AllowPrivateURLs: true,
 	}))
 	t.Cleanup(srv.Close)
 	return &apiServer{url: srv.URL, store: st, clock: clk}

@@ -13,7 +13,7 @@ import (
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
 
-	"github.com/qunfa/qunfa/internal/api"
+	"github.com/qunfa/qunfa/apiclient"
 	"github.com/qunfa/qunfa/internal/store"
 )
 
@@ -26,7 +26,7 @@ const maxPollFailures = 20
 
 // progressView shows a job's progress as it changes.
 type progressView interface {
-	update(api.Job)
+	update(apiclient.Job)
 	// close stops the view after the last update.
 	close()
 }
@@ -46,7 +46,7 @@ func (c *cli) watch(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	job, err := cl.Job(ctx, pos[0])
+	job, err := cl.job(ctx, pos[0])
 	if err != nil {
 		return err
 	}
@@ -67,12 +67,12 @@ func (c *cli) watch(ctx context.Context, args []string) error {
 		select {
 		case <-ctx.Done():
 			view.close()
-			return &exitError{code: exitFailure, msg: "interrupted; the job goes on (qunfa status " + job.ID + ")"}
+			return &exitError{code: exitFailure, msg: "interrupted; the job goes on (qunfa status " + job.Id + ")"}
 		case <-ticker.C:
 		}
-		next, err := cl.Job(ctx, job.ID)
+		next, err := cl.job(ctx, job.Id)
 		if err != nil {
-			var p *api.Problem
+			var p *problem
 			if ctx.Err() == nil && (!errors.As(err, &p) || p.Status >= 500) && failures < maxPollFailures {
 				failures++
 				continue // transient: try again at the next tick
@@ -89,9 +89,9 @@ func (c *cli) watch(ctx context.Context, args []string) error {
 	view.close()
 	done := job.Counts.Confirmed + job.Counts.Failed + job.Counts.Abandoned
 	fmt.Fprintf(c.stdout, "job %s %s: %d of %d done (%s)\nfailures: %s\n",
-		job.ID, statusText(job.Status, job.PauseReason), done, job.Total, countsText(job), failuresText(job.Failures))
-	if job.Status == string(store.JobFailed) || *strict && job.Status != string(store.JobCompleted) {
-		return &exitError{code: exitJobNotOK, msg: "the job ended " + job.Status}
+		job.Id, statusText(string(job.Status), job.PauseReason), done, job.Total, countsText(job), failuresText(job.Failures))
+	if string(job.Status) == string(store.JobFailed) || *strict && string(job.Status) != string(store.JobCompleted) {
+		return &exitError{code: exitJobNotOK, msg: "the job ended " + string(job.Status)}
 	}
 	return nil
 }
@@ -103,7 +103,7 @@ const settleRounds = 4
 
 // settled reports whether watching is over: the job is in a final status
 // and its shards have caught up, or have stopped moving.
-func settled(j api.Job, still *int) bool {
+func settled(j apiclient.Job, still *int) bool {
 	if !store.JobFinal(store.JobStatus(j.Status)) {
 		return false
 	}
@@ -118,7 +118,7 @@ func settled(j api.Job, still *int) bool {
 }
 
 // sameProgress reports whether two reads of a job show the same progress.
-func sameProgress(a, b api.Job) bool {
+func sameProgress(a, b apiclient.Job) bool {
 	if a.Status != b.Status || a.Counts != b.Counts || len(a.Shards) != len(b.Shards) {
 		return false
 	}
@@ -158,14 +158,14 @@ type lineView struct {
 	last string
 }
 
-func (v *lineView) update(j api.Job) {
+func (v *lineView) update(j apiclient.Job) {
 	done := j.Counts.Confirmed + j.Counts.Failed + j.Counts.Abandoned
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %d/%d done (%s); failures: %s", statusText(j.Status, j.PauseReason), done, j.Total, countsText(j), failuresText(j.Failures))
+	fmt.Fprintf(&b, "%s %d/%d done (%s); failures: %s", statusText(string(j.Status), j.PauseReason), done, j.Total, countsText(j), failuresText(j.Failures))
 	if len(j.Shards) <= 8 {
 		shards := make([]string, len(j.Shards))
 		for i, s := range j.Shards {
-			shards[i] = fmt.Sprintf("#%d %s %d/%d %s", s.Index, s.Account, s.Done(), s.Size, statusText(s.Status, s.PauseReason))
+			shards[i] = fmt.Sprintf("#%d %s %d/%d %s", s.Index, s.Account, shardDone(s), s.Size, statusText(string(s.Status), s.PauseReason))
 		}
 		fmt.Fprintf(&b, "; shards: %s", strings.Join(shards, ", "))
 	}
@@ -192,7 +192,7 @@ type barView struct {
 	failures string
 }
 
-func newBarView(w io.Writer, j api.Job) *barView {
+func newBarView(w io.Writer, j apiclient.Job) *barView {
 	v := &barView{refresh: make(chan any), shardSt: make([]string, len(j.Shards))}
 	v.p = mpb.New(mpb.WithOutput(w), mpb.WithWidth(48), mpb.WithManualRefresh(v.refresh), mpb.ForceTTY())
 	text := func(get func() string) decor.Decorator {
@@ -220,22 +220,22 @@ func newBarView(w io.Writer, j api.Job) *barView {
 	return v
 }
 
-func shardName(s api.Shard) string { return fmt.Sprintf("#%d %s", s.Index, s.Account) }
+func shardName(s apiclient.Shard) string { return fmt.Sprintf("#%d %s", s.Index, s.Account) }
 
-func (v *barView) update(j api.Job) {
+func (v *barView) update(j apiclient.Job) {
 	v.mu.Lock()
-	v.status = statusText(j.Status, j.PauseReason)
+	v.status = statusText(string(j.Status), j.PauseReason)
 	v.failures = failuresText(j.Failures)
 	for i, s := range j.Shards {
 		if i < len(v.shardSt) {
-			v.shardSt[i] = statusText(s.Status, s.PauseReason)
+			v.shardSt[i] = statusText(string(s.Status), s.PauseReason)
 		}
 	}
 	v.mu.Unlock()
 	v.overall.SetCurrent(j.Counts.Confirmed + j.Counts.Failed + j.Counts.Abandoned)
 	for i, s := range j.Shards {
 		if i < len(v.shards) {
-			v.shards[i].SetCurrent(s.Done())
+			v.shards[i].SetCurrent(shardDone(s))
 		}
 	}
 	v.refresh <- time.Now()

@@ -98,6 +98,7 @@ func New(deps Deps) http.Handler {
 	s.mux.ServeMux.Handle("GET "+dashboard.Prefix, dashboard.Handler())
 	s.mux.ServeMux.Handle("GET /{$}", http.RedirectHandler(dashboard.Prefix, http.StatusFound))
 	s.mux.HandleFunc("GET /v1/openapi.json", serveOpenAPI)
+	s.mux.HandleFunc("GET /v1/openapi-3.0.json", serveOpenAPI30)
 
 	s.handle("PUT /v1/accounts/{account}", s.putAccount)
 	s.handle("GET /v1/accounts/{account}", s.getAccount)

@@ -74,7 +74,7 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 		public[d] = op.Security != nil && len(*op.Security) == 0
 	}
 	for d, open := range public {
-		want := d == "GET /healthz" || d == "GET /v1/openapi.json"
+		want := d == "GET /healthz" || d == "GET /v1/openapi.json" || d == "GET /v1/openapi-3.0.json"
 		if open != want {
 			t.Errorf("%s: described as needing no token = %v, want %v", d, open, want)
 		}
@@ -129,6 +129,7 @@ func (c *conformance) run(s *stack, calls ...specCall) []response {
 		}
 		resp := &http.Response{StatusCode: r.status, Header: r.header, Body: io.NopCloser(bytes.NewReader(r.body)), Request: req}
 		apispec.ValidateAgainstSpec(c.t, req, resp)
+		apispec.ValidateAgainstSpec30(c.t, req, resp)
 		c.seen[operationOf(call.method, call.path)+" "+fmt.Sprint(r.status)] = true
 		out = append(out, r)
 	}
@@ -172,6 +173,7 @@ func TestOpenAPIConformance(t *testing.T) {
 	c.run(s,
 		specCall{method: "GET", path: "/healthz", want: 200},
 		specCall{method: "GET", path: "/v1/openapi.json", want: 200},
+		specCall{method: "GET", path: "/v1/openapi-3.0.json", want: 200},
 	)
 
 	// Accounts.
@@ -409,7 +411,7 @@ func TestOpenAPIConformance(t *testing.T) {
 	// Every authenticated route refuses a missing or unknown token.
 	for _, route := range api.Routes() {
 		method, path, _ := strings.Cut(route, " ")
-		if route == "GET /healthz" || route == "GET /v1/openapi.json" {
+		if route == "GET /healthz" || route == "GET /v1/openapi.json" || route == "GET /v1/openapi-3.0.json" {
 			continue
 		}
 		path = strings.NewReplacer("{account}", "acct-a", "{id}", job.ID, "{seq}", "0", "{to}", "user-1", "{delivery}", "d").Replace(path)

@@ -26,9 +26,15 @@ import (
 )
 
 // Load parses and validates the OpenAPI description of API v1.
-func Load() (*openapi3.T, error) {
+func Load() (*openapi3.T, error) { return load(api.OpenAPISpec()) }
+
+// Load30 parses and validates the OpenAPI 3.0.3 rendering of the
+// description (api.OpenAPISpec30).
+func Load30() (*openapi3.T, error) { return load(api.OpenAPISpec30()) }
+
+func load(data []byte) (*openapi3.T, error) {
 	loader := openapi3.NewLoader()
-	doc, err := loader.LoadFromData(api.OpenAPISpec())
+	doc, err := loader.LoadFromData(data)
 	if err != nil {
 		return nil, fmt.Errorf("apispec: load the OpenAPI description: %w", err)
 	}
@@ -38,9 +44,15 @@ func Load() (*openapi3.T, error) {
 	return doc, nil
 }
 
-// spec is the description loaded once, with its router.
-var spec = sync.OnceValues(func() (*specRouter, error) {
-	doc, err := Load()
+// spec and spec30 are the description and its 3.0 rendering, loaded
+// once, with their routers.
+var (
+	spec   = sync.OnceValues(func() (*specRouter, error) { return newSpecRouter(Load) })
+	spec30 = sync.OnceValues(func() (*specRouter, error) { return newSpecRouter(Load30) })
+)
+
+func newSpecRouter(load func() (*openapi3.T, error)) (*specRouter, error) {
+	doc, err := load()
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +65,7 @@ var spec = sync.OnceValues(func() (*specRouter, error) {
 		return nil, fmt.Errorf("apispec: route the OpenAPI description: %w", err)
 	}
 	return &specRouter{doc: doc, router: r}, nil
-})
+}
 
 type specRouter struct {
 	doc    *openapi3.T
@@ -67,6 +79,17 @@ type specRouter struct {
 // description does not have must have been answered with a 404 or 405
 // problem. Validate reads resp.Body and leaves it readable again.
 func Validate(req *http.Request, resp *http.Response) error {
+	return validate(spec, req, resp)
+}
+
+// Validate30 is Validate against the OpenAPI 3.0.3 rendering: generators
+// of 3.0 clients must be able to read every real answer too (a null where
+// the rendering does not say nullable fails here).
+func Validate30(req *http.Request, resp *http.Response) error {
+	return validate(spec30, req, resp)
+}
+
+func validate(spec func() (*specRouter, error), req *http.Request, resp *http.Response) error {
 	sr, err := spec()
 	if err != nil {
 		return err
@@ -109,6 +132,15 @@ func Validate(req *http.Request, resp *http.Response) error {
 func ValidateAgainstSpec(t testing.TB, req *http.Request, resp *http.Response) {
 	t.Helper()
 	if err := Validate(req, resp); err != nil {
+		t.Error(err)
+	}
+}
+
+// ValidateAgainstSpec30 is ValidateAgainstSpec with the OpenAPI 3.0.3
+// rendering (see Validate30).
+func ValidateAgainstSpec30(t testing.TB, req *http.Request, resp *http.Response) {
+	t.Helper()
+	if err := Validate30(req, resp); err != nil {
 		t.Error(err)
 	}
 }

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/qunfa/qunfa/apiclient"
+)
+
+// group runs one subcommand of a command that has them (accounts,
+// campaigns, suppress, webhooks); with none given, or only flags, it runs
+// def.
+func (c *cli) group(ctx context.Context, name string, args []string, subs map[string]func(context.Context, []string) error, def string) error {
+	sub := def
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		sub, args = args[0], args[1:]
+	}
+	run, ok := subs[sub]
+	if !ok {
+		if sub == "" {
+			return usagef("missing subcommand")
+		}
+		return usagef("unknown subcommand %q", sub)
+	}
+	return run(ctx, args)
+}
+
+func (c *cli) accounts(ctx context.Context, args []string) error {
+	return c.group(ctx, "accounts", args, map[string]func(context.Context, []string) error{
+		"list": c.accountsList, "get": c.accountsGet, "put": c.accountsPut,
+	}, "list")
+}
+
+func (c *cli) accountsList(ctx context.Context, args []string) error {
+	fs := c.newFlagSet("accounts")
+	out := outputFlag(fs)
+	if _, err := c.parse(fs, args, 0, ""); err != nil {
+		return err
+	}
+	if err := checkOutput(*out); err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	resp, err := cl.ListAccountsWithResponse(ctx)
+	if err := cl.check(resp, err, http.StatusOK); err != nil {
+		return err
+	}
+	return c.show(*out, resp.Body, func(w io.Writer) {
+		rows := make([][]any, 0, len(resp.JSON200.Accounts))
+		for _, a := range resp.JSON200.Accounts {
+			rows = append(rows, []any{a.Account, a.RatePerSec, a.Burst, a.OnlineReservePerSec, a.BatchRatePerSec,
+				a.MaxRecipientsPerCall, breakerText(a.BreakerState)})
+		}
+		table(w, "ACCOUNT\tRATE/S\tBURST\tRESERVE/S\tBATCH RATE/S\tPER CALL\tBREAKER", rows)
+	})
+}
+
+func breakerText(b apiclient.BreakerState) string {
+	s := string(b.State)
+	if b.State != apiclient.Closed {
+		if b.Reason != "" {
+			s += ": " + b.Reason
+		}
+		if b.Until != nil {
+			s += " until " + shortTime(b.Until)
+		}
+	}
+	return s
+}
+
+func (c *cli) accountsGet(ctx context.Context, args []string) error {
+	fs := c.newFlagSet("accounts")
+	out := outputFlag(fs)
+	pos, err := c.parse(fs, args, 1, "ACCOUNT")
+	if err != nil {
+		return err
+	}
+	if err := checkOutput(*out); err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	resp, err := cl.GetAccountWithResponse(ctx, pos[0])
+	if err := cl.check(resp, err, http.StatusOK); err != nil {
+		return err
+	}
+	return c.show(*out, resp.Body, func(w io.Writer) { printAccount(w, *resp.JSON200) })
+}
+
+func printAccount(w io.Writer, a apiclient.Account) {
+	fmt.Fprintf(w, "account %s\n", a.Account)
+	fmt.Fprintf(w, "  rate:      %g/s, burst %g, online reserve %g/s: batch rate %g/s\n", a.RatePerSec, a.Burst, a.OnlineReservePerSec, a.BatchRatePerSec)
+	fmt.Fprintf(w, "  per call:  %d recipients\n", a.MaxRecipientsPerCall)
+	b := a.Breaker
+	fmt.Fprintf(w, "  breaker:   opens after %d failures in a row or a failure rate of %g over %d sends; cool-down %ds\n",
+		b.ConsecutiveFailures, b.FailureRate, b.MinSamples, b.CooldownSec)
+	fmt.Fprintf(w, "  state:     %s (opened %d times)\n", breakerText(a.BreakerState), a.BreakerState.Opens)
+	fmt.Fprintf(w, "  updated:   %s\n", shortTime(a.UpdatedAt))
+}
+
+// accountsPut creates or replaces an account from flags or a JSON file
+// (the body of PUT /v1/accounts/{account}); flags given override the file.
+func (c *cli) accountsPut(ctx context.Context, args []string) error {
+	fs := c.newFlagSet("accounts")
+	out := outputFlag(fs)
+	file := fs.String("file", "", "a JSON file with the account's settings (- reads stdin)")
+	var (
+		rate     = optFloat(fs, "rate", "messages per second the provider allows the account")
+		burst    = optFloat(fs, "burst", "token bucket size")
+		reserve  = optFloat(fs, "reserve", "messages per second kept for online (non-bulk) sends")
+		perCall  = optInt(fs, "max-recipients", "recipients per provider call")
+		failures = optInt(fs, "breaker-failures", "open the breaker after this many failures in a row (0: never)")
+		fRate    = optFloat(fs, "breaker-rate", "open the breaker at this failure rate (0: never)")
+		samples  = optInt(fs, "breaker-min-samples", "sends needed before the failure rate counts")
+		cooldown = optInt(fs, "breaker-cooldown", "seconds before a probe may close the breaker")
+	)
+	pos, err := c.parse(fs, args, 1, "ACCOUNT")
+	if err != nil {
+		return err
+	}
+	if err := checkOutput(*out); err != nil {
+		return err
+	}
+	var req apiclient.AccountRequest
+	if *file != "" {
+		body, err := c.readInput(*file, 1<<20)
+		if err != nil {
+			return err
+		}
+		dec := json.NewDecoder(strings.NewReader(string(body)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			return fmt.Errorf("%s is not an account's JSON settings: %w", *file, err)
+		}
+	} else if rate.v == nil {
+		return usagef("give --rate (or --file with the settings)")
+	}
+	if rate.v != nil {
+		req.RatePerSec = *rate.v
+	}
+	req.Burst = cmpPtr(burst.v, req.Burst)
+	req.OnlineReservePerSec = cmpPtr(reserve.v, req.OnlineReservePerSec)
+	req.MaxRecipientsPerCall = cmpPtr(perCall.v, req.MaxRecipientsPerCall)
+	if failures.v != nil || fRate.v != nil || samples.v != nil || cooldown.v != nil {
+		if req.Breaker == nil {
+			req.Breaker = &apiclient.BreakerConfigInput{}
+		}
+		b := req.Breaker
+		b.ConsecutiveFailures = cmpPtr(failures.v, b.ConsecutiveFailures)
+		b.FailureRate = cmpPtr(fRate.v, b.FailureRate)
+		b.MinSamples = cmpPtr(samples.v, b.MinSamples)
+		b.CooldownSec = cmpPtr(cooldown.v, b.CooldownSec)
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	resp, err := cl.PutAccountWithResponse(ctx, pos[0], req)
+	if err := cl.check(resp, err, http.StatusOK); err != nil {
+		return err
+	}
+	return c.show(*out, resp.Body, func(w io.Writer) { printAccount(w, *resp.JSON200) })
+}
+
+// cmpPtr returns a unless it is nil, else b.
+func cmpPtr[T any](a, b *T) *T {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// optional is a flag that remembers whether it was given.
+type optional[T any] struct {
+	v     *T
+	parse func(string) (T, error)
+}
+
+func (o *optional[T]) String() string {
+	if o.v == nil {
+		return ""
+	}
+	return fmt.Sprint(*o.v)
+}
+
+func (o *optional[T]) Set(s string) error {
+	v, err := o.parse(s)
+	if err != nil {
+		return err
+	}
+	o.v = &v
+	return nil
+}
+
+func optFloat(fs *flag.FlagSet, name, usage string) *optional[float64] {
+	o := &optional[float64]{parse: func(s string) (float64, error) {
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return 0, errors.New("not a number")
+		}
+		return f, nil
+	}}
+	fs.Var(o, name, usage)
+	return o
+}
+
+func optInt(fs *flag.FlagSet, name, usage string) *optional[int64] {
+	o := &optional[int64]{parse: func(s string) (int64, error) {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, errors.New("not a whole number")
+		}
+		return n, nil
+	}}
+	fs.Var(o, name, usage)
+	return o
+}
+
+// readInput reads a file named on the command line ("-": stdin), at most
+// limit bytes.
+func (c *cli) readInput(name string, limit int64) ([]byte, error) {
+	var rd io.Reader = c.stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		rd = f
+	}
+	body, err := io.ReadAll(io.LimitReader(rd, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	if int64(len(body)) > limit {
+		return nil, fmt.Errorf("%s is larger than %d bytes", name, limit)
+	}
+	return body, nil
+}
