@@ -161,6 +161,8 @@ const (
 	JobStatusPartial   JobStatus = "partial"
 	JobStatusPaused    JobStatus = "paused"
 	JobStatusRunning   JobStatus = "running"
+	JobStatusStaging   JobStatus = "staging"
+	JobStatusStarting  JobStatus = "starting"
 )
 
 // Valid indicates whether the value is a known member of the JobStatus enum.
@@ -179,6 +181,10 @@ func (e JobStatus) Valid() bool {
 	case JobStatusPaused:
 		return true
 	case JobStatusRunning:
+		return true
+	case JobStatusStaging:
+		return true
+	case JobStatusStarting:
 		return true
 	default:
 		return false
@@ -678,7 +684,7 @@ type JobList struct {
 	NextCursor string `json:"next_cursor"`
 }
 
-// JobRequest The body of POST /v1/jobs.
+// JobRequest The body of POST /v1/jobs. Either recipients (at most what one request carries), or "staged": true and no recipients: the job is created staging and its recipients are uploaded in parts (PUT /v1/jobs/{id}/recipients/{part}), then started (POST /v1/jobs/{id}/start); a job of any size.
 type JobRequest struct {
 	// Budget Most items to send; 0 = no budget.
 	Budget *int64 `json:"budget,omitempty"`
@@ -688,8 +694,13 @@ type JobRequest struct {
 	Name     *string   `json:"name,omitempty"`
 
 	// RatePerSec The job's own rate limit; 0 = none.
-	RatePerSec *float64    `json:"rate_per_sec,omitempty"`
-	Recipients []Recipient `json:"recipients"`
+	RatePerSec *float64 `json:"rate_per_sec,omitempty"`
+
+	// Recipients Required unless staged.
+	Recipients *[]Recipient `json:"recipients,omitempty"`
+
+	// Staged Create a staging job whose recipients are uploaded in parts.
+	Staged *bool `json:"staged,omitempty"`
 
 	// Template The message, with {{var}} placeholders filled from each recipient's vars.
 	Template string `json:"template"`
@@ -709,6 +720,21 @@ type Metadata map[string]string
 
 // NullableTimestamp An RFC 3339 time in UTC, null while unset (the key is always there).
 type NullableTimestamp = time.Time
+
+// PartRecipients A part as JSON.
+type PartRecipients struct {
+	Recipients []Recipient `json:"recipients"`
+}
+
+// PartResponse A stored part of a staging job.
+type PartResponse struct {
+	// Bytes Size of the body uploaded.
+	Bytes int64 `json:"bytes"`
+	Part  int64 `json:"part"`
+
+	// Recipients Recipients in the part (before dropping duplicates across parts).
+	Recipients int64 `json:"recipients"`
+}
 
 // PauseReason Why the job or shard is paused.
 type PauseReason string
@@ -798,6 +824,12 @@ type Shard struct {
 
 // ShardStatus defines model for Shard.Status.
 type ShardStatus string
+
+// StartRequest The body of POST /v1/jobs/{id}/start.
+type StartRequest struct {
+	// Parts The job's parts are 1..parts; all must have been uploaded.
+	Parts int64 `json:"parts"`
+}
 
 // Suppression A recipient the tenant never sends to.
 type Suppression struct {
@@ -950,6 +982,9 @@ type DeliveryID = string
 // JobID defines model for JobID.
 type JobID = string
 
+// PartNumber defines model for PartNumber.
+type PartNumber = int64
+
 // SuppressedAccount defines model for SuppressedAccount.
 type SuppressedAccount = string
 
@@ -1049,8 +1084,14 @@ type UpdateJobLimitsJSONRequestBody = LimitsRequest
 // ResolveItemJSONRequestBody defines body for ResolveItem for application/json ContentType.
 type ResolveItemJSONRequestBody = ResolveRequest
 
+// PutJobRecipientsJSONRequestBody defines body for PutJobRecipients for application/json ContentType.
+type PutJobRecipientsJSONRequestBody = PartRecipients
+
 // RedriveJobJSONRequestBody defines body for RedriveJob for application/json ContentType.
 type RedriveJobJSONRequestBody = RedriveRequest
+
+// StartJobJSONRequestBody defines body for StartJob for application/json ContentType.
+type StartJobJSONRequestBody = StartRequest
 
 // ImportSuppressionsJSONRequestBody defines body for ImportSuppressions for application/json ContentType.
 type ImportSuppressionsJSONRequestBody = SuppressionImport
@@ -1208,7 +1249,7 @@ type ClientInterface interface {
 
 	// SubmitJobWithBody Submit a job
 	//
-	// Same Idempotency-Key and body: the same job, answered as the first time (202) with the header Idempotent-Replayed: true. Same key, other body: 409. Unknown account, missing template variable, empty or duplicate-only recipient list: 422, nothing stored.
+	// Same Idempotency-Key and body: the same job, answered as the first time (202) with the header Idempotent-Replayed: true. Same key, other body: 409. Unknown account, missing template variable, empty or duplicate-only recipient list: 422, nothing stored. With "staged": true and no recipients: 201, a job in status staging (Idempotency-Key as for any job).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1217,7 +1258,7 @@ type ClientInterface interface {
 
 	// SubmitJob Submit a job
 	//
-	// Same Idempotency-Key and body: the same job, answered as the first time (202) with the header Idempotent-Replayed: true. Same key, other body: 409. Unknown account, missing template variable, empty or duplicate-only recipient list: 422, nothing stored.
+	// Same Idempotency-Key and body: the same job, answered as the first time (202) with the header Idempotent-Replayed: true. Same key, other body: 409. Unknown account, missing template variable, empty or duplicate-only recipient list: 422, nothing stored. With "staged": true and no recipients: 201, a job in status staging (Idempotency-Key as for any job).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1243,7 +1284,7 @@ type ClientInterface interface {
 	// Corresponds with PATCH /v1/jobs/{id} (the `UpdateJobLimits` operationId).
 	UpdateJobLimits(ctx context.Context, id JobID, body UpdateJobLimitsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// CancelJob Cancel a job: its pending items are abandoned
+	// CancelJob Cancel a job: its pending items are abandoned (a staging job's parts are discarded)
 	//
 	// Corresponds with POST /v1/jobs/{id}/cancel (the `CancelJob` operationId).
 	CancelJob(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1276,6 +1317,24 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/jobs/{id}/pause (the `PauseJob` operationId).
 	PauseJob(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// PutJobRecipientsWithBody Upload a part of a staging job's recipients
+	//
+	// Body: application/json {"recipients": [...]}, application/x-ndjson (one recipient object per line) or text/csv (a header row account,to, then optional ref and var.<name> columns). At most 5 MiB per part (through API Gateway at most 4 MiB). The same part with the same body again: 200; with another body: 409. A part with errors: 422 listing them (by line for NDJSON and CSV), and nothing of it is kept.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/jobs/{id}/recipients/{part} (the `PutJobRecipients` operationId).
+	PutJobRecipientsWithBody(ctx context.Context, id JobID, part PartNumber, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutJobRecipients Upload a part of a staging job's recipients
+	//
+	// Body: application/json {"recipients": [...]}, application/x-ndjson (one recipient object per line) or text/csv (a header row account,to, then optional ref and var.<name> columns). At most 5 MiB per part (through API Gateway at most 4 MiB). The same part with the same body again: 200; with another body: 409. A part with errors: 422 listing them (by line for NDJSON and CSV), and nothing of it is kept.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/jobs/{id}/recipients/{part} (the `PutJobRecipients` operationId).
+	PutJobRecipients(ctx context.Context, id JobID, part PartNumber, body PutJobRecipientsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// RedriveJobWithBody Send a job's failed items of one category again
 	//
 	// Re-pends the job's failed items of the category (exhausted retries, or permanent refusals after the cause was fixed) with fresh attempts; a finished job runs again. Cancelled and suppressed items are never sent.
@@ -1298,6 +1357,24 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/jobs/{id}/resume (the `ResumeJob` operationId).
 	ResumeJob(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// StartJobWithBody Start a staging job once its parts are uploaded
+	//
+	// Parts 1..parts must all be there (else 422). Answers at once whatever the size: the job is starting while duplicates across parts, suppressed recipients and shards are planned in the background, then running. Starting a starting job again with the same parts answers the job.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/jobs/{id}/start (the `StartJob` operationId).
+	StartJobWithBody(ctx context.Context, id JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// StartJob Start a staging job once its parts are uploaded
+	//
+	// Parts 1..parts must all be there (else 422). Answers at once whatever the size: the job is starting while duplicates across parts, suppressed recipients and shards are planned in the background, then running. Starting a starting job again with the same parts answers the job.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/jobs/{id}/start (the `StartJob` operationId).
+	StartJob(ctx context.Context, id JobID, body StartJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetOpenAPI30 This description rendered as OpenAPI 3.0.3
 	//
@@ -1577,7 +1654,7 @@ func (c *Client) ListJobs(ctx context.Context, params *ListJobsParams, reqEditor
 
 // SubmitJobWithBody Submit a job
 //
-// Same Idempotency-Key and body: the same job, answered as the first time (202) with the header Idempotent-Replayed: true. Same key, other body: 409. Unknown account, missing template variable, empty or duplicate-only recipient list: 422, nothing stored.
+// Same Idempotency-Key and body: the same job, answered as the first time (202) with the header Idempotent-Replayed: true. Same key, other body: 409. Unknown account, missing template variable, empty or duplicate-only recipient list: 422, nothing stored. With "staged": true and no recipients: 201, a job in status staging (Idempotency-Key as for any job).
 //
 // Takes any type of body and a specified content type.
 //
@@ -1596,7 +1673,7 @@ func (c *Client) SubmitJobWithBody(ctx context.Context, params *SubmitJobParams,
 
 // SubmitJob Submit a job
 //
-// Same Idempotency-Key and body: the same job, answered as the first time (202) with the header Idempotent-Replayed: true. Same key, other body: 409. Unknown account, missing template variable, empty or duplicate-only recipient list: 422, nothing stored.
+// Same Idempotency-Key and body: the same job, answered as the first time (202) with the header Idempotent-Replayed: true. Same key, other body: 409. Unknown account, missing template variable, empty or duplicate-only recipient list: 422, nothing stored. With "staged": true and no recipients: 201, a job in status staging (Idempotency-Key as for any job).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1662,7 +1739,7 @@ func (c *Client) UpdateJobLimits(ctx context.Context, id JobID, body UpdateJobLi
 	return c.Client.Do(req)
 }
 
-// CancelJob Cancel a job: its pending items are abandoned
+// CancelJob Cancel a job: its pending items are abandoned (a staging job's parts are discarded)
 //
 // Corresponds with POST /v1/jobs/{id}/cancel (the `CancelJob` operationId).
 func (c *Client) CancelJob(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1745,6 +1822,44 @@ func (c *Client) PauseJob(ctx context.Context, id JobID, reqEditors ...RequestEd
 	return c.Client.Do(req)
 }
 
+// PutJobRecipientsWithBody Upload a part of a staging job's recipients
+//
+// Body: application/json {"recipients": [...]}, application/x-ndjson (one recipient object per line) or text/csv (a header row account,to, then optional ref and var.<name> columns). At most 5 MiB per part (through API Gateway at most 4 MiB). The same part with the same body again: 200; with another body: 409. A part with errors: 422 listing them (by line for NDJSON and CSV), and nothing of it is kept.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/jobs/{id}/recipients/{part} (the `PutJobRecipients` operationId).
+func (c *Client) PutJobRecipientsWithBody(ctx context.Context, id JobID, part PartNumber, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutJobRecipientsRequestWithBody(c.Server, id, part, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutJobRecipients Upload a part of a staging job's recipients
+//
+// Body: application/json {"recipients": [...]}, application/x-ndjson (one recipient object per line) or text/csv (a header row account,to, then optional ref and var.<name> columns). At most 5 MiB per part (through API Gateway at most 4 MiB). The same part with the same body again: 200; with another body: 409. A part with errors: 422 listing them (by line for NDJSON and CSV), and nothing of it is kept.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/jobs/{id}/recipients/{part} (the `PutJobRecipients` operationId).
+func (c *Client) PutJobRecipients(ctx context.Context, id JobID, part PartNumber, body PutJobRecipientsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutJobRecipientsRequest(c.Server, id, part, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // RedriveJobWithBody Send a job's failed items of one category again
 //
 // Re-pends the job's failed items of the category (exhausted retries, or permanent refusals after the cause was fixed) with fresh attempts; a finished job runs again. Cancelled and suppressed items are never sent.
@@ -1788,6 +1903,44 @@ func (c *Client) RedriveJob(ctx context.Context, id JobID, body RedriveJobJSONRe
 // Corresponds with POST /v1/jobs/{id}/resume (the `ResumeJob` operationId).
 func (c *Client) ResumeJob(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewResumeJobRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// StartJobWithBody Start a staging job once its parts are uploaded
+//
+// Parts 1..parts must all be there (else 422). Answers at once whatever the size: the job is starting while duplicates across parts, suppressed recipients and shards are planned in the background, then running. Starting a starting job again with the same parts answers the job.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/jobs/{id}/start (the `StartJob` operationId).
+func (c *Client) StartJobWithBody(ctx context.Context, id JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStartJobRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// StartJob Start a staging job once its parts are uploaded
+//
+// Parts 1..parts must all be there (else 422). Answers at once whatever the size: the job is starting while duplicates across parts, suppressed recipients and shards are planned in the background, then running. Starting a starting job again with the same parts answers the job.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/jobs/{id}/start (the `StartJob` operationId).
+func (c *Client) StartJob(ctx context.Context, id JobID, body StartJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStartJobRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2747,6 +2900,60 @@ func NewPauseJobRequest(server string, id JobID) (*http.Request, error) {
 	return req, nil
 }
 
+// NewPutJobRecipientsRequest calls the generic PutJobRecipients builder with application/json body
+func NewPutJobRecipientsRequest(server string, id JobID, part PartNumber, body PutJobRecipientsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutJobRecipientsRequestWithBody(server, id, part, "application/json", bodyReader)
+}
+
+// NewPutJobRecipientsRequestWithBody constructs an http.Request for the PutJobRecipients method, with any body, and a specified content type
+func NewPutJobRecipientsRequestWithBody(server string, id JobID, part PartNumber, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "part", part, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/%s/recipients/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewRedriveJobRequest calls the generic RedriveJob builder with application/json body
 func NewRedriveJobRequest(server string, id JobID, body RedriveJobJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -2824,6 +3031,53 @@ func NewResumeJobRequest(server string, id JobID) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewStartJobRequest calls the generic StartJob builder with application/json body
+func NewStartJobRequest(server string, id JobID, body StartJobJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewStartJobRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewStartJobRequestWithBody constructs an http.Request for the StartJob method, with any body, and a specified content type
+func NewStartJobRequestWithBody(server string, id JobID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/%s/start", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -3429,7 +3683,7 @@ type ClientWithResponsesInterface interface {
 
 	// SubmitJobWithBodyWithResponse Submit a job
 	//
-	// Same Idempotency-Key and body: the same job, answered as the first time (202) with the header Idempotent-Replayed: true. Same key, other body: 409. Unknown account, missing template variable, empty or duplicate-only recipient list: 422, nothing stored.
+	// Same Idempotency-Key and body: the same job, answered as the first time (202) with the header Idempotent-Replayed: true. Same key, other body: 409. Unknown account, missing template variable, empty or duplicate-only recipient list: 422, nothing stored. With "staged": true and no recipients: 201, a job in status staging (Idempotency-Key as for any job).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3438,7 +3692,7 @@ type ClientWithResponsesInterface interface {
 
 	// SubmitJobWithResponse Submit a job
 	//
-	// Same Idempotency-Key and body: the same job, answered as the first time (202) with the header Idempotent-Replayed: true. Same key, other body: 409. Unknown account, missing template variable, empty or duplicate-only recipient list: 422, nothing stored.
+	// Same Idempotency-Key and body: the same job, answered as the first time (202) with the header Idempotent-Replayed: true. Same key, other body: 409. Unknown account, missing template variable, empty or duplicate-only recipient list: 422, nothing stored. With "staged": true and no recipients: 201, a job in status staging (Idempotency-Key as for any job).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3466,7 +3720,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PATCH /v1/jobs/{id} (the `UpdateJobLimits` operationId).
 	UpdateJobLimitsWithResponse(ctx context.Context, id JobID, body UpdateJobLimitsJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateJobLimitsResponse, error)
 
-	// CancelJobWithResponse Cancel a job: its pending items are abandoned
+	// CancelJobWithResponse Cancel a job: its pending items are abandoned (a staging job's parts are discarded)
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3505,6 +3759,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/jobs/{id}/pause (the `PauseJob` operationId).
 	PauseJobWithResponse(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*PauseJobResponse, error)
 
+	// PutJobRecipientsWithBodyWithResponse Upload a part of a staging job's recipients
+	//
+	// Body: application/json {"recipients": [...]}, application/x-ndjson (one recipient object per line) or text/csv (a header row account,to, then optional ref and var.<name> columns). At most 5 MiB per part (through API Gateway at most 4 MiB). The same part with the same body again: 200; with another body: 409. A part with errors: 422 listing them (by line for NDJSON and CSV), and nothing of it is kept.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/jobs/{id}/recipients/{part} (the `PutJobRecipients` operationId).
+	PutJobRecipientsWithBodyWithResponse(ctx context.Context, id JobID, part PartNumber, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutJobRecipientsResponse, error)
+
+	// PutJobRecipientsWithResponse Upload a part of a staging job's recipients
+	//
+	// Body: application/json {"recipients": [...]}, application/x-ndjson (one recipient object per line) or text/csv (a header row account,to, then optional ref and var.<name> columns). At most 5 MiB per part (through API Gateway at most 4 MiB). The same part with the same body again: 200; with another body: 409. A part with errors: 422 listing them (by line for NDJSON and CSV), and nothing of it is kept.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/jobs/{id}/recipients/{part} (the `PutJobRecipients` operationId).
+	PutJobRecipientsWithResponse(ctx context.Context, id JobID, part PartNumber, body PutJobRecipientsJSONRequestBody, reqEditors ...RequestEditorFn) (*PutJobRecipientsResponse, error)
+
 	// RedriveJobWithBodyWithResponse Send a job's failed items of one category again
 	//
 	// Re-pends the job's failed items of the category (exhausted retries, or permanent refusals after the cause was fixed) with fresh attempts; a finished job runs again. Cancelled and suppressed items are never sent.
@@ -3529,6 +3801,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/jobs/{id}/resume (the `ResumeJob` operationId).
 	ResumeJobWithResponse(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*ResumeJobResponse, error)
+
+	// StartJobWithBodyWithResponse Start a staging job once its parts are uploaded
+	//
+	// Parts 1..parts must all be there (else 422). Answers at once whatever the size: the job is starting while duplicates across parts, suppressed recipients and shards are planned in the background, then running. Starting a starting job again with the same parts answers the job.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/jobs/{id}/start (the `StartJob` operationId).
+	StartJobWithBodyWithResponse(ctx context.Context, id JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*StartJobResponse, error)
+
+	// StartJobWithResponse Start a staging job once its parts are uploaded
+	//
+	// Parts 1..parts must all be there (else 422). Answers at once whatever the size: the job is starting while duplicates across parts, suppressed recipients and shards are planned in the background, then running. Starting a starting job again with the same parts answers the job.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/jobs/{id}/start (the `StartJob` operationId).
+	StartJobWithResponse(ctx context.Context, id JobID, body StartJobJSONRequestBody, reqEditors ...RequestEditorFn) (*StartJobResponse, error)
 
 	// GetOpenAPI30WithResponse This description rendered as OpenAPI 3.0.3
 	//
@@ -4290,6 +4580,12 @@ func (r ListJobsResponse) ContentType() string {
 	return ""
 }
 
+// SubmitJobResponse201Headers the declared response headers of an HTTP 201 response for SubmitJob
+type SubmitJobResponse201Headers struct {
+	IdempotentReplayed *string
+	Location           string
+}
+
 // SubmitJobResponse202Headers the declared response headers of an HTTP 202 response for SubmitJob
 type SubmitJobResponse202Headers struct {
 	IdempotentReplayed *string
@@ -4309,6 +4605,8 @@ type SubmitJobResponse415Headers struct {
 type SubmitJobResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Job
 	// JSON202 the response for an HTTP 202 `application/json` response
 	JSON202 *Job
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
@@ -4325,12 +4623,19 @@ type SubmitJobResponse struct {
 	ApplicationproblemJSON422 *Validation
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *SubmitJobResponse201Headers
 	// Headers202 the parsed response headers for an HTTP 202 response
 	Headers202 *SubmitJobResponse202Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *SubmitJobResponse401Headers
 	// Headers415 the parsed response headers for an HTTP 415 response
 	Headers415 *SubmitJobResponse415Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r SubmitJobResponse) GetJSON201() *Job {
+	return r.JSON201
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -4921,6 +5226,117 @@ func (r PauseJobResponse) ContentType() string {
 	return ""
 }
 
+// PutJobRecipientsResponse401Headers the declared response headers of an HTTP 401 response for PutJobRecipients
+type PutJobRecipientsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// PutJobRecipientsResponse415Headers the declared response headers of an HTTP 415 response for PutJobRecipients
+type PutJobRecipientsResponse415Headers struct {
+	Accept string
+}
+
+type PutJobRecipientsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PartResponse
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Validation
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PutJobRecipientsResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *PutJobRecipientsResponse415Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutJobRecipientsResponse) GetJSON200() *PartResponse {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PutJobRecipientsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PutJobRecipientsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PutJobRecipientsResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PutJobRecipientsResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r PutJobRecipientsResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r PutJobRecipientsResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PutJobRecipientsResponse) GetApplicationproblemJSON422() *Validation {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PutJobRecipientsResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PutJobRecipientsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutJobRecipientsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutJobRecipientsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutJobRecipientsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // RedriveJobResponse401Headers the declared response headers of an HTTP 401 response for RedriveJob
 type RedriveJobResponse401Headers struct {
 	WWWAuthenticate string
@@ -5102,6 +5518,117 @@ func (r ResumeJobResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ResumeJobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// StartJobResponse401Headers the declared response headers of an HTTP 401 response for StartJob
+type StartJobResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// StartJobResponse415Headers the declared response headers of an HTTP 415 response for StartJob
+type StartJobResponse415Headers struct {
+	Accept string
+}
+
+type StartJobResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *Job
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *NotAllowed
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Validation
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *StartJobResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *StartJobResponse415Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r StartJobResponse) GetJSON202() *Job {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r StartJobResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r StartJobResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r StartJobResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r StartJobResponse) GetApplicationproblemJSON409() *NotAllowed {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r StartJobResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r StartJobResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r StartJobResponse) GetApplicationproblemJSON422() *Validation {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r StartJobResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r StartJobResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r StartJobResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r StartJobResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r StartJobResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -6042,7 +6569,7 @@ func (c *ClientWithResponses) ListJobsWithResponse(ctx context.Context, params *
 
 // SubmitJobWithBodyWithResponse Submit a job
 //
-// Same Idempotency-Key and body: the same job, answered as the first time (202) with the header Idempotent-Replayed: true. Same key, other body: 409. Unknown account, missing template variable, empty or duplicate-only recipient list: 422, nothing stored.
+// Same Idempotency-Key and body: the same job, answered as the first time (202) with the header Idempotent-Replayed: true. Same key, other body: 409. Unknown account, missing template variable, empty or duplicate-only recipient list: 422, nothing stored. With "staged": true and no recipients: 201, a job in status staging (Idempotency-Key as for any job).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6057,7 +6584,7 @@ func (c *ClientWithResponses) SubmitJobWithBodyWithResponse(ctx context.Context,
 
 // SubmitJobWithResponse Submit a job
 //
-// Same Idempotency-Key and body: the same job, answered as the first time (202) with the header Idempotent-Replayed: true. Same key, other body: 409. Unknown account, missing template variable, empty or duplicate-only recipient list: 422, nothing stored.
+// Same Idempotency-Key and body: the same job, answered as the first time (202) with the header Idempotent-Replayed: true. Same key, other body: 409. Unknown account, missing template variable, empty or duplicate-only recipient list: 422, nothing stored. With "staged": true and no recipients: 201, a job in status staging (Idempotency-Key as for any job).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6109,7 +6636,7 @@ func (c *ClientWithResponses) UpdateJobLimitsWithResponse(ctx context.Context, i
 	return ParseUpdateJobLimitsResponse(rsp)
 }
 
-// CancelJobWithResponse Cancel a job: its pending items are abandoned
+// CancelJobWithResponse Cancel a job: its pending items are abandoned (a staging job's parts are discarded)
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -6178,6 +6705,36 @@ func (c *ClientWithResponses) PauseJobWithResponse(ctx context.Context, id JobID
 	return ParsePauseJobResponse(rsp)
 }
 
+// PutJobRecipientsWithBodyWithResponse Upload a part of a staging job's recipients
+//
+// Body: application/json {"recipients": [...]}, application/x-ndjson (one recipient object per line) or text/csv (a header row account,to, then optional ref and var.<name> columns). At most 5 MiB per part (through API Gateway at most 4 MiB). The same part with the same body again: 200; with another body: 409. A part with errors: 422 listing them (by line for NDJSON and CSV), and nothing of it is kept.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/jobs/{id}/recipients/{part} (the `PutJobRecipients` operationId).
+func (c *ClientWithResponses) PutJobRecipientsWithBodyWithResponse(ctx context.Context, id JobID, part PartNumber, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutJobRecipientsResponse, error) {
+	rsp, err := c.PutJobRecipientsWithBody(ctx, id, part, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutJobRecipientsResponse(rsp)
+}
+
+// PutJobRecipientsWithResponse Upload a part of a staging job's recipients
+//
+// Body: application/json {"recipients": [...]}, application/x-ndjson (one recipient object per line) or text/csv (a header row account,to, then optional ref and var.<name> columns). At most 5 MiB per part (through API Gateway at most 4 MiB). The same part with the same body again: 200; with another body: 409. A part with errors: 422 listing them (by line for NDJSON and CSV), and nothing of it is kept.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/jobs/{id}/recipients/{part} (the `PutJobRecipients` operationId).
+func (c *ClientWithResponses) PutJobRecipientsWithResponse(ctx context.Context, id JobID, part PartNumber, body PutJobRecipientsJSONRequestBody, reqEditors ...RequestEditorFn) (*PutJobRecipientsResponse, error) {
+	rsp, err := c.PutJobRecipients(ctx, id, part, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutJobRecipientsResponse(rsp)
+}
+
 // RedriveJobWithBodyWithResponse Send a job's failed items of one category again
 //
 // Re-pends the job's failed items of the category (exhausted retries, or permanent refusals after the cause was fixed) with fresh attempts; a finished job runs again. Cancelled and suppressed items are never sent.
@@ -6219,6 +6776,36 @@ func (c *ClientWithResponses) ResumeJobWithResponse(ctx context.Context, id JobI
 		return nil, err
 	}
 	return ParseResumeJobResponse(rsp)
+}
+
+// StartJobWithBodyWithResponse Start a staging job once its parts are uploaded
+//
+// Parts 1..parts must all be there (else 422). Answers at once whatever the size: the job is starting while duplicates across parts, suppressed recipients and shards are planned in the background, then running. Starting a starting job again with the same parts answers the job.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/jobs/{id}/start (the `StartJob` operationId).
+func (c *ClientWithResponses) StartJobWithBodyWithResponse(ctx context.Context, id JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*StartJobResponse, error) {
+	rsp, err := c.StartJobWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStartJobResponse(rsp)
+}
+
+// StartJobWithResponse Start a staging job once its parts are uploaded
+//
+// Parts 1..parts must all be there (else 422). Answers at once whatever the size: the job is starting while duplicates across parts, suppressed recipients and shards are planned in the background, then running. Starting a starting job again with the same parts answers the job.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/jobs/{id}/start (the `StartJob` operationId).
+func (c *ClientWithResponses) StartJobWithResponse(ctx context.Context, id JobID, body StartJobJSONRequestBody, reqEditors ...RequestEditorFn) (*StartJobResponse, error) {
+	rsp, err := c.StartJob(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStartJobResponse(rsp)
 }
 
 // GetOpenAPI30WithResponse This description rendered as OpenAPI 3.0.3
@@ -7006,6 +7593,13 @@ func ParseSubmitJobResponse(rsp *http.Response) (*SubmitJobResponse, error) {
 	}
 
 	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Job
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
 		var dest Job
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7065,6 +7659,23 @@ func ParseSubmitJobResponse(rsp *http.Response) (*SubmitJobResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 201:
+		var headers SubmitJobResponse201Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
+		response.Headers201 = &headers
 	case rsp.StatusCode == 202:
 		var headers SubmitJobResponse202Headers
 		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
@@ -7578,6 +8189,111 @@ func ParsePauseJobResponse(rsp *http.Response) (*PauseJobResponse, error) {
 	return response, nil
 }
 
+// ParsePutJobRecipientsResponse parses an HTTP response from a PutJobRecipientsWithResponse call
+func ParsePutJobRecipientsResponse(rsp *http.Response) (*PutJobRecipientsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutJobRecipientsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PartResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Validation
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers PutJobRecipientsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers PutJobRecipientsResponse415Headers
+		if values := rsp.Header.Values("Accept"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Accept = value
+		}
+		response.Headers415 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseRedriveJobResponse parses an HTTP response from a RedriveJobWithResponse call
 func ParseRedriveJobResponse(rsp *http.Response) (*RedriveJobResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -7745,6 +8461,111 @@ func ParseResumeJobResponse(rsp *http.Response) (*ResumeJobResponse, error) {
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseStartJobResponse parses an HTTP response from a StartJobWithResponse call
+func ParseStartJobResponse(rsp *http.Response) (*StartJobResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &StartJobResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest Job
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest NotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Validation
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers StartJobResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers StartJobResponse415Headers
+		if values := rsp.Header.Values("Accept"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Accept = value
+		}
+		response.Headers415 = &headers
 	}
 
 	return response, nil

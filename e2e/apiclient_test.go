@@ -99,7 +99,7 @@ func TestGeneratedClientDrivesEveryOperation(t *testing.T) {
 	}
 	name := "typed client"
 	key := "typed-1"
-	body := apiclient.JobRequest{Name: &name, Template: "Hi {{name}}", Recipients: recipients("acct-slow", 20),
+	body := apiclient.JobRequest{Name: &name, Template: "Hi {{name}}", Recipients: ptr(recipients("acct-slow", 20)),
 		Metadata: &apiclient.Metadata{"order": "A-1"}}
 	sj, err := cl.SubmitJobWithResponse(ctx, &apiclient.SubmitJobParams{IdempotencyKey: &key}, body)
 	want("submitJob", sj, err, 202)
@@ -148,7 +148,7 @@ func TestGeneratedClientDrivesEveryOperation(t *testing.T) {
 	// A job that fails on acct-fail and completes on acct-fast: items,
 	// filters, redrive, resolve.
 	mixed := append(recipients("acct-fail", 3), recipients("acct-fast", 4)...)
-	sj2, err := cl.SubmitJobWithResponse(ctx, nil, apiclient.JobRequest{Template: "Hi {{name}}", Recipients: mixed})
+	sj2, err := cl.SubmitJobWithResponse(ctx, nil, apiclient.JobRequest{Template: "Hi {{name}}", Recipients: &mixed})
 	want("submitJob", sj2, err, 202)
 	id2 := sj2.JSON202.Id
 	var final apiclient.Job
@@ -265,7 +265,7 @@ func TestGeneratedClientDrivesEveryOperation(t *testing.T) {
 	if len(lw.JSON200.Webhooks) != 1 || lw.JSON200.Webhooks[0].Id != hook.Id {
 		t.Errorf("listWebhooks: %+v", lw.JSON200.Webhooks)
 	}
-	sj3, err := cl.SubmitJobWithResponse(ctx, nil, apiclient.JobRequest{Template: "Hi {{name}}", Recipients: recipients("acct-fast", 2)})
+	sj3, err := cl.SubmitJobWithResponse(ctx, nil, apiclient.JobRequest{Template: "Hi {{name}}", Recipients: ptr(recipients("acct-fast", 2))})
 	want("submitJob", sj3, err, 202)
 	var deliveries []apiclient.WebhookDelivery
 	if !poll(60*time.Second, 200*time.Millisecond, func() bool {
@@ -289,6 +289,33 @@ func TestGeneratedClientDrivesEveryOperation(t *testing.T) {
 	}
 	dw, err := cl.DeleteWebhookWithResponse(ctx, hook.Id)
 	want("deleteWebhook", dw, err, 204)
+
+	// Staged submission: a staging job, two parts in two formats, start.
+	stagedKey, staged := "typed-staged", true
+	sg, err := cl.SubmitJobWithResponse(ctx, &apiclient.SubmitJobParams{IdempotencyKey: &stagedKey},
+		apiclient.JobRequest{Name: &name, Template: "Hi {{name}}", Staged: &staged})
+	want("submitJob", sg, err, 201)
+	if sg.JSON201 == nil || sg.JSON201.Status != "staging" {
+		t.Fatalf("staged job: %s", sg.Body)
+	}
+	ndjson := "{\"account\":\"acct-fast\",\"to\":\"st-1\",\"vars\":{\"name\":\"A\"}}\n{\"account\":\"acct-fast\",\"to\":\"st-2\",\"vars\":{\"name\":\"B\"}}\n"
+	p1, err := cl.PutJobRecipientsWithBodyWithResponse(ctx, sg.JSON201.Id, 1, "application/x-ndjson", strings.NewReader(ndjson))
+	want("putJobRecipients", p1, err, 200)
+	csv := "account,to,var.name\nacct-fast,st-2,B\nacct-fast,st-3,C\n"
+	p2, err := cl.PutJobRecipientsWithBodyWithResponse(ctx, sg.JSON201.Id, 2, "text/csv", strings.NewReader(csv))
+	want("putJobRecipients", p2, err, 200)
+	if p1.JSON200.Recipients != 2 || p2.JSON200.Recipients != 2 {
+		t.Errorf("parts: %s / %s", p1.Body, p2.Body)
+	}
+	st, err := cl.StartJobWithResponse(ctx, sg.JSON201.Id, apiclient.StartRequest{Parts: 2})
+	want("startJob", st, err, 202)
+	if !poll(30*time.Second, 50*time.Millisecond, func() bool {
+		g, err := cl.GetJobWithResponse(ctx, sg.JSON201.Id)
+		return err == nil && g.JSON200 != nil && g.JSON200.Status == "completed" && g.JSON200.Total == 3
+	}) {
+		g, _ := cl.GetJobWithResponse(ctx, sg.JSON201.Id)
+		t.Errorf("the staged job (duplicate across parts) did not complete with 3 recipients: %s", g.Body)
+	}
 
 	// Every operation of the description was driven.
 	var doc struct {
