@@ -1600,7 +1600,9 @@
             field('newjob-budget', 'newjob.budget', h('input', { name: 'budget', type: 'number', min: 0, step: 1, value: 0 }), 'newjob.budget.help'),
             field('newjob-rate', 'newjob.rate', h('input', { name: 'rate_per_sec', type: 'number', min: 0, step: 'any', value: 0 }), 'newjob.rate.help')),
           h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary', id: 'newjob-submit' }, t('newjob.submit'))), msg);
-        file.addEventListener('change', async () => {
+        // readSelected parses the chosen file (also at Send, should the
+        // browser not have fired "change" for a file chosen again).
+        const readSelected = async () => {
           parsed = null;
           preview.replaceChildren();
           const f = file.files && file.files[0];
@@ -1617,10 +1619,12 @@
           preview.replaceChildren(h('p', { id: 'newjob-count' }, t('newjob.parsed', { n: num(parsed.length), accounts: num(accounts.size) })),
             h('table', { class: 'small' }, h('thead', {}, h('tr', {}, ['supp.account', 'supp.to', 'newjob.vars'].map((k) => h('th', { scope: 'col' }, t(k))))),
               h('tbody', {}, parsed.slice(0, 5).map((r) => h('tr', {}, h('td', {}, r.account), h('td', {}, r.to), h('td', { class: 'mono' }, JSON.stringify(r.vars || {})))))));
-        });
+        };
+        file.addEventListener('change', () => { readSelected().catch((ex) => setText(msg, String(ex))); });
         form.addEventListener('submit', async (e) => {
           e.preventDefault();
-          if (!parsed || !parsed.length) { setText(msg, t('csv.choose')); return; }
+          if (!parsed && file.files && file.files[0]) await readSelected();
+          if (!parsed || !parsed.length) { if (!msg.textContent) setText(msg, t('csv.choose')); return; }
           const body = { name: form.elements.name.value.trim(), template: form.elements.template.value, recipients: parsed,
             budget: Number(form.elements.budget.value || 0), rate_per_sec: Number(form.elements.rate_per_sec.value || 0) };
           setText(msg, t('newjob.sending'));
