@@ -428,6 +428,21 @@ type AccountRequest struct {
 	RatePerSec float64 `json:"rate_per_sec"`
 }
 
+// AccountSeries An account's activity per minute in [from, to), across the tenant's jobs.
+type AccountSeries struct {
+	Account string `json:"account"`
+
+	// BatchRatePerSec The rate bulk sends are held to: rate_per_sec - online_reserve_per_sec.
+	BatchRatePerSec float64 `json:"batch_rate_per_sec"`
+
+	// From An RFC 3339 time in UTC.
+	From   Timestamp     `json:"from"`
+	Points []SeriesPoint `json:"points"`
+
+	// To An RFC 3339 time in UTC.
+	To Timestamp `json:"to"`
+}
+
 // BreakerConfig When the account's circuit breaker opens; a threshold of 0 disables that trigger.
 type BreakerConfig struct {
 	ConsecutiveFailures int64   `json:"consecutive_failures"`
@@ -637,6 +652,9 @@ type Job struct {
 	// BudgetUsed Items claimed against the budget.
 	BudgetUsed int64 `json:"budget_used"`
 
+	// ConfirmedAfterRetry Confirmed items that needed more than one attempt ("15 of the delivered needed retries"); 0 in job listings, like the counts.
+	ConfirmedAfterRetry int64 `json:"confirmed_after_retry"`
+
 	// Counts Items by status.
 	Counts Counts `json:"counts"`
 
@@ -704,6 +722,17 @@ type JobRequest struct {
 
 	// Template The message, with {{var}} placeholders filled from each recipient's vars.
 	Template string `json:"template"`
+}
+
+// JobSeries A job's activity per minute in [from, to).
+type JobSeries struct {
+	// From An RFC 3339 time in UTC.
+	From   Timestamp     `json:"from"`
+	JobId  string        `json:"job_id"`
+	Points []SeriesPoint `json:"points"`
+
+	// To An RFC 3339 time in UTC.
+	To Timestamp `json:"to"`
 }
 
 // LimitsRequest The body of PATCH /v1/jobs/{id}; absent fields stay as they are.
@@ -793,6 +822,24 @@ type ResolveRequest struct {
 
 // ResolveRequestOutcome defines model for ResolveRequest.Outcome.
 type ResolveRequestOutcome string
+
+// SeriesFailures Items that failed, were abandoned or went under review in the minute, by error category; categories with none are left out.
+type SeriesFailures map[string]int64
+
+// SeriesPoint One minute of a series.
+type SeriesPoint struct {
+	// At The minute's start.
+	At Timestamp `json:"at"`
+
+	// Confirmed Items confirmed in the minute.
+	Confirmed int64 `json:"confirmed"`
+
+	// Failures Items that failed, were abandoned or went under review in the minute, by error category; categories with none are left out.
+	Failures SeriesFailures `json:"failures"`
+
+	// Sent Provider attempts in the minute (each recipient of a call).
+	Sent int64 `json:"sent"`
+}
 
 // Shard One shard of a job: the items of one account, or a slice of them.
 type Shard struct {
@@ -1018,6 +1065,12 @@ type UnsupportedMediaType = Problem
 // Validation A problem of kind validation (422), listing every invalid field.
 type Validation = ValidationProblem
 
+// GetAccountSeriesParams defines parameters for GetAccountSeries.
+type GetAccountSeriesParams struct {
+	// Minutes How many minutes back, the current minute included (default 15).
+	Minutes *int64 `form:"minutes,omitempty" json:"minutes,omitempty"`
+}
+
 // ListJobsParams defines parameters for ListJobs.
 type ListJobsParams struct {
 	// Cursor The next_cursor of the previous page; absent or empty for the first page.
@@ -1051,6 +1104,12 @@ type ListItemsParams struct {
 
 	// Limit Page size (default 100).
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// GetJobSeriesParams defines parameters for GetJobSeries.
+type GetJobSeriesParams struct {
+	// Minutes How many minutes back, the current minute included (default 60).
+	Minutes *int64 `form:"minutes,omitempty" json:"minutes,omitempty"`
 }
 
 // ListSuppressionsParams defines parameters for ListSuppressions.
@@ -1209,6 +1268,13 @@ type ClientInterface interface {
 	// Corresponds with PUT /v1/accounts/{account} (the `PutAccount` operationId).
 	PutAccount(ctx context.Context, account AccountID, body PutAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetAccountSeries An account's sends per minute across the tenant's jobs, with its batch rate
+	//
+	// The same per-minute series as the jobs', per account: what the senders sent (provider attempts) and what was confirmed. Compare sent / 60 with batch_rate_per_sec.
+	//
+	// Corresponds with GET /v1/accounts/{account}/series (the `GetAccountSeries` operationId).
+	GetAccountSeries(ctx context.Context, account AccountID, params *GetAccountSeriesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListCampaigns List the tenant's campaigns, ordered by id
 	//
 	// Corresponds with GET /v1/campaigns (the `ListCampaigns` operationId).
@@ -1357,6 +1423,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/jobs/{id}/resume (the `ResumeJob` operationId).
 	ResumeJob(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetJobSeries A job's activity per minute: sends, confirmations, new failures by category
+	//
+	// Kept by the store per minute as the senders and the reconciler fold their progress (coalesced, written within about 10 s), so charts survive a reload. Minutes without activity are left out.
+	//
+	// Corresponds with GET /v1/jobs/{id}/series (the `GetJobSeries` operationId).
+	GetJobSeries(ctx context.Context, id JobID, params *GetJobSeriesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// StartJobWithBody Start a staging job once its parts are uploaded
 	//
@@ -1544,6 +1617,23 @@ func (c *Client) PutAccountWithBody(ctx context.Context, account AccountID, cont
 // Corresponds with PUT /v1/accounts/{account} (the `PutAccount` operationId).
 func (c *Client) PutAccount(ctx context.Context, account AccountID, body PutAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPutAccountRequest(c.Server, account, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetAccountSeries An account's sends per minute across the tenant's jobs, with its batch rate
+//
+// The same per-minute series as the jobs', per account: what the senders sent (provider attempts) and what was confirmed. Compare sent / 60 with batch_rate_per_sec.
+//
+// Corresponds with GET /v1/accounts/{account}/series (the `GetAccountSeries` operationId).
+func (c *Client) GetAccountSeries(ctx context.Context, account AccountID, params *GetAccountSeriesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetAccountSeriesRequest(c.Server, account, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1903,6 +1993,23 @@ func (c *Client) RedriveJob(ctx context.Context, id JobID, body RedriveJobJSONRe
 // Corresponds with POST /v1/jobs/{id}/resume (the `ResumeJob` operationId).
 func (c *Client) ResumeJob(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewResumeJobRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetJobSeries A job's activity per minute: sends, confirmations, new failures by category
+//
+// Kept by the store per minute as the senders and the reconciler fold their progress (coalesced, written within about 10 s), so charts survive a reload. Minutes without activity are left out.
+//
+// Corresponds with GET /v1/jobs/{id}/series (the `GetJobSeries` operationId).
+func (c *Client) GetJobSeries(ctx context.Context, id JobID, params *GetJobSeriesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetJobSeriesRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2316,6 +2423,67 @@ func NewPutAccountRequestWithBody(server string, account AccountID, contentType 
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetAccountSeriesRequest constructs an http.Request for the GetAccountSeries method
+func NewGetAccountSeriesRequest(server string, account AccountID, params *GetAccountSeriesParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "account", account, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/accounts/%s/series", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Minutes != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "minutes", *params.Minutes, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -3035,6 +3203,67 @@ func NewResumeJobRequest(server string, id JobID) (*http.Request, error) {
 	return req, nil
 }
 
+// NewGetJobSeriesRequest constructs an http.Request for the GetJobSeries method
+func NewGetJobSeriesRequest(server string, id JobID, params *GetJobSeriesParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/%s/series", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Minutes != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "minutes", *params.Minutes, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewStartJobRequest calls the generic StartJob builder with application/json body
 func NewStartJobRequest(server string, id JobID, body StartJobJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -3635,6 +3864,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /v1/accounts/{account} (the `PutAccount` operationId).
 	PutAccountWithResponse(ctx context.Context, account AccountID, body PutAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*PutAccountResponse, error)
 
+	// GetAccountSeriesWithResponse An account's sends per minute across the tenant's jobs, with its batch rate
+	//
+	// The same per-minute series as the jobs', per account: what the senders sent (provider attempts) and what was confirmed. Compare sent / 60 with batch_rate_per_sec.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/accounts/{account}/series (the `GetAccountSeries` operationId).
+	GetAccountSeriesWithResponse(ctx context.Context, account AccountID, params *GetAccountSeriesParams, reqEditors ...RequestEditorFn) (*GetAccountSeriesResponse, error)
+
 	// ListCampaignsWithResponse List the tenant's campaigns, ordered by id
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -3801,6 +4039,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/jobs/{id}/resume (the `ResumeJob` operationId).
 	ResumeJobWithResponse(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*ResumeJobResponse, error)
+
+	// GetJobSeriesWithResponse A job's activity per minute: sends, confirmations, new failures by category
+	//
+	// Kept by the store per minute as the senders and the reconciler fold their progress (coalesced, written within about 10 s), so charts survive a reload. Minutes without activity are left out.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/jobs/{id}/series (the `GetJobSeries` operationId).
+	GetJobSeriesWithResponse(ctx context.Context, id JobID, params *GetJobSeriesParams, reqEditors ...RequestEditorFn) (*GetJobSeriesResponse, error)
 
 	// StartJobWithBodyWithResponse Start a staging job once its parts are uploaded
 	//
@@ -4194,6 +4441,82 @@ func (r PutAccountResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PutAccountResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetAccountSeriesResponse401Headers the declared response headers of an HTTP 401 response for GetAccountSeries
+type GetAccountSeriesResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type GetAccountSeriesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AccountSeries
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetAccountSeriesResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetAccountSeriesResponse) GetJSON200() *AccountSeries {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetAccountSeriesResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetAccountSeriesResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetAccountSeriesResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetAccountSeriesResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetAccountSeriesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetAccountSeriesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetAccountSeriesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetAccountSeriesResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -5524,6 +5847,82 @@ func (r ResumeJobResponse) ContentType() string {
 	return ""
 }
 
+// GetJobSeriesResponse401Headers the declared response headers of an HTTP 401 response for GetJobSeries
+type GetJobSeriesResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type GetJobSeriesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *JobSeries
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetJobSeriesResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetJobSeriesResponse) GetJSON200() *JobSeries {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetJobSeriesResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetJobSeriesResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetJobSeriesResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetJobSeriesResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetJobSeriesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetJobSeriesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetJobSeriesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetJobSeriesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // StartJobResponse401Headers the declared response headers of an HTTP 401 response for StartJob
 type StartJobResponse401Headers struct {
 	WWWAuthenticate string
@@ -6485,6 +6884,21 @@ func (c *ClientWithResponses) PutAccountWithResponse(ctx context.Context, accoun
 	return ParsePutAccountResponse(rsp)
 }
 
+// GetAccountSeriesWithResponse An account's sends per minute across the tenant's jobs, with its batch rate
+//
+// The same per-minute series as the jobs', per account: what the senders sent (provider attempts) and what was confirmed. Compare sent / 60 with batch_rate_per_sec.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/accounts/{account}/series (the `GetAccountSeries` operationId).
+func (c *ClientWithResponses) GetAccountSeriesWithResponse(ctx context.Context, account AccountID, params *GetAccountSeriesParams, reqEditors ...RequestEditorFn) (*GetAccountSeriesResponse, error) {
+	rsp, err := c.GetAccountSeries(ctx, account, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetAccountSeriesResponse(rsp)
+}
+
 // ListCampaignsWithResponse List the tenant's campaigns, ordered by id
 //
 // Returns a wrapper object for the known response body format(s).
@@ -6776,6 +7190,21 @@ func (c *ClientWithResponses) ResumeJobWithResponse(ctx context.Context, id JobI
 		return nil, err
 	}
 	return ParseResumeJobResponse(rsp)
+}
+
+// GetJobSeriesWithResponse A job's activity per minute: sends, confirmations, new failures by category
+//
+// Kept by the store per minute as the senders and the reconciler fold their progress (coalesced, written within about 10 s), so charts survive a reload. Minutes without activity are left out.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/jobs/{id}/series (the `GetJobSeries` operationId).
+func (c *ClientWithResponses) GetJobSeriesWithResponse(ctx context.Context, id JobID, params *GetJobSeriesParams, reqEditors ...RequestEditorFn) (*GetJobSeriesResponse, error) {
+	rsp, err := c.GetJobSeries(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetJobSeriesResponse(rsp)
 }
 
 // StartJobWithBodyWithResponse Start a staging job once its parts are uploaded
@@ -7227,6 +7656,73 @@ func ParsePutAccountResponse(rsp *http.Response) (*PutAccountResponse, error) {
 			headers.Accept = value
 		}
 		response.Headers415 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetAccountSeriesResponse parses an HTTP response from a GetAccountSeriesWithResponse call
+func ParseGetAccountSeriesResponse(rsp *http.Response) (*GetAccountSeriesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetAccountSeriesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AccountSeries
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetAccountSeriesResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil
@@ -8453,6 +8949,73 @@ func ParseResumeJobResponse(rsp *http.Response) (*ResumeJobResponse, error) {
 	switch {
 	case rsp.StatusCode == 401:
 		var headers ResumeJobResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetJobSeriesResponse parses an HTTP response from a GetJobSeriesWithResponse call
+func ParseGetJobSeriesResponse(rsp *http.Response) (*GetJobSeriesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetJobSeriesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest JobSeries
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetJobSeriesResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {

@@ -317,6 +317,15 @@ func TestGeneratedClientDrivesEveryOperation(t *testing.T) {
 		t.Errorf("the staged job (duplicate across parts) did not complete with 3 recipients: %s", g.Body)
 	}
 
+	// Per-minute series of a job and of an account.
+	js, err := cl.GetJobSeriesWithResponse(ctx, sg.JSON201.Id, nil)
+	want("getJobSeries", js, err, 200)
+	as, err := cl.GetAccountSeriesWithResponse(ctx, "acct-fast", nil)
+	want("getAccountSeries", as, err, 200)
+	if js.JSON200 == nil || as.JSON200 == nil || as.JSON200.Account != "acct-fast" {
+		t.Errorf("series: %s / %s", js.Body, as.Body)
+	}
+
 	// Every operation of the description was driven.
 	var doc struct {
 		Paths map[string]map[string]json.RawMessage `json:"paths"`

@@ -107,7 +107,7 @@ func startStack(t *testing.T, bin string) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "dev", "--addr", addr, "--mock-addr", mockAddr, "--data-dir", filepath.Join(dir, "data"), "--workers", "4")
+	cmd := exec.Command(bin, "dev", "--addr", addr, "--mock-addr", mockAddr, "--data-dir", filepath.Join(dir, "data"), "--workers", "4", "--allow-private-urls", "--webhook-retry-base", "1s")
 	cmd.Env = append(os.Environ(), "QUNFA_API_TOKEN="+testToken)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {

@@ -9,10 +9,11 @@ import (
 
 	"github.com/qunfa/qunfa/internal/awsrun"
 	"github.com/qunfa/qunfa/internal/handlers"
+	"github.com/qunfa/qunfa/internal/store/storeseries"
 )
 
 func main() {
 	awsrun.Run(awsrun.Reconciler, func(core *awsrun.Core, log *slog.Logger) any {
-		return handlers.Reconciler(core.Reconciler, log)
+		return storeseries.FlushAfterErr(core.Series, log, handlers.Reconciler(core.Reconciler, log))
 	})
 }

@@ -10,10 +10,11 @@ import (
 	"github.com/qunfa/qunfa/internal/awsrun"
 	"github.com/qunfa/qunfa/internal/handlers"
 	"github.com/qunfa/qunfa/internal/metrics"
+	"github.com/qunfa/qunfa/internal/store/storeseries"
 )
 
 func main() {
 	awsrun.Run(awsrun.Sender, func(core *awsrun.Core, log *slog.Logger) any {
-		return metrics.FlushAfter(core.Metrics, log, handlers.Work(core.Sender, core.Submitter, log))
+		return storeseries.FlushAfter(core.Series, log, metrics.FlushAfter(core.Metrics, log, handlers.Work(core.Sender, core.Submitter, log)))
 	})
 }

@@ -56,6 +56,9 @@ type Deps struct {
 	// Resolver checks webhook host names at registration (default
 	// net.DefaultResolver).
 	Resolver netguard.Resolver
+	// Series reads the per-minute series of jobs and accounts (default:
+	// Store, when it implements store.SeriesStore; none: empty series).
+	Series store.SeriesStore
 }
 
 func (d Deps) withDefaults() Deps {
@@ -70,6 +73,9 @@ func (d Deps) withDefaults() Deps {
 	}
 	if d.Scheduler == nil {
 		d.Scheduler = campaign.NoScheduler{}
+	}
+	if ss, ok := d.Store.(store.SeriesStore); ok && d.Series == nil {
+		d.Series = ss
 	}
 	return d
 }
@@ -103,12 +109,14 @@ func New(deps Deps) http.Handler {
 	s.handle("PUT /v1/accounts/{account}", s.putAccount)
 	s.handle("GET /v1/accounts/{account}", s.getAccount)
 	s.handle("GET /v1/accounts", s.listAccounts)
+	s.handle("GET /v1/accounts/{account}/series", s.accountSeries)
 
 	s.handle("POST /v1/jobs", s.submitJob)
 	s.handle("GET /v1/jobs", s.listJobs)
 	s.handle("GET /v1/jobs/{id}", s.getJob)
 	s.handle("PATCH /v1/jobs/{id}", s.updateLimits)
 	s.handle("GET /v1/jobs/{id}/items", s.listItems)
+	s.handle("GET /v1/jobs/{id}/series", s.jobSeries)
 	s.handle("POST /v1/jobs/{id}/pause", s.command("pause", s.Control.Pause))
 	s.handle("POST /v1/jobs/{id}/resume", s.command("resume", s.Control.Resume))
 	s.handle("POST /v1/jobs/{id}/cancel", s.command("cancel", s.cancelJob))

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/qunfa/qunfa/internal/api"
 	"github.com/qunfa/qunfa/internal/api/apispec"
@@ -271,7 +272,7 @@ func TestOpenAPIConformance(t *testing.T) {
 	// A job with history: one item failed with an error, one confirmed, so
 	// the views carry failures, errors, timestamps and a moved cursor.
 	var job api.Job
-	c.run(s, specCall{method: "POST", path: "/v1/jobs", token: tokenA, body: jobBody(6),
+	c.run(s, specCall{method: "POST", path: "/v1/jobs", token: tokenA, body: jobBody(8),
 		headers: []string{"Idempotency-Key", "spec-history"}, want: 202})[0].json(t, &job)
 	claimed, err := s.store.ClaimItems(ctx, store.ClaimItemsParams{JobID: job.ID, Index: 0, Max: 2, Now: s.clock.Now(), ClaimID: "spec"})
 	if err != nil || len(claimed.Items) != 2 {
@@ -293,6 +294,66 @@ func TestOpenAPIConformance(t *testing.T) {
 	if got.Failures[store.CategoryPermanent] != 1 {
 		t.Errorf("the job view shows no permanent failure: %+v", got.Failures)
 	}
+	// Confirmed on a second attempt: counted as needing a retry.
+	retry, err := s.store.ClaimItems(ctx, store.ClaimItemsParams{JobID: job.ID, Index: 0, Max: 1, Now: s.clock.Now(), ClaimID: "spec-r1"})
+	if err != nil || len(retry.Items) != 1 {
+		t.Fatalf("claim: %v (%d items)", err, len(retry.Items))
+	}
+	if _, err := s.store.UpdateItems(ctx, store.UpdateItemsParams{JobID: job.ID, Index: 0, At: s.clock.Now(), Updates: []store.ItemUpdate{
+		{Seq: retry.Items[0].Seq, From: store.ItemSubmitted, ClaimID: "spec-r1", To: store.ItemPending, NextAttemptAt: s.clock.Now(),
+			Error: &store.ItemError{Category: store.CategoryRetryable}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if retry, err = s.store.ClaimItems(ctx, store.ClaimItemsParams{JobID: job.ID, Index: 0, Max: 1, Now: s.clock.Now(), ClaimID: "spec-r2"}); err != nil || len(retry.Items) != 1 {
+		t.Fatalf("claim again: %v", err)
+	}
+	if _, err := s.store.UpdateItems(ctx, store.UpdateItemsParams{JobID: job.ID, Index: 0, At: s.clock.Now(), Updates: []store.ItemUpdate{
+		{Seq: retry.Items[0].Seq, From: store.ItemSubmitted, ClaimID: "spec-r2", To: store.ItemConfirmed}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.store.RecountShard(ctx, job.ID, 0); err != nil {
+		t.Fatal(err)
+	}
+	c.run(s, specCall{method: "GET", path: jobPath, token: tokenA, want: 200})[0].json(t, &got)
+	if got.ConfirmedAfterRetry != 1 || got.Counts.Confirmed != 2 {
+		t.Errorf("after a confirmation on the second attempt: confirmed %d, confirmed_after_retry %d; want 2 and 1", got.Counts.Confirmed, got.ConfirmedAfterRetry)
+	}
+	if _, ok := got.Failures[store.TallyConfirmedAfterRetry]; ok {
+		t.Errorf("failures lists %s: %v", store.TallyConfirmedAfterRetry, got.Failures)
+	}
+
+	// The per-minute series of the job and of its account.
+	now := s.clock.Now()
+	for _, add := range []store.AddSeriesParams{
+		{Key: store.JobSeriesKey(job.ID), Minute: now.Add(-2 * time.Minute), Counts: map[string]int64{store.SeriesSent: 5, store.SeriesConfirmed: 4, store.CategoryPermanent: 1}},
+		{Key: store.JobSeriesKey(job.ID), Minute: now, Counts: map[string]int64{store.SeriesSent: 2}},
+		{Key: store.JobSeriesKey(job.ID), Minute: now.Add(-3 * time.Hour), Counts: map[string]int64{store.SeriesSent: 9}},
+		{Key: store.AccountSeriesKey("tenant-a", "acct-c"), Minute: now, Counts: map[string]int64{store.SeriesSent: 30, store.SeriesConfirmed: 29}},
+	} {
+		if err := s.store.AddSeries(ctx, add); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var series api.JobSeries
+	c.run(s, specCall{method: "GET", path: jobPath + "/series", token: tokenA, want: 200})[0].json(t, &series)
+	if len(series.Points) != 2 || series.Points[0].Sent != 5 || series.Points[0].Confirmed != 4 || series.Points[0].Failures[store.CategoryPermanent] != 1 ||
+		series.Points[1].Sent != 2 || !series.Points[1].At.Equal(now.UTC().Truncate(time.Minute)) {
+		t.Errorf("job series: %+v", series)
+	}
+	var acctSeries api.AccountSeries
+	c.run(s, specCall{method: "GET", path: "/v1/accounts/acct-c/series?minutes=5", token: tokenA, want: 200})[0].json(t, &acctSeries)
+	if len(acctSeries.Points) != 1 || acctSeries.Points[0].Sent != 30 || acctSeries.BatchRatePerSec != 8 {
+		t.Errorf("account series: %+v", acctSeries)
+	}
+	c.run(s,
+		specCall{method: "GET", path: jobPath + "/series?minutes=240", token: tokenA, want: 200},
+		specCall{method: "GET", path: jobPath + "/series?minutes=0", token: tokenA, want: 400},
+		specCall{method: "GET", path: jobPath + "/series", token: tokenB, want: 404},
+		specCall{method: "GET", path: "/v1/jobs/nope/series", token: tokenA, want: 404},
+		specCall{method: "GET", path: "/v1/accounts/acct-c/series?minutes=x", token: tokenA, want: 400},
+		specCall{method: "GET", path: "/v1/accounts/acct-c/series", token: tokenB, want: 404},
+	)
+
 	var items api.ItemList
 	c.run(s, specCall{method: "GET", path: jobPath + "/items?status=failed", token: tokenA, want: 200})[0].json(t, &items)
 	if len(items.Items) != 1 || items.Items[0].Error == nil {
@@ -477,7 +538,7 @@ func TestValidateAgainstSpecCatchesDrift(t *testing.T) {
 	okJob := map[string]any{
 		"id": "j1", "name": "n", "status": "running", "pause_reason": nil, "total": 1,
 		"counts":   map[string]any{"pending": 1, "submitted": 0, "confirmed": 0, "failed": 0, "abandoned": 0},
-		"failures": map[string]any{}, "shards": []any{},
+		"failures": map[string]any{}, "confirmed_after_retry": 0, "shards": []any{},
 		"created_at": "2025-03-01T09:00:00Z", "started_at": nil, "finished_at": nil,
 		"budget": 0, "budget_used": 0, "rate_per_sec": 0, "suppressed": 0, "created_by": "t", "metadata": map[string]any{},
 	}

@@ -17,10 +17,14 @@ type Job struct {
 	Total       int64            `json:"total"`
 	Counts      store.Counts     `json:"counts"`
 	Failures    map[string]int64 `json:"failures"`
-	Shards      []Shard          `json:"shards"`
-	CreatedAt   time.Time        `json:"created_at"`
-	StartedAt   *time.Time       `json:"started_at"`
-	FinishedAt  *time.Time       `json:"finished_at"`
+	// ConfirmedAfterRetry counts the confirmed items that needed more
+	// than one attempt ("15 of the delivered needed retries"); 0 in job
+	// listings, like the counts.
+	ConfirmedAfterRetry int64      `json:"confirmed_after_retry"`
+	Shards              []Shard    `json:"shards"`
+	CreatedAt           time.Time  `json:"created_at"`
+	StartedAt           *time.Time `json:"started_at"`
+	FinishedAt          *time.Time `json:"finished_at"`
 	// Extras beyond the DESIGN contract.
 	Budget     int64   `json:"budget"`      // 0 = none
 	BudgetUsed int64   `json:"budget_used"` // items claimed against the budget
@@ -144,10 +148,12 @@ func reasonPtr(r store.PauseReason) *string {
 	return &s
 }
 
+// nonNil copies a shard's failures by category, without zero entries and
+// without store.TallyConfirmedAfterRetry (no failure).
 func nonNil(m map[string]int64) map[string]int64 {
 	out := make(map[string]int64, len(m))
 	for k, n := range m {
-		if n != 0 {
+		if n != 0 && k != store.TallyConfirmedAfterRetry {
 			out[k] = n
 		}
 	}
@@ -159,6 +165,7 @@ func jobView(v store.JobView) Job {
 	j := jobSummary(v.Job)
 	j.Counts = v.Counts()
 	j.Failures = v.Failures()
+	j.ConfirmedAfterRetry = v.ConfirmedAfterRetry()
 	j.Shards = make([]Shard, 0, len(v.Shards))
 	for _, s := range v.Shards {
 		j.Shards = append(j.Shards, Shard{

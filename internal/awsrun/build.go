@@ -30,6 +30,7 @@ import (
 	"github.com/qunfa/qunfa/internal/reconcile"
 	"github.com/qunfa/qunfa/internal/sender"
 	"github.com/qunfa/qunfa/internal/store/dynamostore"
+	"github.com/qunfa/qunfa/internal/store/storeseries"
 	"github.com/qunfa/qunfa/internal/submit"
 	"github.com/qunfa/qunfa/internal/webhook"
 	"github.com/qunfa/qunfa/internal/webhook/httppost"
@@ -85,6 +86,10 @@ type Core struct {
 	// deliveries (webhooks function).
 	WebhookPublisher *webhook.Publisher
 	WebhookDeliverer *webhook.Deliverer
+	// Series records the sender's and reconciler's folds as per-minute
+	// counters (GET /v1/jobs/{id}/series, /v1/accounts/{account}/series);
+	// flush it at the end of every invocation (storeseries.FlushAfter).
+	Series *storeseries.Store
 	// Metrics writes CloudWatch Embedded Metric Format to stdout; flush it
 	// at the end of every invocation (metrics.FlushAfter).
 	Metrics *metrics.EMF
@@ -135,13 +140,14 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 		return nil, fmt.Errorf("provider: %w", err)
 	}
 	core.Metrics = metrics.NewEMF(os.Stdout, metrics.EMFOptions{Dimensions: map[string]string{"function": cfg.fn.Name}})
-	core.Sender = &sender.Sender{Store: st, Queue: queuecap.New(q, queuecap.DefaultMax), Provider: metrics.Provider(prov, core.Metrics), Clock: clk, Log: log,
+	core.Series = storeseries.Wrap(st, st, storeseries.Options{Clock: clk, Log: log})
+	core.Sender = &sender.Sender{Store: core.Series, Queue: queuecap.New(q, queuecap.DefaultMax), Provider: metrics.Provider(prov, core.Metrics), Clock: clk, Log: log,
 		Config: cfg.Sender, Alerts: alerts, Metrics: core.Metrics, Breakers: core.Breakers,
 		// Per-batch outcomes go to the bus only (the webhooks function's
 		// rule picks them up), not to the alert log.
 		Outcomes: ebalert.New(c.EventBridge, cfg.AlertBus)}
 	core.Reconciler = &reconcile.Reconciler{
-		Store: st, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts, Gauges: core.Metrics,
+		Store: core.Series, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts, Gauges: core.Metrics,
 		StaleAfter: cfg.StaleAfter, SettleAfter: cfg.SettleAfter,
 	}
 	return core, nil

@@ -114,8 +114,26 @@ func TestDictionary(t *testing.T) {
 
 	used := map[string]bool{}
 	js := readAsset(t, "app.js")
-	for _, m := range regexp.MustCompile(`\bt\('([\w.]*\w)'`).FindAllStringSubmatch(js, -1) {
-		used[m[1]] = true
+	for _, re := range []*regexp.Regexp{
+		regexp.MustCompile(`\bt\('([\w.]*\w)'`),
+		// field(id, labelKey, input[, helpKey]): the label and the help.
+		regexp.MustCompile(`\bfield\('[\w-]+', '([\w.]+)'`),
+		regexp.MustCompile(`, '([\w.]+\.help)'\)`),
+		// Table headers: ['a.b', 'c.d'].map((k) => h('th', …, t(k))).
+		regexp.MustCompile(`'([\w]+\.[\w.]+)'(?:, '[\w.]+')*\]\.map\(\(k\) => h\('th'`),
+		regexp.MustCompile(`'([\w]+\.[\w.]+)', (?:'[\w.]+', )*'[\w.]+'\]\.map\(\(k\) => h\('th'`),
+		// Label/value pairs: [['a.b', value], ...].
+		regexp.MustCompile(`\['([\w]+\.[\w.]+)', [^'\]]`),
+	} {
+		for _, m := range re.FindAllStringSubmatch(js, -1) {
+			used[m[1]] = true
+		}
+	}
+	// Every key of a header list, not only the first and the last.
+	for _, m := range regexp.MustCompile(`\[((?:'[\w.]+', )+'[\w.]+')\]\.map\(\(k\) => h\('th'`).FindAllStringSubmatch(js, -1) {
+		for _, k := range regexp.MustCompile(`'([\w.]+)'`).FindAllStringSubmatch(m[1], -1) {
+			used[k[1]] = true
+		}
 	}
 	// Keys built from a fixed list: the statuses and categories the API
 	// documents, and the job commands.
@@ -135,6 +153,12 @@ func TestDictionary(t *testing.T) {
 		for _, s := range []string{"", ".title", ".yes", ".done"} {
 			used["act."+v+s] = true
 		}
+	}
+	for _, st := range []string{"pending", "delivered", "failed"} {
+		used["dstatus."+st] = true
+	}
+	for _, m := range []string{"snapshot", "requery"} {
+		used["camp.mode."+m] = true
 	}
 	for _, o := range []string{"delivered", "resend"} {
 		for _, s := range []string{".title", ".body", ".yes"} {

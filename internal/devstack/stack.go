@@ -34,6 +34,7 @@ import (
 	"github.com/qunfa/qunfa/internal/sender"
 	"github.com/qunfa/qunfa/internal/store"
 	"github.com/qunfa/qunfa/internal/store/sqlitestore"
+	"github.com/qunfa/qunfa/internal/store/storeseries"
 	"github.com/qunfa/qunfa/internal/submit"
 	"github.com/qunfa/qunfa/internal/webhook"
 )
@@ -104,6 +105,28 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// SeriesFlush is how often the local stack writes the per-minute series
+// (the dashboard's charts lag the work by at most this).
+const SeriesFlush = time.Second
+
+// flushSeries writes the series' pending counts at every tick and once
+// more when ctx ends.
+func (s *Stack) flushSeries(ctx context.Context, tick <-chan time.Time) {
+	for {
+		select {
+		case <-ctx.Done():
+			if err := s.Series.Flush(context.WithoutCancel(ctx)); err != nil {
+				s.Log.Warn("series flush failed", slog.Any("err", err))
+			}
+			return
+		case <-tick:
+			if err := s.Series.Flush(ctx); err != nil {
+				s.Log.Warn("series flush failed", slog.Any("err", err))
+			}
+		}
+	}
+}
+
 // DefaultTenant owns the locally generated API token.
 const DefaultTenant = "default"
 
@@ -122,6 +145,9 @@ type Stack struct {
 	// Feed keeps the latest alerts for the dashboard; alerts also go to
 	// the log.
 	Feed *alert.Feed
+	// Series records the sender's and reconciler's folds as per-minute
+	// counters for the dashboard's charts (flushed every SeriesFlush).
+	Series *storeseries.Store
 	// Webhooks works due webhook deliveries (webhooks.go).
 	Webhooks *webhook.Deliverer
 	// Metrics is served at /metrics in Prometheus text format.
@@ -210,17 +236,18 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 	s.Webhooks = deliverer
 	alerts := alert.Multi{alert.NewLog(log), s.Feed, hooks}
 	s.Submitter = &submit.Submitter{Store: st, Queue: q, Clock: clk, Limits: cfg.Limits, Alerts: alerts, Log: log}
-	s.Control = &control.Controller{Store: st, Queue: q, Clock: clk, Alerts: alerts, Log: log}
+	s.Series = storeseries.Wrap(st, st, storeseries.Options{Every: SeriesFlush, Clock: clk, Log: log})
+	s.Control = &control.Controller{Store: s.Series, Queue: q, Clock: clk, Alerts: alerts, Log: log}
 	s.Metrics = prom.New(log)
 	s.Metrics.WatchQueue("work", func(ctx context.Context) (int, int, error) {
 		qs, err := q.Stats(ctx)
 		return qs.Visible, qs.InFlight, err
 	})
-	s.Sender = &sender.Sender{Store: st, Queue: queuecap.New(q, queuecap.DefaultMax), Provider: metrics.Provider(prov, s.Metrics), Clock: clk, Log: log,
+	s.Sender = &sender.Sender{Store: s.Series, Queue: queuecap.New(q, queuecap.DefaultMax), Provider: metrics.Provider(prov, s.Metrics), Clock: clk, Log: log,
 		Config: cfg.Sender, Alerts: alerts, Outcomes: hooks, Metrics: s.Metrics,
 		Breakers: &breaker.Breakers{Store: st, Clock: clk, Alerts: alerts, Log: log}}
 	s.Reconciler = &reconcile.Reconciler{
-		Store: st, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts, Gauges: s.Metrics,
+		Store: s.Series, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts, Gauges: s.Metrics,
 		// A call lasts at most connect + 2 × response timeout: never look up
 		// an item whose call may still be in flight.
 		StaleAfter: cfg.StaleAfter, SettleAfter: 3*time.Second + 2*cfg.ProviderTimeout + 5*time.Second,
@@ -273,7 +300,10 @@ func (s *Stack) Serve(ctx context.Context, api http.Handler) error {
 	defer campaignTick.Stop()
 	webhookTick := time.NewTicker(WebhookTick)
 	defer webhookTick.Stop()
-	wg.Add(5)
+	seriesTick := time.NewTicker(SeriesFlush)
+	defer seriesTick.Stop()
+	wg.Add(6)
+	go func() { defer wg.Done(); s.flushSeries(workCtx, seriesTick.C) }()
 	go func() { defer wg.Done(); s.deliverWebhooks(workCtx, webhookTick.C) }()
 	go func() { defer wg.Done(); s.fireCampaigns(workCtx, campaignTick.C) }()
 	go func() { defer wg.Done(); src.Run(workCtx) }()

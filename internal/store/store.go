@@ -466,6 +466,20 @@ func UnderReview(it Item) bool {
 		it.Error.Category == CategoryUncertain && it.Error.Code == CodeReview
 }
 
+// TallyConfirmedAfterRetry is a key of Shard.Failures that is not an error
+// category: it counts the shard's confirmed items that needed more than one
+// attempt ("15 of the delivered needed retries"). Adapters keep it like the
+// categories (in the deltas of item operations, folded with them, recounted
+// from the items), so it costs no write of its own; JobView.Failures leaves
+// it out and JobView.ConfirmedAfterRetry reports it.
+const TallyConfirmedAfterRetry = "confirmed_after_retry"
+
+// ConfirmedAfterRetry reports whether an item in this state counts under
+// TallyConfirmedAfterRetry: confirmed after more than one attempt.
+func ConfirmedAfterRetry(status ItemStatus, attempts int) bool {
+	return status == ItemConfirmed && attempts > 1
+}
+
 // Counts are item counts by status. They always add up to the total.
 type Counts struct {
 	Pending   int64 `json:"pending"`
@@ -561,7 +575,8 @@ type Shard struct {
 	LastAdvancedAt time.Time
 	Counts         Counts
 	// Failures counts items by error category (failed, abandoned and
-	// submitted-under-review items).
+	// submitted-under-review items), and under TallyConfirmedAfterRetry
+	// the confirmed items that needed more than one attempt.
 	Failures map[string]int64
 	// SlowFactor scales the shard's rate after rate-limit answers (1 = full).
 	SlowFactor  float64
@@ -598,17 +613,28 @@ func (v JobView) Counts() Counts {
 	return c
 }
 
-// Failures sums the shards' failures by category.
+// Failures sums the shards' failures by category (without
+// TallyConfirmedAfterRetry, which is no failure).
 func (v JobView) Failures() map[string]int64 {
 	f := map[string]int64{}
 	for _, s := range v.Shards {
 		for k, n := range s.Failures {
-			if n != 0 {
+			if n != 0 && k != TallyConfirmedAfterRetry {
 				f[k] += n
 			}
 		}
 	}
 	return f
+}
+
+// ConfirmedAfterRetry sums the shards' confirmed items that needed more
+// than one attempt.
+func (v JobView) ConfirmedAfterRetry() int64 {
+	var n int64
+	for _, s := range v.Shards {
+		n += s.Failures[TallyConfirmedAfterRetry]
+	}
+	return n
 }
 
 // ItemError is the last error of an item.

@@ -7,7 +7,8 @@
 (() => {
   // Settings. Tests may change them at run time through window.qunfa.
   const cfg = (window.qunfa = Object.assign(
-    { pollMs: 1000, itemPageSize: 50, exportPageSize: 1000, etaWindowSec: 60, chartWindowSec: 600 },
+    { pollMs: 1000, itemPageSize: 50, exportPageSize: 1000, etaWindowSec: 60, seriesMinutes: 30, seriesPollMs: 5000,
+      csvMaxBytes: 4 << 20, csvMaxRecipients: 50000, campaignJobPages: 4, nextFirings: 5 },
     window.qunfa || {}
   ));
 
@@ -367,6 +368,12 @@
     let m;
     if ((m = hash.match(/^#\/jobs\/([^/?]+)$/))) return show(jobPage(decodeURIComponent(m[1])));
     if (hash === '#/accounts') return show(accountsPage());
+    if (hash === '#/campaigns') return show(campaignsPage());
+    if ((m = hash.match(/^#\/campaigns\/([^/?]+)$/))) return show(campaignPage(decodeURIComponent(m[1])));
+    if (hash === '#/suppressions') return show(suppressionsPage());
+    if (hash === '#/webhooks') return show(webhooksPage());
+    if ((m = hash.match(/^#\/webhooks\/([^/?]+)$/))) return show(webhookPage(decodeURIComponent(m[1])));
+    if (hash === '#/new-job') return show(newJobPage());
     if (hash !== '#/jobs') { location.replace('#/jobs'); return; }
     return show(jobsPage());
   }
@@ -492,8 +499,6 @@
 
   // ----------------------------------------------------------------- job
 
-  // Failure samples per job for the chart: [{t, failures}].
-  const failureSamples = new Map();
   // Item filters per job, kept across language switches.
   const itemFilters = new Map();
 
@@ -530,13 +535,25 @@
       }
     };
 
+    let seriesAt = 0, lastFinal = null;
+
+    // loadSeries draws failures per minute from the server's series, so
+    // the chart is the same after a reload.
+    async function loadSeries() {
+      const res = await api('GET', '/v1/jobs/' + enc(id) + '/series' + qs({ minutes: cfg.seriesMinutes }));
+      const minutes = minuteGrid(res.from, res.to);
+      const byMinute = new Map(res.points.map((p) => [Date.parse(p.at), p]));
+      const cats = [...new Set(res.points.flatMap((p) => Object.keys(p.failures || {})))].sort();
+      lineChart(el.chart, {
+        lines: cats.map((k) => ({ key: k, label: tOr('cat.', k), values: minutes.map((m) => ((byMinute.get(m) || {}).failures || {})[k] || 0) })),
+        minutes, empty: t('chart.empty'),
+        label: (vals) => t('chart.label', { window: fmtDuration(minutes.length * 60), values: vals }),
+      });
+    }
+
     function updateJob(j) {
       job = j;
       noteProgress(j);
-      let samples = failureSamples.get(id);
-      if (!samples) failureSamples.set(id, (samples = []));
-      samples.push({ t: Date.now(), failures: Object.assign({}, j.failures) });
-      while (samples.length > 2 && Date.now() - samples[0].t > cfg.chartWindowSec * 1000) samples.shift();
 
       setText(el.name, j.name || j.id);
       updateBadge(el.status, j.status, j.pause_reason);
@@ -568,7 +585,7 @@
         ([k]) => h('tr', { 'data-category': k }, h('th', { scope: 'row' }), h('td', { class: 'num' })),
         (tr, [k, n]) => { setText(tr.children[0], tOr('cat.', k)); setText(tr.children[1], num(n)); });
       el.failEmpty.hidden = cats.length > 0;
-      drawChart(el.chart, samples);
+      setText(el.words, summaryWords(j));
 
       syncRows(el.shardBody, j.shards || [], (s) => s.index, (s) => h('tr', { 'data-shard': s.index },
         h('td', { class: 'num' }), h('td', {}), h('td', {}, statusBadge(s.status, s.pause_reason)),
@@ -743,6 +760,7 @@
         el.failBody = h('tbody', { id: 'failures-body' });
         el.failEmpty = h('p', { class: 'muted', id: 'failures-empty' }, t('fail.none'));
         el.chart = h('div', { id: 'fail-chart', class: 'chart' });
+        el.words = h('p', { id: 'job-words', class: 'words' });
 
         el.shardBody = h('tbody', { id: 'shards-body' });
 
@@ -795,6 +813,7 @@
             h('div', { class: 'overall' }, el.bar, el.progressText),
             dl([['job.eta', el.eta], ['job.rate', el.rate], ['job.started', el.started], ['job.finished', el.finished], ['job.limits', el.limits]])),
           section('counts', 'counts.title',
+            el.words,
             h('dl', { class: 'counts' }, countKeys.map((k) => h('div', { class: 'count c-' + k }, h('dt', {}, tOr('istatus.', k)), el.counts[k]))),
             h('p', { class: 'muted small' }, t('counts.help'))),
           section('failures', 'fail.title',
@@ -842,7 +861,14 @@
           throw e;
         }
         updateJob(j);
-        await Promise.all([loadItems(), loadReview()]);
+        const now = Date.now();
+        const loads = [loadItems(), loadReview()];
+        if (now - seriesAt >= cfg.seriesPollMs || finalJob.has(j.status) !== lastFinal) {
+          seriesAt = now;
+          lastFinal = finalJob.has(j.status);
+          loads.push(loadSeries());
+        }
+        await Promise.all(loads);
       },
     };
   }
@@ -858,47 +884,66 @@
   const palette = ['#0b5cad', '#b3261e', '#1b7f3b', '#8a4b00', '#6b3fa0', '#00687a', '#5f5f5f'];
   const dashes = ['', '6 3', '2 3', '8 3 2 3', '4 4', '1 2', '10 4'];
 
-  // drawChart draws failures by category over time as an inline SVG line
-  // chart, one line (colour and dash pattern) per category.
-  function drawChart(box, samples) {
+  // minuteGrid lists the minute starts (ms) in [from, to).
+  function minuteGrid(from, to) {
+    const out = [];
+    for (let m = Date.parse(from); m < Date.parse(to); m += 60000) out.push(m);
+    return out;
+  }
+
+  // summaryWords says where a job stands in the requirement documents'
+  // words: delivered, failed, delivered after retries, needing a person
+  // (items under review and dead letters).
+  function summaryWords(j) {
+    const c = j.counts || {}, f = j.failures || {};
+    return t('summary.words', {
+      delivered: num(c.confirmed), failed: num(c.failed), retried: num(j.confirmed_after_retry || 0),
+      person: num((f.uncertain || 0) + (f.exhausted || 0)),
+    });
+  }
+
+  // lineChart draws values per minute as an inline SVG line chart, one
+  // line (colour and dash pattern) per series, and an optional dashed
+  // limit line.
+  function lineChart(box, { lines, minutes, limit, limitLabel, empty, label }) {
     const W = 520, H = 180, L = 48, R = 10, T = 10, B = 28;
-    const cats = [];
-    for (const s of samples) for (const [k, n] of Object.entries(s.failures)) if (n && !cats.includes(k)) cats.push(k);
-    cats.sort();
-    const t0 = samples.length ? samples[0].t : Date.now();
-    const t1 = samples.length ? Math.max(samples[samples.length - 1].t, t0 + 1000) : t0 + 1000;
-    let ymax = 1;
-    for (const s of samples) for (const k of cats) ymax = Math.max(ymax, s.failures[k] || 0);
-    // Round the axis up to 2, 5 or 10 times a power of ten, so the
-    // gridlines fall on whole numbers.
+    const shown = lines.filter((l) => l.values.some((v) => v));
+    const t0 = minutes.length ? minutes[0] : Date.now();
+    const t1 = minutes.length > 1 ? minutes[minutes.length - 1] : t0 + 60000;
+    let ymax = Math.max(1, limit || 0);
+    for (const l of shown) for (const v of l.values) ymax = Math.max(ymax, v);
+    // Round the axis up to 1, 2, 5 or 10 times a power of ten.
     const mag = Math.pow(10, Math.floor(Math.log10(ymax)));
     ymax = [1, 2, 5, 10].map((m) => m * mag).find((v) => v >= ymax) || ymax;
-    if (ymax % 2) ymax *= 2;
-    const x = (tm) => L + ((tm - t0) / (t1 - t0)) * (W - L - R);
+    const x = (tm) => L + ((tm - t0) / Math.max(1, t1 - t0)) * (W - L - R);
     const y = (v) => T + (1 - v / ymax) * (H - T - B);
-    const latest = samples.length ? samples[samples.length - 1].failures : {};
-    const summary = cats.length
-      ? t('chart.label', { window: fmtDuration((t1 - t0) / 1000), values: cats.map((k) => tOr('cat.', k) + ' ' + num(latest[k] || 0)).join(', ') })
-      : t('chart.empty');
+    const latest = (l) => l.values.length ? l.values[l.values.length - 1] : 0;
+    const values = shown.map((l) => l.label + ' ' + num(latest(l))).join(', ');
+    const summary = shown.length ? label(values) : empty;
     const svg = h('svg:svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': summary, class: 'chart-svg', preserveAspectRatio: 'xMidYMid meet' },
       h('svg:title', {}, summary));
     for (const v of [0, ymax / 2, ymax]) {
       svg.append(h('svg:line', { x1: L, x2: W - R, y1: y(v), y2: y(v), class: 'grid' }));
-      svg.append(h('svg:text', { x: L - 6, y: y(v) + 4, 'text-anchor': 'end', class: 'axis' }, num(Math.round(v))));
+      svg.append(h('svg:text', { x: L - 6, y: y(v) + 4, 'text-anchor': 'end', class: 'axis' }, num(Math.round(v * 10) / 10)));
     }
-    svg.append(h('svg:text', { x: L, y: H - 8, class: 'axis' }, new Date(t0).toLocaleTimeString(locale())));
-    svg.append(h('svg:text', { x: W - R, y: H - 8, 'text-anchor': 'end', class: 'axis' }, new Date(t1).toLocaleTimeString(locale())));
-    cats.forEach((k, i) => {
-      const pts = samples.map((s) => `${x(s.t).toFixed(1)},${y(s.failures[k] || 0).toFixed(1)}`).join(' ');
+    const hm = (tm) => new Date(tm).toLocaleTimeString(locale(), { hour: '2-digit', minute: '2-digit' });
+    svg.append(h('svg:text', { x: L, y: H - 8, class: 'axis' }, hm(t0)));
+    svg.append(h('svg:text', { x: W - R, y: H - 8, 'text-anchor': 'end', class: 'axis' }, hm(t1)));
+    if (limit > 0) {
+      svg.append(h('svg:line', { x1: L, x2: W - R, y1: y(limit), y2: y(limit), class: 'limit', 'data-limit': limit }));
+    }
+    shown.forEach((l, i) => {
+      const pts = l.values.map((v, k) => `${x(minutes[k]).toFixed(1)},${y(v).toFixed(1)}`).join(' ');
       svg.append(h('svg:polyline', {
         points: pts, fill: 'none', stroke: palette[i % palette.length], 'stroke-width': 2.5,
-        'stroke-dasharray': dashes[i % dashes.length] || null, 'data-category': k,
+        'stroke-dasharray': dashes[i % dashes.length] || null, 'data-category': l.key,
       }));
     });
-    const legend = h('ul', { class: 'legend', 'aria-hidden': 'true' }, cats.map((k, i) => h('li', {},
+    const legend = h('ul', { class: 'legend', 'aria-hidden': 'true' }, shown.map((l, i) => h('li', {},
       h('svg:svg', { width: 28, height: 10, viewBox: '0 0 28 10' },
         h('svg:line', { x1: 0, x2: 28, y1: 5, y2: 5, stroke: palette[i % palette.length], 'stroke-width': 3, 'stroke-dasharray': dashes[i % dashes.length] || null })),
-      ' ' + tOr('cat.', k) + ' ' + num(latest[k] || 0))));
+      ' ' + l.label + ' ' + num(latest(l)))),
+    limit > 0 ? h('li', { class: 'limit-key' }, '— — ' + limitLabel) : null);
     box.replaceChildren(svg, legend);
   }
 
@@ -994,9 +1039,13 @@
         h('dt', {}, t('acct.updated')), h('dd', { class: 'updated-at' }));
       const breakerState = h('div', { class: 'breaker-state' });
       const hid = 'acct-h-' + forms.size;
+      const rateText = h('p', { class: 'rate-now' });
+      const rateChart = h('div', { class: 'chart rate-chart' });
       const sec = h('section', { class: 'card account', 'data-account': a.account, 'aria-labelledby': hid },
-        h('h2', { id: hid }, a.account), info, breakerState, form);
-      forms.set(a.account, { sec, form, info, breakerState });
+        h('h2', { id: hid }, a.account), info,
+        h('h3', {}, t('acct.sendRate')), rateText, rateChart, h('p', { class: 'muted small' }, t('acct.sendRateHelp')),
+        breakerState, form);
+      forms.set(a.account, { sec, form, info, breakerState, rateText, rateChart, seriesAt: 0 });
       return sec;
     }
 
@@ -1032,6 +1081,35 @@
         if (!forms.has(a.account)) list.append(card(a));
         update(a);
       }
+      const now = Date.now();
+      await Promise.all(accts.filter((a) => now - forms.get(a.account).seriesAt >= cfg.seriesPollMs).map(async (a) => {
+        const c = forms.get(a.account);
+        c.seriesAt = now;
+        const res = await api('GET', '/v1/accounts/' + enc(a.account) + '/series' + qs({ minutes: cfg.seriesMinutes }));
+        drawRate(c, res);
+      }));
+    }
+
+    // drawRate shows the account's sends per second, minute by minute,
+    // against its batch rate.
+    function drawRate(c, res) {
+      const minutes = minuteGrid(res.from, res.to);
+      const byMinute = new Map(res.points.map((p) => [Date.parse(p.at), p]));
+      const sent = minutes.map((m) => ((byMinute.get(m) || {}).sent || 0));
+      // The current minute is partial: its rate is over the seconds gone.
+      const cur = minutes[minutes.length - 1];
+      const gone = Math.min(60, Math.max(1, (Date.now() - cur) / 1000));
+      const perSec = sent.map((n, i) => (i === sent.length - 1 ? n / gone : n / 60));
+      const fmt1 = (v) => new Intl.NumberFormat(locale(), { maximumFractionDigits: 1 }).format(v);
+      const last = gone >= 10 || sent.length < 2 ? perSec[perSec.length - 1] : perSec[perSec.length - 2];
+      c.rateText.dataset.rate = String(last);
+      c.rateText.dataset.batch = String(res.batch_rate_per_sec);
+      setText(c.rateText, t('acct.rateNow', { r: fmt1(last), batch: fmt1(res.batch_rate_per_sec) }));
+      lineChart(c.rateChart, {
+        lines: [{ key: 'sent', label: t('acct.sentPerSec'), values: perSec.map((v) => Math.round(v * 10) / 10) }],
+        minutes, limit: res.batch_rate_per_sec, limitLabel: t('acct.batchRate') + ' ' + fmt1(res.batch_rate_per_sec),
+        empty: t('acct.noSends'), label: (vals) => t('acct.rateLabel', { window: fmtDuration(minutes.length * 60), values: vals }),
+      });
     }
 
     return {
@@ -1049,6 +1127,531 @@
       },
       poll: refresh,
     };
+  }
+
+  // ----------------------------------------------------------- schedules
+
+  // nextFirings computes the next n firings (ms, UTC) of an EventBridge
+  // schedule after `after`: rate(N unit) counts on from the server's next
+  // firing; cron(min hour dom month dow year) is evaluated here (UTC;
+  // lists, ranges, steps, names; not L, W or #). null when it cannot say.
+  function nextFirings(schedule, nextAt, after, n) {
+    const out = [];
+    let m = /^rate\((\d+)\s+(minute|minutes|hour|hours|day|days)\)$/.exec(schedule || '');
+    if (m) {
+      const unit = { minute: 60e3, hour: 3600e3, day: 86400e3 }[m[2].replace(/s$/, '')];
+      const step = Number(m[1]) * unit;
+      let tm = nextAt ? Date.parse(nextAt) : after;
+      while (out.length < n) { out.push(tm); tm += step; }
+      return out;
+    }
+    m = /^cron\((.+)\)$/.exec(schedule || '');
+    if (!m) return null;
+    const f = m[1].trim().split(/\s+/);
+    if (f.length !== 6 || /[LW#]/.test(f.join(' '))) return null;
+    const names = { JAN: 1, FEB: 2, MAR: 3, APR: 4, MAY: 5, JUN: 6, JUL: 7, AUG: 8, SEP: 9, OCT: 10, NOV: 11, DEC: 12,
+      SUN: 1, MON: 2, TUE: 3, WED: 4, THU: 5, FRI: 6, SAT: 7 };
+    const field = (src, lo, hi) => {
+      if (src === '*' || src === '?') return null; // any
+      const set = new Set();
+      for (const part of src.split(',')) {
+        const [range, stepS] = part.split('/');
+        const step = stepS ? Number(stepS) : 1;
+        let a = lo, b = hi;
+        if (range !== '*') {
+          const [x, y] = range.split('-').map((v) => (v.toUpperCase() in names ? names[v.toUpperCase()] : Number(v)));
+          a = x; b = y === undefined ? (stepS ? hi : x) : y;
+        }
+        if (!Number.isFinite(a) || !Number.isFinite(b) || !(step > 0)) throw new Error('bad cron');
+        for (let v = a; v <= b; v += step) set.add(v);
+      }
+      return set;
+    };
+    let sets;
+    try {
+      sets = { min: field(f[0], 0, 59), hour: field(f[1], 0, 23), dom: field(f[2], 1, 31), mon: field(f[3], 1, 12), dow: field(f[4], 1, 7), year: field(f[5], 1970, 2199) };
+    } catch (e) { return null; }
+    const ok = (set, v) => set === null || set.has(v);
+    let d = new Date(Math.floor(after / 60000) * 60000 + 60000);
+    for (let guard = 0; guard < 600000 && out.length < n; guard++) {
+      if (!ok(sets.year, d.getUTCFullYear()) || !ok(sets.mon, d.getUTCMonth() + 1) ||
+          !ok(sets.dom, d.getUTCDate()) || !ok(sets.dow, d.getUTCDay() + 1)) {
+        d = new Date(Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate() + 1));
+        continue;
+      }
+      if (!ok(sets.hour, d.getUTCHours())) { d = new Date(d.getTime() + (60 - d.getUTCMinutes()) * 60000); continue; }
+      if (ok(sets.min, d.getUTCMinutes())) out.push(d.getTime());
+      d = new Date(d.getTime() + 60000);
+    }
+    return out;
+  }
+
+  // formMsg shows an API error on a form: the message, and each field error
+  // next to its field (inputs named like the API's fields).
+  function formError(form, msg, ex) {
+    setText(msg, t('err.action', { msg: errorText(ex) }));
+    announce(msg.textContent);
+    for (const fe of (ex && ex.problem && ex.problem.errors) || []) {
+      const inp = form.elements[fe.field];
+      if (inp && inp.setAttribute) inp.setAttribute('aria-invalid', 'true');
+    }
+  }
+
+  function field(id, labelKey, input, helpKey) {
+    input.id = id;
+    return h('div', { class: 'field' }, h('label', { for: id }, t(labelKey)), input,
+      helpKey ? h('span', { class: 'muted small', id: id + '-help' }, t(helpKey)) : null);
+  }
+
+  // parseCSV reads RFC 4180 CSV (quoted fields, doubled quotes, CRLF or LF)
+  // into rows of strings.
+  function parseCSV(text) {
+    const rows = [];
+    let row = [], cell = '', q = false;
+    text = text.replace(/^\ufeff/, '');
+    for (let i = 0; i < text.length; i++) {
+      const ch = text[i];
+      if (q) {
+        if (ch === '"') { if (text[i + 1] === '"') { cell += '"'; i++; } else q = false; }
+        else cell += ch;
+      } else if (ch === '"' && cell === '') q = true;
+      else if (ch === ',') { row.push(cell); cell = ''; }
+      else if (ch === '\n' || ch === '\r') {
+        if (ch === '\r' && text[i + 1] === '\n') i++;
+        row.push(cell); cell = '';
+        if (row.length > 1 || row[0] !== '') rows.push(row);
+        row = [];
+      } else cell += ch;
+    }
+    if (cell !== '' || row.length) { row.push(cell); rows.push(row); }
+    return rows;
+  }
+
+  async function readFile(file) {
+    if (file.text) return file.text();
+    return new Promise((resolve, reject) => {
+      const r = new FileReader();
+      r.onload = () => resolve(String(r.result));
+      r.onerror = () => reject(r.error);
+      r.readAsText(file);
+    });
+  }
+
+  // ----------------------------------------------------------- campaigns
+
+  function campaignsPage() {
+    let tbody, empty;
+    function createForm() {
+      const msg = h('p', { class: 'msg', role: 'status', id: 'campaign-msg' });
+      const inp = (name, attrs) => h('input', Object.assign({ name, type: 'text' }, attrs || {}));
+      const mode = h('select', { name: 'mode' }, h('option', { value: 'snapshot' }, t('camp.mode.snapshot')), h('option', { value: 'requery' }, t('camp.mode.requery')));
+      const form = h('form', { id: 'campaign-form', class: 'card', novalidate: true },
+        h('h2', {}, t('camp.new')),
+        h('div', { class: 'grid' },
+          field('camp-id', 'camp.id', inp('id', { required: true }), 'camp.id.help'),
+          field('camp-name', 'camp.name', inp('name', { required: true })),
+          field('camp-schedule', 'camp.schedule', inp('schedule', { required: true, placeholder: 'cron(0 9 ? * MON *)' }), 'camp.schedule.help'),
+          field('camp-mode', 'camp.mode', mode),
+          field('camp-source', 'camp.source', inp('source', { type: 'url' }), 'camp.source.help'),
+          field('camp-maxdelay', 'camp.maxDelay', inp('max_delay_sec', { type: 'number', min: 0, step: 1, value: 0 }), 'camp.maxDelay.help')),
+        field('camp-template', 'camp.template', h('textarea', { name: 'template', rows: 3, required: true })),
+        field('camp-recipients', 'camp.recipients', h('textarea', { name: 'recipients', rows: 4, placeholder: 'account,to,var.name' }), 'camp.recipients.help'),
+        h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary', id: 'campaign-create' }, t('camp.create'))), msg);
+      form.addEventListener('submit', async (e) => {
+        e.preventDefault();
+        for (const el of form.querySelectorAll('[aria-invalid]')) el.removeAttribute('aria-invalid');
+        const v = (n) => form.elements[n].value.trim();
+        const body = { id: v('id'), name: v('name'), schedule: v('schedule'), mode: v('mode'), max_delay_sec: Number(v('max_delay_sec') || 0),
+          request: { name: v('name'), template: form.elements.template.value } };
+        if (body.mode === 'requery') body.source = v('source');
+        else {
+          const parsed = recipientsFromCSV(form.elements.recipients.value);
+          if (parsed.error) { setText(msg, parsed.error); form.elements.recipients.setAttribute('aria-invalid', 'true'); return; }
+          body.request.recipients = parsed.recipients;
+        }
+        try {
+          await api('POST', '/v1/campaigns', body);
+          const m = t('camp.saved', { id: body.id });
+          setText(msg, m);
+          announce(m);
+          form.reset();
+          await refresh();
+        } catch (ex) { formError(form, msg, ex); }
+      });
+      return form;
+    }
+    async function refresh() {
+      const res = await api('GET', '/v1/campaigns');
+      const list = res.campaigns || [];
+      empty.hidden = list.length > 0;
+      syncRows(tbody, list, (c) => c.id, (c) => h('tr', { 'data-campaign': c.id },
+        h('td', {}, h('a', { href: '#/campaigns/' + enc(c.id), class: 'campaign-link' }), h('div', { class: 'muted small mono' }, c.id)),
+        h('td', { class: 'mono schedule' }), h('td', { class: 'enabled' }), h('td', { class: 'next' }), h('td', { class: 'last' })),
+      (tr, c) => {
+        setText($('a', tr), c.name || c.id);
+        setText($('.schedule', tr), c.schedule);
+        setText($('.enabled', tr), c.enabled ? t('camp.on') : t('camp.off'));
+        const next = c.enabled ? nextFirings(c.schedule, c.next_fire_at, Date.now(), 1) : [];
+        setText($('.next', tr), next && next.length ? fmtTime(new Date(next[0]).toISOString()) : c.next_fire_at ? fmtTime(c.next_fire_at) : t('none'));
+        setText($('.last', tr), c.last_fired_at ? fmtTime(c.last_fired_at) : t('never'));
+      });
+    }
+    return {
+      nav: '#/campaigns',
+      render() {
+        tbody = h('tbody', { id: 'campaigns-body' });
+        empty = h('p', { class: 'muted', id: 'campaigns-empty', hidden: true }, t('camp.none'));
+        main().replaceChildren(h('h1', {}, t('camp.title')), h('p', { class: 'muted' }, t('camp.help')),
+          h('div', { class: 'scroll' }, h('table', { id: 'campaigns-table' }, h('caption', { class: 'sr-only' }, t('camp.title')),
+            h('thead', {}, h('tr', {}, ['camp.name', 'camp.schedule', 'camp.enabled', 'camp.next', 'camp.last'].map((k) => h('th', { scope: 'col' }, t(k))))),
+            tbody)), empty, createForm());
+      },
+      poll: refresh,
+    };
+  }
+
+  // recipientsFromCSV reads "account,to[,ref][,var.<name>...]" CSV text.
+  function recipientsFromCSV(text) {
+    const rows = parseCSV(text || '');
+    if (!rows.length) return { recipients: [] };
+    const head = rows[0].map((c) => c.trim());
+    const ai = head.indexOf('account'), ti = head.indexOf('to'), ri = head.indexOf('ref');
+    if (ai < 0 || ti < 0) return { error: t('csv.header') };
+    const vars = head.map((c, i) => (c.startsWith('var.') ? [i, c.slice(4)] : null)).filter(Boolean);
+    const recipients = [];
+    for (let r = 1; r < rows.length; r++) {
+      const row = rows[r];
+      if (!row[ai] || !row[ti]) return { error: t('csv.row', { line: r + 1 }) };
+      const rec = { account: row[ai].trim(), to: row[ti].trim() };
+      if (ri >= 0 && row[ri]) rec.ref = row[ri];
+      if (vars.length) { rec.vars = {}; for (const [i, name] of vars) rec.vars[name] = row[i] ?? ''; }
+      recipients.push(rec);
+      if (recipients.length > cfg.csvMaxRecipients) return { error: t('csv.tooMany', { max: num(cfg.csvMaxRecipients) }) };
+    }
+    return { recipients };
+  }
+
+  function campaignPage(id) {
+    let facts, nextList, jobsBody, jobsEmpty;
+    return {
+      nav: '#/campaigns',
+      render() {
+        facts = h('dl', { class: 'facts', id: 'campaign-facts' });
+        nextList = h('ol', { id: 'campaign-next' });
+        jobsBody = h('tbody', { id: 'campaign-jobs' });
+        jobsEmpty = h('p', { class: 'muted', id: 'campaign-jobs-empty', hidden: true }, t('camp.noFirings'));
+        main().replaceChildren(h('p', {}, h('a', { href: '#/campaigns' }, t('camp.back'))), h('h1', { id: 'campaign-name' }, id),
+          h('section', { class: 'card' }, facts),
+          h('section', { 'aria-labelledby': 'next-h' }, h('h2', { id: 'next-h' }, t('camp.nextFirings')), nextList, h('p', { class: 'muted small' }, t('camp.utc'))),
+          h('section', { 'aria-labelledby': 'past-h' }, h('h2', { id: 'past-h' }, t('camp.pastFirings')),
+            h('table', {}, h('thead', {}, h('tr', {}, ['jobs.name', 'jobs.status', 'jobs.progress', 'jobs.started'].map((k) => h('th', { scope: 'col' }, t(k))))), jobsBody),
+            jobsEmpty, h('p', { class: 'muted small' }, t('camp.pastHelp'))));
+      },
+      async poll() {
+        const c = await api('GET', '/v1/campaigns/' + enc(id));
+        setText($('#campaign-name'), c.name || c.id);
+        facts.replaceChildren(...[['camp.schedule', c.schedule], ['camp.mode', tOr('camp.mode.', c.mode)], ['camp.enabled', c.enabled ? t('camp.on') : t('camp.off')],
+          ['camp.last', c.last_fired_at ? fmtTime(c.last_fired_at) : t('never')], ['camp.maxDelay', String(c.max_delay_sec)]]
+          .flatMap(([k, v]) => [h('dt', {}, t(k)), h('dd', {}, v)]));
+        const next = c.enabled ? nextFirings(c.schedule, c.next_fire_at, Date.now(), cfg.nextFirings) : [];
+        nextList.replaceChildren(...(next === null ? [h('li', {}, c.next_fire_at ? fmtTime(c.next_fire_at) : t('none'))]
+          : next.length ? next.map((tm) => h('li', { 'data-at': new Date(tm).toISOString() }, fmtTime(new Date(tm).toISOString()))) : [h('li', {}, t('camp.off'))]));
+        // Its firings are the jobs it created ("campaign:<id>").
+        const jobs = [];
+        let cursor = '';
+        for (let i = 0; i < cfg.campaignJobPages; i++) {
+          const page = await api('GET', '/v1/jobs' + qs({ cursor }));
+          jobs.push(...page.jobs.filter((j) => j.created_by === 'campaign:' + id));
+          cursor = page.next_cursor || '';
+          if (!cursor) break;
+        }
+        jobsEmpty.hidden = jobs.length > 0;
+        syncRows(jobsBody, jobs, (j) => j.id, (j) => h('tr', { 'data-job-id': j.id },
+          h('td', {}, h('a', { href: '#/jobs/' + enc(j.id) }, j.name || j.id)), h('td', {}, statusBadge(j.status, j.pause_reason)), h('td', { class: 'p' }), h('td', { class: 's' })),
+        (tr, j) => {
+          updateBadge($('.badge', tr), j.status, j.pause_reason);
+          setText($('.p', tr), t('progress.short', { done: num(doneOf(j.counts)), total: num(j.total) }));
+          setText($('.s', tr), j.started_at ? fmtTime(j.started_at) : t('notStarted'));
+        });
+      },
+    };
+  }
+
+  // -------------------------------------------------------- suppressions
+
+  function suppressionsPage() {
+    let tbody, empty, more, cursor = '', found = [], query = '';
+    async function load(reset) {
+      if (reset) { cursor = ''; found = []; tbody.replaceChildren(); }
+      let scanned = 0;
+      do {
+        const page = await api('GET', '/v1/suppressions' + qs({ cursor, limit: 500 }));
+        for (const e of page.suppressions) {
+          scanned++;
+          if (!query || (e.account + ' ' + e.to + ' ' + e.reason).toLowerCase().includes(query)) found.push(e);
+        }
+        cursor = page.next_cursor || '';
+      } while (cursor && found.length < 100 && scanned < 5000);
+      more.hidden = !cursor;
+      empty.hidden = found.length > 0;
+      syncRows(tbody, found, (e) => e.account + '\u0000' + e.to, (e) => h('tr', { 'data-account': e.account, 'data-to': e.to },
+        h('td', {}, e.account), h('td', {}, e.to), h('td', {}, e.reason), h('td', {}, fmtTime(e.created_at)),
+        h('td', {}, h('button', { type: 'button', class: 'remove', 'aria-label': t('supp.removeFor', { to: e.to, account: e.account }), onclick: () => remove(e) }, t('supp.remove')))),
+      () => {});
+    }
+    async function remove(e) {
+      const ok = await confirmDialog({ title: t('supp.remove.title', { to: e.to }), body: [t('supp.remove.body')], yes: t('supp.remove') });
+      if (!ok) return;
+      try {
+        await api('DELETE', '/v1/suppressions/' + enc(e.account) + '/' + enc(e.to));
+        announce(t('supp.removed', { to: e.to }));
+        await load(true);
+      } catch (ex) { showBanner(t('err.action', { msg: errorText(ex) })); }
+    }
+    return {
+      nav: '#/suppressions',
+      render() {
+        tbody = h('tbody', { id: 'supp-body' });
+        empty = h('p', { class: 'muted', id: 'supp-empty', hidden: true }, t('supp.none'));
+        more = h('button', { type: 'button', id: 'supp-more', hidden: true, onclick: () => load(false).catch((e) => showBanner(errorText(e))) }, t('supp.more'));
+        const search = h('input', { id: 'supp-search', type: 'search', name: 'q' });
+        const searchForm = h('form', { id: 'supp-search-form', class: 'filters', role: 'search' },
+          h('label', { for: 'supp-search' }, t('supp.search')), search, h('button', { type: 'submit' }, t('supp.searchBtn')));
+        searchForm.addEventListener('submit', (e) => { e.preventDefault(); query = search.value.trim().toLowerCase(); load(true).catch((ex) => showBanner(errorText(ex))); });
+        const addMsg = h('p', { class: 'msg', role: 'status', id: 'supp-add-msg' });
+        const addForm = h('form', { id: 'supp-add', class: 'card', novalidate: true }, h('h2', {}, t('supp.add')),
+          h('div', { class: 'grid' }, field('supp-account', 'supp.account', h('input', { name: 'account', required: true })),
+            field('supp-to', 'supp.to', h('input', { name: 'to', required: true })), field('supp-reason', 'supp.reason', h('input', { name: 'reason' }))),
+          h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, t('supp.addBtn'))), addMsg);
+        addForm.addEventListener('submit', async (e) => {
+          e.preventDefault();
+          const a = addForm.elements.account.value.trim(), to = addForm.elements.to.value.trim();
+          if (!a || !to) { setText(addMsg, t('supp.needBoth')); return; }
+          try {
+            await api('PUT', '/v1/suppressions/' + enc(a) + '/' + enc(to), { reason: addForm.elements.reason.value });
+            setText(addMsg, t('supp.added', { to }));
+            announce(addMsg.textContent);
+            addForm.reset();
+            await load(true);
+          } catch (ex) { formError(addForm, addMsg, ex); }
+        });
+        const impMsg = h('p', { class: 'msg', role: 'status', id: 'supp-import-msg' });
+        const file = h('input', { type: 'file', id: 'supp-file', accept: '.csv,text/csv' });
+        const impForm = h('form', { id: 'supp-import', class: 'card', novalidate: true }, h('h2', {}, t('supp.import')),
+          h('p', { class: 'muted small' }, t('supp.import.help')), h('label', { for: 'supp-file' }, t('supp.file')), file,
+          h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, t('supp.importBtn'))), impMsg);
+        impForm.addEventListener('submit', async (e) => {
+          e.preventDefault();
+          const f = file.files && file.files[0];
+          if (!f) { setText(impMsg, t('csv.choose')); return; }
+          if (f.size > cfg.csvMaxBytes) { setText(impMsg, t('csv.tooBig', { size: num(Math.ceil(f.size / 1024)), max: num(cfg.csvMaxBytes / 1024) })); return; }
+          const rows = parseCSV(await readFile(f));
+          const head = (rows[0] || []).map((c) => c.trim());
+          const ai = head.indexOf('account'), ti = head.indexOf('to'), ri = head.indexOf('reason');
+          if (ai < 0 || ti < 0) { setText(impMsg, t('supp.import.header')); return; }
+          const entries = rows.slice(1).filter((r) => r[ai] && r[ti]).map((r) => ({ account: r[ai].trim(), to: r[ti].trim(), reason: ri >= 0 ? r[ri] || '' : '' }));
+          let added = 0;
+          try {
+            for (let i = 0; i < entries.length; i += 500) {
+              const res = await api('POST', '/v1/suppressions', { entries: entries.slice(i, i + 500) });
+              added += res.added || 0;
+              setText(impMsg, t('supp.importing', { n: num(Math.min(i + 500, entries.length)), total: num(entries.length) }));
+            }
+            setText(impMsg, t('supp.imported', { n: num(entries.length) }));
+            announce(impMsg.textContent);
+            await load(true);
+          } catch (ex) { formError(impForm, impMsg, ex); }
+        });
+        main().replaceChildren(h('h1', {}, t('supp.title')), h('p', { class: 'muted' }, t('supp.help')), searchForm,
+          h('div', { class: 'scroll' }, h('table', { id: 'supp-table' }, h('caption', { class: 'sr-only' }, t('supp.title')),
+            h('thead', {}, h('tr', {}, ['supp.account', 'supp.to', 'supp.reason', 'supp.created', 'supp.actions'].map((k) => h('th', { scope: 'col' }, t(k))))), tbody)),
+          empty, h('div', { class: 'pager' }, more), addForm, impForm);
+        load(true).catch((e) => showBanner(t('err.poll', { msg: errorText(e) })));
+      },
+    };
+  }
+
+  // ------------------------------------------------------------ webhooks
+
+  const webhookEvents = ['job.started', 'job.paused', 'job.canary_ready', 'job.finished', 'job.dead_letters', 'job.items_need_review', 'items.outcomes'];
+
+  function webhooksPage() {
+    let tbody, empty;
+    async function refresh() {
+      const res = await api('GET', '/v1/webhooks');
+      const list = res.webhooks || [];
+      empty.hidden = list.length > 0;
+      syncRows(tbody, list, (w) => w.id, (w) => h('tr', { 'data-webhook': w.id },
+        h('td', {}, h('a', { href: '#/webhooks/' + enc(w.id), class: 'webhook-link mono' }, w.url)),
+        h('td', { class: 'small' }, w.events.join(', ')), h('td', {}, fmtTime(w.created_at)),
+        h('td', {}, h('button', { type: 'button', class: 'danger delete', 'aria-label': t('hook.deleteFor', { url: w.url }), onclick: () => del(w) }, t('hook.delete')))),
+      () => {});
+    }
+    async function del(w) {
+      const ok = await confirmDialog({ title: t('hook.delete.title', { url: w.url }), body: [t('hook.delete.body')], yes: t('hook.delete'), danger: true });
+      if (!ok) return;
+      try {
+        await api('DELETE', '/v1/webhooks/' + enc(w.id));
+        announce(t('hook.deleted'));
+        tbody.replaceChildren();
+        await refresh();
+      } catch (ex) { showBanner(t('err.action', { msg: errorText(ex) })); }
+    }
+    return {
+      nav: '#/webhooks',
+      render() {
+        tbody = h('tbody', { id: 'hooks-body' });
+        empty = h('p', { class: 'muted', id: 'hooks-empty', hidden: true }, t('hook.none'));
+        const msg = h('p', { class: 'msg', role: 'status', id: 'hook-msg' });
+        const secretOut = h('p', { id: 'hook-secret', class: 'mono', hidden: true });
+        const boxes = webhookEvents.map((ev) => h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'events', value: ev, checked: ev !== 'items.outcomes' }), ' ' + ev));
+        const form = h('form', { id: 'hook-form', class: 'card', novalidate: true }, h('h2', {}, t('hook.new')),
+          field('hook-url', 'hook.url', h('input', { name: 'url', type: 'url', required: true, placeholder: 'https://crm.example.com/qunfa-events' })),
+          field('hook-secret-in', 'hook.secret', h('input', { name: 'secret', type: 'text', autocomplete: 'off' }), 'hook.secret.help'),
+          h('fieldset', {}, h('legend', {}, t('hook.events')), boxes),
+          h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary', id: 'hook-create' }, t('hook.create'))), msg, secretOut);
+        form.addEventListener('submit', async (e) => {
+          e.preventDefault();
+          let secret = form.elements.secret.value;
+          if (!secret) {
+            const b = new Uint8Array(24);
+            crypto.getRandomValues(b);
+            secret = [...b].map((x) => x.toString(16).padStart(2, '0')).join('');
+          }
+          const events = [...form.querySelectorAll('input[name=events]:checked')].map((x) => x.value);
+          try {
+            const w = await api('POST', '/v1/webhooks', { url: form.elements.url.value.trim(), events, secret });
+            setText(msg, t('hook.created', { id: w.id }));
+            secretOut.hidden = false;
+            setText(secretOut, t('hook.secretShown', { secret }));
+            announce(msg.textContent);
+            form.reset();
+            await refresh();
+          } catch (ex) { formError(form, msg, ex); }
+        });
+        main().replaceChildren(h('h1', {}, t('hook.title')), h('p', { class: 'muted' }, t('hook.help')),
+          h('div', { class: 'scroll' }, h('table', { id: 'hooks-table' }, h('caption', { class: 'sr-only' }, t('hook.title')),
+            h('thead', {}, h('tr', {}, ['hook.url', 'hook.events', 'hook.createdAt', 'hook.actions'].map((k) => h('th', { scope: 'col' }, t(k))))), tbody)),
+          empty, form);
+      },
+      poll: refresh,
+    };
+  }
+
+  function webhookPage(id) {
+    let tbody, empty, msg;
+    async function redeliver(d) {
+      try {
+        await api('POST', '/v1/webhooks/' + enc(id) + '/deliveries/' + enc(d.id) + '/redeliver');
+        setText(msg, t('hook.redelivered', { id: d.id }));
+        announce(msg.textContent);
+      } catch (ex) { setText(msg, t('err.action', { msg: errorText(ex) })); }
+    }
+    return {
+      nav: '#/webhooks',
+      render() {
+        tbody = h('tbody', { id: 'deliveries-body' });
+        empty = h('p', { class: 'muted', id: 'deliveries-empty', hidden: true }, t('hook.noDeliveries'));
+        msg = h('p', { class: 'msg', role: 'status', id: 'delivery-msg' });
+        main().replaceChildren(h('p', {}, h('a', { href: '#/webhooks' }, t('hook.back'))), h('h1', {}, t('hook.deliveries')),
+          h('p', { class: 'muted small mono' }, id), msg,
+          h('div', { class: 'scroll' }, h('table', { id: 'deliveries-table' }, h('caption', { class: 'sr-only' }, t('hook.deliveries')),
+            h('thead', {}, h('tr', {}, ['hook.event', 'hook.status', 'hook.attempts', 'hook.lastAnswer', 'hook.next', 'hook.createdAt', 'hook.actions'].map((k) => h('th', { scope: 'col' }, t(k))))), tbody)),
+          empty);
+      },
+      async poll() {
+        const res = await api('GET', '/v1/webhooks/' + enc(id) + '/deliveries' + qs({ limit: 100 }));
+        const list = res.deliveries || [];
+        empty.hidden = list.length > 0;
+        syncRows(tbody, list, (d) => d.id, (d) => h('tr', { 'data-delivery': d.id },
+          h('td', { class: 'mono small' }, d.event_type), h('td', {}, h('span', { class: 'badge' })), h('td', { class: 'num att' }), h('td', { class: 'ans small' }),
+          h('td', { class: 'next' }), h('td', {}, fmtTime(d.created_at)),
+          h('td', {}, h('button', { type: 'button', class: 'redeliver', 'aria-label': t('hook.redeliverFor', { event: d.event_type }), onclick: () => redeliver(d) }, t('hook.redeliver')))),
+        (tr, d) => {
+          const b = $('.badge', tr);
+          b.className = 'badge dl-' + d.status;
+          tr.dataset.status = d.status;
+          setText(b, tOr('dstatus.', d.status));
+          setText($('.att', tr), String(d.attempts));
+          setText($('.ans', tr), d.last_status ? 'HTTP ' + d.last_status + (d.last_error ? ' · ' + d.last_error : '') : d.last_error || t('none'));
+          setText($('.next', tr), d.status === 'pending' && d.next_attempt_at ? fmtTime(d.next_attempt_at) : t('none'));
+        });
+      },
+    };
+  }
+
+  // -------------------------------------------------------------- new job
+
+  function newJobPage() {
+    let parsed = null;
+    return {
+      nav: '#/new-job',
+      render() {
+        const msg = h('p', { class: 'msg', role: 'status', id: 'newjob-msg' });
+        const preview = h('div', { id: 'newjob-preview' });
+        const file = h('input', { type: 'file', id: 'newjob-file', accept: '.csv,text/csv' });
+        const form = h('form', { id: 'newjob-form', class: 'card', novalidate: true },
+          field('newjob-name', 'newjob.name', h('input', { name: 'name', required: true })),
+          field('newjob-template', 'newjob.template', h('textarea', { name: 'template', rows: 3, required: true, placeholder: 'Hi {{name}}, …' })),
+          h('div', { class: 'field' }, h('label', { for: 'newjob-file' }, t('newjob.file')), file,
+            h('span', { class: 'muted small' }, t('newjob.file.help', { max: num(cfg.csvMaxRecipients), mb: num(cfg.csvMaxBytes / 1048576) }))),
+          preview,
+          h('div', { class: 'grid' },
+            field('newjob-budget', 'newjob.budget', h('input', { name: 'budget', type: 'number', min: 0, step: 1, value: 0 }), 'newjob.budget.help'),
+            field('newjob-rate', 'newjob.rate', h('input', { name: 'rate_per_sec', type: 'number', min: 0, step: 'any', value: 0 }), 'newjob.rate.help')),
+          h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary', id: 'newjob-submit' }, t('newjob.submit'))), msg);
+        // readSelected parses the chosen file (also at Send, should the
+        // browser not have fired "change" for a file chosen again).
+        const readSelected = async () => {
+          parsed = null;
+          preview.replaceChildren();
+          const f = file.files && file.files[0];
+          if (!f) return;
+          if (f.size > cfg.csvMaxBytes) {
+            setText(msg, t('csv.tooBig', { size: num(Math.ceil(f.size / 1024)), max: num(cfg.csvMaxBytes / 1024) }));
+            return;
+          }
+          const res = recipientsFromCSV(await readFile(f));
+          if (res.error) { setText(msg, res.error); return; }
+          parsed = res.recipients;
+          const accounts = new Set(parsed.map((r) => r.account));
+          setText(msg, '');
+          preview.replaceChildren(h('p', { id: 'newjob-count' }, t('newjob.parsed', { n: num(parsed.length), accounts: num(accounts.size) })),
+            h('table', { class: 'small' }, h('thead', {}, h('tr', {}, ['supp.account', 'supp.to', 'newjob.vars'].map((k) => h('th', { scope: 'col' }, t(k))))),
+              h('tbody', {}, parsed.slice(0, 5).map((r) => h('tr', {}, h('td', {}, r.account), h('td', {}, r.to), h('td', { class: 'mono' }, JSON.stringify(r.vars || {})))))));
+        };
+        file.addEventListener('change', () => { readSelected().catch((ex) => setText(msg, String(ex))); });
+        form.addEventListener('submit', async (e) => {
+          e.preventDefault();
+          if (!parsed && file.files && file.files[0]) await readSelected();
+          if (!parsed || !parsed.length) { if (!msg.textContent) setText(msg, t('csv.choose')); return; }
+          const body = { name: form.elements.name.value.trim(), template: form.elements.template.value, recipients: parsed,
+            budget: Number(form.elements.budget.value || 0), rate_per_sec: Number(form.elements.rate_per_sec.value || 0) };
+          setText(msg, t('newjob.sending'));
+          try {
+            // One key per upload: a double click or a retried request
+            // makes one job.
+            form.dataset.key = form.dataset.key || 'ui-' + Date.now().toString(36) + '-' + Math.random().toString(36).slice(2, 10);
+            const j = await apiKeyed('POST', '/v1/jobs', body, form.dataset.key);
+            announce(t('newjob.created'));
+            location.hash = '#/jobs/' + enc(j.id);
+          } catch (ex) { formError(form, msg, ex); delete form.dataset.key; }
+        });
+        main().replaceChildren(h('h1', {}, t('newjob.title')), h('p', { class: 'muted' }, t('newjob.help')), form);
+      },
+    };
+  }
+
+  async function apiKeyed(method, path, body, key) {
+    const res = await fetch(base + path, {
+      method, cache: 'no-store', credentials: 'omit', body: JSON.stringify(body),
+      headers: { Authorization: 'Bearer ' + token(), Accept: 'application/json', 'Content-Type': 'application/json', 'Idempotency-Key': key },
+    });
+    const text = await res.text();
+    let data = null;
+    try { data = text ? JSON.parse(text) : null; } catch (e) { data = null; }
+    if (!res.ok) throw new APIError(res.status, data || { detail: text.slice(0, 200) });
+    return data;
   }
 
   // ---------------------------------------------------------------- start

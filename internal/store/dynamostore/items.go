@@ -406,6 +406,12 @@ func (s *Store) updatePage(ctx context.Context, p store.UpdateItemsParams, block
 			if carriesFailure(nw) {
 				failures[nw.category]++
 			}
+			if store.ConfirmedAfterRetry(u.From, old.attempts) {
+				failures[store.TallyConfirmedAfterRetry]--
+			}
+			if store.ConfirmedAfterRetry(u.To, nw.attempts) {
+				failures[store.TallyConfirmedAfterRetry]++
+			}
 			applied++
 		}
 		if applied > 0 {

@@ -307,6 +307,9 @@ func (p *page) counts(c *store.Counts, failures map[string]int64) {
 		if carriesFailure(s) {
 			failures[s.category]++
 		}
+		if s.status == 'c' && s.attempts > 1 {
+			failures[store.TallyConfirmedAfterRetry]++
+		}
 	}
 }
 

@@ -223,6 +223,7 @@ func (s *Store) UpdateItems(ctx context.Context, p store.UpdateItemsParams) (sto
 
 			res.Delta.Move(cur.status, next.status)
 			moveFailure(res.FailuresDelta, carriedCategory(cur.status, category(cur.err)), carriedCategory(next.status, category(next.err)))
+			moveFailure(res.FailuresDelta, retriedTally(cur.status, cur.attempts), retriedTally(next.status, next.attempts))
 			if !slices.Contains(changed, u.Seq) {
 				changed = append(changed, u.Seq)
 			}

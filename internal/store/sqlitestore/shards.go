@@ -95,8 +95,8 @@ func (s *Store) saveShard(ctx context.Context, tx *sql.Tx, no int64, sh store.Sh
 // starts a new count epoch: deltas relative to an older epoch may already
 // be part of this recount, so they are no longer folded.
 func recount(ctx context.Context, tx *sql.Tx, no int64, sh *store.Shard) error {
-	rows, err := tx.QueryContext(ctx, `SELECT status, cat, count(*) FROM items NOT INDEXED
-WHERE job_no = ? AND shard = ? GROUP BY status, cat`, no, sh.Index)
+	rows, err := tx.QueryContext(ctx, `SELECT status, cat, attempts > 1, count(*) FROM items NOT INDEXED
+WHERE job_no = ? AND shard = ? GROUP BY status, cat, attempts > 1`, no, sh.Index)
 	if err != nil {
 		return fmt.Errorf("recount shard %s/%d: %w", sh.JobID, sh.Index, err)
 	}
@@ -105,11 +105,12 @@ WHERE job_no = ? AND shard = ? GROUP BY status, cat`, no, sh.Index)
 	f := map[string]int64{}
 	for rows.Next() {
 		var (
-			code int
-			cat  sql.NullString
-			n    int64
+			code    int
+			cat     sql.NullString
+			retried bool
+			n       int64
 		)
-		if err := rows.Scan(&code, &cat, &n); err != nil {
+		if err := rows.Scan(&code, &cat, &retried, &n); err != nil {
 			return fmt.Errorf("recount shard %s/%d: %w", sh.JobID, sh.Index, err)
 		}
 		st := statusNames[code]
@@ -118,6 +119,9 @@ WHERE job_no = ? AND shard = ? GROUP BY status, cat`, no, sh.Index)
 		c = c.Add(d)
 		if k := carriedCategory(st, cat.String); k != "" {
 			f[k] += n
+		}
+		if st == store.ItemConfirmed && retried {
+			f[store.TallyConfirmedAfterRetry] += n
 		}
 	}
 	if err := rows.Err(); err != nil {

@@ -40,7 +40,7 @@ var _ store.Store = (*Store)(nil)
 // schemaVersion is the version of the schema (schema plus migrations),
 // kept in PRAGMA user_version. Open refuses a file written by a newer
 // version.
-const schemaVersion = 7
+const schemaVersion = 8
 
 // busyTimeout is how long a write waits for another process's write lock.
 const busyTimeout = 30 * time.Second
@@ -267,6 +267,8 @@ CREATE INDEX items_ref ON items (job_no, ref, seq) WHERE ref IS NOT NULL;
 	// planning checkpoints of starting jobs, and the index the expiry of
 	// staging jobs reads.
 	7: stagingSchema,
+	// 8: per-minute series (series.go).
+	8: seriesSchema,
 }
 
 // staleShardCond selects the shards ListStaleShards watches: running, or
@@ -590,6 +592,16 @@ func carriedCategory(status store.ItemStatus, category string) string {
 		if category == store.CategoryUncertain {
 			return category
 		}
+	}
+	return ""
+}
+
+// retriedTally is the Shard.Failures key an item counts under besides its
+// category: store.TallyConfirmedAfterRetry when it was confirmed after more
+// than one attempt.
+func retriedTally(status store.ItemStatus, attempts int) string {
+	if store.ConfirmedAfterRetry(status, attempts) {
+		return store.TallyConfirmedAfterRetry
 	}
 	return ""
 }

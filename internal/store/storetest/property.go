@@ -243,6 +243,12 @@ func (m *shardModel) update(rt *rapid.T, outsideTurn bool) store.UpdateItemsResu
 		if c, counted := FailureCategory(next.asItem()); counted {
 			failDelta[c]++
 		}
+		if store.ConfirmedAfterRetry(cur.status, cur.attempts) {
+			failDelta[store.TallyConfirmedAfterRetry]--
+		}
+		if store.ConfirmedAfterRetry(next.status, next.attempts) {
+			failDelta[store.TallyConfirmedAfterRetry]++
+		}
 	}
 	res := update(rt, m.s, m.jobID, 0, m.now, ups...)
 	if got := sortedSeqs(res.Rejected); !slices.Equal(got, sortedSeqs(rejected)) {

@@ -17,6 +17,8 @@
 //     that net to zero may be present or absent. RecountShard and the repair
 //     in BeginTurn count the same way, so folding every delta keeps
 //     Failures equal to a recount.
+//   - Confirmed items with more than one attempt count in Failures under
+//     store.TallyConfirmedAfterRetry, by the same delta rule.
 //   - ClaimItems returns no FailuresDelta, so a claim must not change what an
 //     item counts under: it keeps the item's Error, and callers never put an
 //     item back to pending while keeping an uncertain error (the suite
@@ -190,7 +192,9 @@ func FailureCategory(it store.Item) (string, bool) {
 	return "", false
 }
 
-// Recount computes counts and failures (per FailureCategory) from items:
+// Recount computes counts and failures (per FailureCategory, and
+// store.TallyConfirmedAfterRetry for confirmed items with more than one
+// attempt) from items:
 // the truth a shard's Counts and Failures must match after RecountShard.
 func Recount(items []store.Item) (store.Counts, map[string]int64) {
 	var c store.Counts
@@ -210,6 +214,9 @@ func Recount(items []store.Item) (store.Counts, map[string]int64) {
 		}
 		if cat, ok := FailureCategory(it); ok {
 			f[cat]++
+		}
+		if store.ConfirmedAfterRetry(it.Status, it.Attempts) {
+			f[store.TallyConfirmedAfterRetry]++
 		}
 	}
 	return c, f
@@ -282,6 +289,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"Campaigns", testCampaigns},
 		{"Webhooks", testWebhooks},
 		{"Staging", testStaging},
+		{"ConfirmedAfterRetry", testConfirmedAfterRetry},
+		{"Series", testSeries},
 		{"ShardCountsProperty", testShardCountsProperty},
 		{"Leases", testLeases},
 	}
