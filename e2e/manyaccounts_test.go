@@ -108,7 +108,8 @@ func spread(ds []time.Duration) string {
 // TestManyAccounts: a job over 200 accounts at 20/s each keeps every
 // account busy at once — exactly once, never over any account's rate. The
 // efficiency figures of issue 17 come from BenchmarkManyAccounts; this test
-// only fails on a collapse (the engine used to reach 0.04 here).
+// only fails on a collapse (the engine used to reach 0.04 here): it runs
+// beside the rest of the suite, which takes CPU from it.
 func TestManyAccounts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sends for over 15 s")
@@ -120,8 +121,8 @@ func TestManyAccounts(t *testing.T) {
 	}{{200, 200, 20}, {400, 5, 1}} {
 		t.Run(fmt.Sprintf("%d×%d@%g", c.accounts, c.perAccount, c.rate), func(t *testing.T) {
 			run := runManyAccounts(t, c.accounts, c.perAccount, c.rate)
-			if e := run.efficiency(); e < 0.5 {
-				t.Errorf("%v: efficiency below 0.5", run)
+			if e := run.efficiency(); e < 0.3 {
+				t.Errorf("%v: efficiency below 0.3", run)
 			}
 		})
 	}
