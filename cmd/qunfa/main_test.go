@@ -54,6 +54,9 @@ func newAPIServer(t *testing.T) *apiServer {
 		t.Fatal(err)
 	}
 	for _, a := range []string{"acct-a", "acct-b"} {
+		if err := st.GrantAccount(ctx, "tenant-a", a, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := st.PutAccount(ctx, store.Account{Tenant: "tenant-a", ID: a, RatePerSec: 10, Burst: 10, MaxRecipientsPerCall: 1}); err != nil {
 			t.Fatal(err)
 		}

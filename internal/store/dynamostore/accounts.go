@@ -149,4 +149,3 @@ func (s *Store) ListAccounts(ctx context.Context, tenant string) ([]store.Accoun
 	}
 	return out, nil
 }
-
