@@ -326,6 +326,32 @@ func TestGeneratedClientDrivesEveryOperation(t *testing.T) {
 		t.Errorf("series: %s / %s", js.Body, as.Body)
 	}
 
+	// Tokens of the tenant, and the platform operator's calls.
+	ct, err := cl.CreateTokenWithResponse(ctx, apiclient.TokenRequest{Name: "reader", Role: apiclient.Read})
+	want("createToken", ct, err, 201)
+	lt, err := cl.ListTokensWithResponse(ctx)
+	want("listTokens", lt, err, 200)
+	if lt.JSON200 == nil || len(lt.JSON200.Tokens) < 2 || strings.Contains(string(lt.Body), ct.JSON201.Token) {
+		t.Errorf("listTokens: %s", lt.Body)
+	}
+	dt, err := cl.DeleteTokenWithResponse(ctx, ct.JSON201.Id)
+	want("deleteToken", dt, err, 204)
+	platform, err := apiclient.NewClientWithResponses(d.URL, apiclient.WithHTTPClient(httpClient),
+		apiclient.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
+			r.Header.Set("Authorization", "Bearer "+testAdminToken)
+			return nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ga2, err := platform.GrantAccountWithResponse(ctx, "tenant-z", "acct-z")
+	want("grantAccount", ga2, err, 200)
+	tt, err := platform.CreateTenantTokenWithResponse(ctx, "tenant-z", apiclient.TokenRequest{Name: "first", Role: apiclient.Admin})
+	want("createTenantToken", tt, err, 201)
+	if tt.JSON201 == nil || tt.JSON201.Token == "" {
+		t.Errorf("createTenantToken: %s", tt.Body)
+	}
+
 	// Every operation of the description was driven.
 	var doc struct {
 		Paths map[string]map[string]json.RawMessage `json:"paths"`

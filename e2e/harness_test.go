@@ -62,8 +62,12 @@ func runMain(m *testing.M) int {
 	return m.Run()
 }
 
-// testToken is the API token every qunfa dev process of the tests accepts.
-const testToken = "qf_e2e_test_token"
+// testToken is the API token every qunfa dev process of the tests accepts
+// (admin of the default tenant), and testAdminToken their platform token.
+const (
+	testToken      = "qf_e2e_test_token"
+	testAdminToken = "qf_e2e_platform_token"
+)
 
 // httpClient is shared by every request of the tests. Its transport checks
 // every answer of a qunfa dev process against the OpenAPI description
@@ -432,7 +436,7 @@ func (d *devProc) start() {
 		d.t.Fatal("qunfa dev is already running")
 	}
 	d.starts++
-	d.proc = startProc(d.t, "qunfa dev", d.stderr, []string{"QUNFA_API_TOKEN=" + testToken}, d.args...)
+	d.proc = startProc(d.t, "qunfa dev", d.stderr, []string{"QUNFA_API_TOKEN=" + testToken, "QUNFA_ADMIN_TOKEN=" + testAdminToken}, d.args...)
 	ok := poll(20*time.Second, 10*time.Millisecond, func() bool {
 		if d.proc.exited() {
 			return true

@@ -35,6 +35,7 @@ func runDev(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.ProviderTimeout, "provider-timeout", 10*time.Second, "provider response timeout")
 	fs.BoolVar(&cfg.AllowPrivateURLs, "allow-private-urls", false, "let webhook URLs reach loopback and private addresses (local testing only)")
 	fs.DurationVar(&cfg.WebhookRetryBase, "webhook-retry-base", 30*time.Second, "first retry wait of a failed webhook delivery (doubles per attempt)")
+	grantOnPut := fs.Bool("grant-on-put", true, "grant a provider account nobody owns to the tenant that first PUTs it (local convenience; production grants through the platform token)")
 	demo := fs.Bool("demo", false, "configure demo accounts and submit a demo campaign")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
@@ -76,6 +77,7 @@ func runDev(ctx context.Context, args []string) error {
 	log := slog.New(h)
 	slog.SetDefault(log)
 	cfg.Token = os.Getenv("QUNFA_API_TOKEN")
+	cfg.AdminToken = os.Getenv("QUNFA_ADMIN_TOKEN")
 
 	stack, err := devstack.Open(ctx, cfg, log)
 	if err != nil {
@@ -83,7 +85,7 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	defer stack.Close()
 	handler := api.New(api.Deps{Store: stack.Store, Submitter: stack.Submitter, Control: stack.Control, Logger: log,
-		AllowPrivateURLs: cfg.AllowPrivateURLs})
+		AllowPrivateURLs: cfg.AllowPrivateURLs, PlatformTokenHash: api.HashToken(stack.AdminToken), GrantOnPut: *grantOnPut})
 
 	served := make(chan error, 1)
 	go func() { served <- stack.Serve(ctx, handler) }()
@@ -93,9 +95,15 @@ func runDev(ctx context.Context, args []string) error {
 		fmt.Fprintf(os.Stderr, "  mock:       %s (deliveries: %s/mock-deliveries.jsonl)\n", stack.MockURL, stack.Config.DataDir)
 	}
 	if stack.TokenGenerated {
-		fmt.Fprintf(os.Stderr, "  token:      %s   (set QUNFA_API_TOKEN to choose your own)\n", stack.Token)
+		fmt.Fprintf(os.Stderr, "  token:      %s   (admin of tenant %q, kept in %s; set QUNFA_API_TOKEN to choose your own)\n",
+			stack.Token, devstack.DefaultTenant, stack.Config.DataDir)
 	} else {
-		fmt.Fprintf(os.Stderr, "  token:      from QUNFA_API_TOKEN\n")
+		fmt.Fprintf(os.Stderr, "  token:      from QUNFA_API_TOKEN (admin of tenant %q)\n", devstack.DefaultTenant)
+	}
+	if cfg.AdminToken == "" {
+		fmt.Fprintf(os.Stderr, "  platform:   %s   (grants accounts, creates tenants' tokens; set QUNFA_ADMIN_TOKEN to choose your own)\n", stack.AdminToken)
+	} else {
+		fmt.Fprintf(os.Stderr, "  platform:   from QUNFA_ADMIN_TOKEN\n")
 	}
 	if *demo {
 		jobID, err := startDemo(ctx, stack)

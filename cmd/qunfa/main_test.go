@@ -54,6 +54,9 @@ func newAPIServer(t *testing.T) *apiServer {
 		t.Fatal(err)
 	}
 	for _, a := range []string{"acct-a", "acct-b"} {
+		if err := st.GrantAccount(ctx, "tenant-a", a, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := st.PutAccount(ctx, store.Account{Tenant: "tenant-a", ID: a, RatePerSec: 10, Burst: 10, MaxRecipientsPerCall: 1}); err != nil {
 			t.Fatal(err)
 		}
@@ -66,6 +69,8 @@ func newAPIServer(t *testing.T) *apiServer {
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		// The webhook tests register receivers on 127.0.0.1.
 		AllowPrivateURLs: true,
+		// As qunfa dev: new accounts go to the tenant that first PUTs them.
+		GrantOnPut: true,
 	}))
 	t.Cleanup(srv.Close)
 	return &apiServer{url: srv.URL, store: st, clock: clk}

@@ -27,6 +27,9 @@ func (s *server) putAccount(w http.ResponseWriter, r *http.Request, tenant strin
 	if len(errs) > 0 {
 		return newProblem(http.StatusUnprocessableEntity, kindValidation, "the account was not saved", errs...)
 	}
+	if p := s.accountGranted(r, tenant, id, true); p != nil {
+		return p
+	}
 	a.Tenant = tenant
 	a.UpdatedAt = s.Clock.Now()
 	saved, err := s.Store.PutAccount(r.Context(), a)

@@ -17,6 +17,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -59,6 +60,17 @@ type Deps struct {
 	// Series reads the per-minute series of jobs and accounts (default:
 	// Store, when it implements store.SeriesStore; none: empty series).
 	Series store.SeriesStore
+	// Tenants keeps API tokens and account ownership (default: Store, when
+	// it implements store.TenantStore).
+	Tenants store.TenantStore
+	// PlatformTokenHash is HashToken of the platform operator's token, the
+	// only credential of the /v1/tenants routes (empty: those routes
+	// refuse every call).
+	PlatformTokenHash string
+	// GrantOnPut grants an account nobody owns to the tenant that first
+	// PUTs it (qunfa dev's convenience; off in production, where the
+	// platform operator grants accounts).
+	GrantOnPut bool
 }
 
 func (d Deps) withDefaults() Deps {
@@ -76,6 +88,9 @@ func (d Deps) withDefaults() Deps {
 	}
 	if ss, ok := d.Store.(store.SeriesStore); ok && d.Series == nil {
 		d.Series = ss
+	}
+	if d.Tenants == nil {
+		d.Tenants, _ = d.Store.(store.TenantStore)
 	}
 	return d
 }
@@ -106,7 +121,7 @@ func New(deps Deps) http.Handler {
 	s.mux.HandleFunc("GET /v1/openapi.json", serveOpenAPI)
 	s.mux.HandleFunc("GET /v1/openapi-3.0.json", serveOpenAPI30)
 
-	s.handle("PUT /v1/accounts/{account}", s.putAccount)
+	s.handleRole("PUT /v1/accounts/{account}", store.RoleAdmin, s.putAccount)
 	s.handle("GET /v1/accounts/{account}", s.getAccount)
 	s.handle("GET /v1/accounts", s.listAccounts)
 	s.handle("GET /v1/accounts/{account}/series", s.accountSeries)
@@ -133,6 +148,7 @@ func New(deps Deps) http.Handler {
 	s.handle("GET /v1/campaigns/{id}", s.getCampaign)
 	s.handle("DELETE /v1/campaigns/{id}", s.deleteCampaign)
 	s.routeWebhooks()
+	s.routeTokens()
 	return s
 }
 
@@ -199,27 +215,48 @@ func (c *captureWriter) Write(b []byte) (int, error) {
 // returns the problem to answer, or nil when it answered itself.
 type tenantHandler func(w http.ResponseWriter, r *http.Request, tenant string) *Problem
 
-// handle registers an authenticated route.
+// handle registers an authenticated route open to tokens of the role its
+// method needs: reads to every role, changes to operate and admin.
 func (s *server) handle(pattern string, h tenantHandler) {
+	need := store.RoleOperate
+	if strings.HasPrefix(pattern, "GET ") {
+		need = store.RoleRead
+	}
+	s.handleRole(pattern, need, h)
+}
+
+// handleRole registers an authenticated route open to tokens of role need
+// or above; a weaker token gets 403 and the route does nothing.
+func (s *server) handleRole(pattern string, need store.Role, h tenantHandler) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		tenant, p := s.authenticate(r)
+		who, p := s.authenticate(r)
+		if p == nil && !who.Role.Allows(need) {
+			p = newProblem(http.StatusForbidden, kindForbidden,
+				fmt.Sprintf("this %s token cannot do that; it needs the %s role", who.Role, need))
+		}
 		if p == nil {
-			p = h(w, r, tenant)
+			p = h(w, r.WithContext(withPrincipal(r.Context(), who)), who.Tenant)
 		}
 		if p != nil {
-			if p.Status == http.StatusUnauthorized {
-				challenge := `Bearer realm="qunfa"`
-				if r.Header.Get("Authorization") != "" {
-					challenge += `, error="invalid_token"`
-				}
-				w.Header().Set("WWW-Authenticate", challenge)
-			}
-			writeProblem(w, p)
+			writeAuthProblem(w, r, p)
 		}
 	})
 }
 
-func (s *server) authenticate(r *http.Request) (string, *Problem) {
+// writeAuthProblem answers p, with the Bearer challenge on a 401.
+func writeAuthProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
+	if p.Status == http.StatusUnauthorized {
+		challenge := `Bearer realm="qunfa"`
+		if r.Header.Get("Authorization") != "" {
+			challenge += `, error="invalid_token"`
+		}
+		w.Header().Set("WWW-Authenticate", challenge)
+	}
+	writeProblem(w, p)
+}
+
+// bearer returns the request's bearer token, or a 401 problem.
+func bearer(r *http.Request) (string, *Problem) {
 	auth := r.Header.Get("Authorization")
 	if auth == "" {
 		return "", newProblem(http.StatusUnauthorized, kindUnauthorized, `send "Authorization: Bearer <token>"`)
@@ -229,14 +266,27 @@ func (s *server) authenticate(r *http.Request) (string, *Problem) {
 	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return "", newProblem(http.StatusUnauthorized, kindUnauthorized, `the Authorization header must be "Bearer <token>"`)
 	}
-	tenant, err := s.Store.TenantForToken(r.Context(), HashToken(token))
+	return token, nil
+}
+
+// authenticate finds the caller's token: unknown, revoked and expired
+// tokens get 401.
+func (s *server) authenticate(r *http.Request) (store.APIToken, *Problem) {
+	token, p := bearer(r)
+	if p != nil {
+		return store.APIToken{}, p
+	}
+	t, err := s.Tenants.TokenByHash(r.Context(), HashToken(token))
 	if errors.Is(err, store.ErrNotFound) {
-		return "", newProblem(http.StatusUnauthorized, kindUnauthorized, "the API token is not known")
+		return store.APIToken{}, newProblem(http.StatusUnauthorized, kindUnauthorized, "the API token is not known (revoked, or never issued)")
 	}
 	if err != nil {
-		return "", s.internal(r, "look up API token", err)
+		return store.APIToken{}, s.internal(r, "look up API token", err)
 	}
-	return tenant, nil
+	if t.Expired(s.Clock.Now()) {
+		return store.APIToken{}, newProblem(http.StatusUnauthorized, kindUnauthorized, "the API token has expired")
+	}
+	return t, nil
 }
 
 // internal logs an unexpected error and returns a 500 problem that does not

@@ -82,9 +82,11 @@ func TestCampaigns(t *testing.T) {
 	if len(list.Campaigns) != 0 {
 		t.Errorf("tenant B lists %+v", list)
 	}
-	// Tenant B's accounts are its own: the same body is valid there too,
-	// under the same id, as another campaign.
-	if r := s.do("POST", "/v1/campaigns", tokenB, body); r.status != http.StatusCreated {
+	// A provider account has one owner: tenant B cannot name tenant A's
+	// account. With its own accounts, the same id is another campaign.
+	wantProblem(t, s.do("POST", "/v1/campaigns", tokenB, body), http.StatusUnprocessableEntity)
+	bodyB := strings.ReplaceAll(strings.ReplaceAll(body, `"acct-a"`, `"`+tenantBAccounts[0]+`"`), `"acct-b"`, `"`+tenantBAccounts[1]+`"`)
+	if r := s.do("POST", "/v1/campaigns", tokenB, bodyB); r.status != http.StatusCreated {
 		t.Errorf("tenant B create: %d %s", r.status, r.body)
 	}
 	// Validation names the fields; nothing stored or scheduled.

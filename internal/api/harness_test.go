@@ -26,6 +26,10 @@ import (
 const (
 	tokenA = "token-tenant-a"
 	tokenB = "token-tenant-b"
+	// tokenARead is a read-only token of tenant A.
+	tokenARead = "token-tenant-a-read"
+	// platformToken is the platform operator's token.
+	platformToken = "token-platform"
 )
 
 // stack is the API over the real embedded store and queue.
@@ -60,8 +64,17 @@ func newStack(t testing.TB, opts ...stackOption) *stack {
 			t.Fatal(err)
 		}
 	}
-	for _, tenant := range []string{"tenant-a", "tenant-b"} {
-		for _, acct := range []string{"acct-a", "acct-b"} {
+	if err := st.CreateToken(ctx, store.APIToken{ID: "tok_read", Tenant: "tenant-a", Name: "reader", Role: store.RoleRead,
+		Hash: api.HashToken(tokenARead), CreatedAt: clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	// A provider account has one owner: tenant A sends through acct-a and
+	// acct-b, tenant B through its own.
+	for tenant, accts := range map[string][]string{"tenant-a": {"acct-a", "acct-b"}, "tenant-b": tenantBAccounts} {
+		for _, acct := range accts {
+			if err := st.GrantAccount(ctx, tenant, acct, clk.Now()); err != nil {
+				t.Fatal(err)
+			}
 			if _, err := st.PutAccount(ctx, store.Account{Tenant: tenant, ID: acct, RatePerSec: 10, Burst: 10, MaxRecipientsPerCall: 1}); err != nil {
 				t.Fatal(err)
 			}
@@ -73,6 +86,10 @@ func newStack(t testing.TB, opts ...stackOption) *stack {
 		Control:   &control.Controller{Store: st, Queue: q, Clock: clk},
 		Clock:     clk,
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		// As in qunfa dev: an account nobody owns goes to the tenant that
+		// first PUTs it (withoutGrantOnPut turns it off).
+		GrantOnPut:        true,
+		PlatformTokenHash: api.HashToken(platformToken),
 	}
 	for _, o := range opts {
 		o(&deps)
@@ -195,12 +212,22 @@ func (s *stack) totals() totals {
 }
 
 // jobBody is a valid submission to accounts acct-a and acct-b.
-func jobBody(n int) submit.Request {
+// tenantBAccounts are tenant B's provider accounts.
+var tenantBAccounts = []string{"acct-b1", "acct-b2"}
+
+// withoutGrantOnPut: an account nobody owns stays unowned on PUT
+// (production).
+func withoutGrantOnPut(d *api.Deps) { d.GrantOnPut = false }
+
+func jobBody(n int) submit.Request { return jobBodyOn(n, "acct-a", "acct-b") }
+
+// jobBodyOn is a valid job of n recipients spread over two accounts.
+func jobBodyOn(n int, a1, a2 string) submit.Request {
 	r := submit.Request{Name: "spring sale", Template: "Hi {{name}}, 20% off today"}
 	for i := range n {
-		acct := "acct-a"
+		acct := a1
 		if i%2 == 1 {
-			acct = "acct-b"
+			acct = a2
 		}
 		r.Recipients = append(r.Recipients, submit.Recipient{
 			Account: acct, To: "user-" + string(rune('a'+i%26)) + strings.Repeat("x", i/26), Vars: map[string]string{"name": "Li"},
@@ -212,7 +239,11 @@ func jobBody(n int) submit.Request {
 // submitJob posts a valid job for tenant A and returns it.
 func (s *stack) submitJob(token, key string, n int) api.Job {
 	s.t.Helper()
-	r := s.do("POST", "/v1/jobs", token, jobBody(n), "Idempotency-Key", key)
+	body := jobBody(n)
+	if token == tokenB {
+		body = jobBodyOn(n, tenantBAccounts[0], tenantBAccounts[1])
+	}
+	r := s.do("POST", "/v1/jobs", token, body, "Idempotency-Key", key)
 	if r.status != http.StatusAccepted {
 		s.t.Fatalf("submit: %d %s", r.status, r.body)
 	}

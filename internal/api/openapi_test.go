@@ -475,11 +475,42 @@ func TestOpenAPIConformance(t *testing.T) {
 		if route == "GET /healthz" || route == "GET /v1/openapi.json" || route == "GET /v1/openapi-3.0.json" {
 			continue
 		}
-		path = strings.NewReplacer("{account}", "acct-a", "{id}", job.ID, "{seq}", "0", "{to}", "user-1", "{delivery}", "d").Replace(path)
+		path = strings.NewReplacer("{account}", "acct-a", "{id}", job.ID, "{seq}", "0", "{to}", "user-1", "{delivery}", "d", "{tenant}", "tenant-a", "{part}", "1").Replace(path)
 		c.run(s,
 			specCall{method: method, path: path, want: 401},
 			specCall{method: method, path: path, token: "not-a-token", want: 401},
 		)
+	}
+
+	// Tokens of the tenant (admin), and the platform operator's calls.
+	var newTok api.NewTokenAnswer
+	c.run(s,
+		specCall{method: "POST", path: "/v1/tokens", token: tokenA, body: `{"name": "ci", "role": "read", "expires_at": "2030-01-01T00:00:00Z"}`, want: 201},
+		specCall{method: "POST", path: "/v1/tokens", token: tokenA, body: `{"name": "ci", "role": "root"}`, want: 422},
+		specCall{method: "POST", path: "/v1/tokens", token: tokenA, body: `{"name": `, want: 400},
+		specCall{method: "POST", path: "/v1/tokens", token: tokenA, body: `{"name": "x", "role": "read"}`, headers: []string{"Content-Type", "text/plain"}, want: 415},
+		specCall{method: "GET", path: "/v1/tokens", token: tokenA, want: 200},
+		specCall{method: "DELETE", path: "/v1/tokens/tok_nosuch", token: tokenA, want: 404},
+		specCall{method: "PUT", path: "/v1/tenants/tenant-c/accounts/acct-c1", token: platformToken, want: 200},
+		specCall{method: "PUT", path: "/v1/tenants/tenant-c/accounts/acct-a", token: platformToken, want: 409},
+		specCall{method: "PUT", path: "/v1/tenants/tenant%20c/accounts/acct-c1", token: platformToken, want: 422},
+		specCall{method: "POST", path: "/v1/tenants/tenant-c/tokens", token: platformToken, body: `{"name": "first", "role": "admin"}`, want: 201},
+		specCall{method: "POST", path: "/v1/tenants/tenant-c/tokens", token: platformToken, body: `{"name": "", "role": "admin"}`, want: 422},
+		specCall{method: "POST", path: "/v1/tenants/tenant-c/tokens", token: platformToken, body: `[`, want: 400},
+		specCall{method: "POST", path: "/v1/tenants/tenant-c/tokens", token: platformToken, body: `{}`, headers: []string{"Content-Type", "text/plain"}, want: 415},
+	)
+	s.do("POST", "/v1/tokens", tokenA, `{"name": "to revoke", "role": "operate"}`).json(t, &newTok)
+	c.run(s, specCall{method: "DELETE", path: "/v1/tokens/" + newTok.ID, token: tokenA, want: 204})
+
+	// A read token reads, and is refused everything else (403, nothing
+	// changed); tenant tokens are refused the platform's calls.
+	for _, route := range api.Routes() {
+		method, path, _ := strings.Cut(route, " ")
+		if method == "GET" && path != "/v1/tokens" || route == "GET /healthz" {
+			continue
+		}
+		path = strings.NewReplacer("{account}", "acct-a", "{id}", job.ID, "{seq}", "0", "{to}", "user-1", "{delivery}", "d", "{tenant}", "tenant-a", "{part}", "1").Replace(path)
+		c.run(s, specCall{method: method, path: path, token: tokenARead, body: `{}`, want: 403})
 	}
 
 	// Bodies over the limit.
@@ -497,6 +528,8 @@ func TestOpenAPIConformance(t *testing.T) {
 		specCall{method: "POST", path: "/v1/suppressions", token: tokenA, body: padded(`{"entries": [{"account": "acct-a", "to": "u1"}]}`), want: 413},
 		specCall{method: "POST", path: "/v1/campaigns", token: tokenA, body: padded(`{"name": "x"}`), want: 413},
 		specCall{method: "POST", path: "/v1/webhooks", token: tokenA, body: padded(`{"url": "x"}`), want: 413},
+		specCall{method: "POST", path: "/v1/tokens", token: tokenA, body: padded(`{"name": "x"}`), want: 413},
+		specCall{method: "POST", path: "/v1/tenants/tenant-c/tokens", token: platformToken, body: padded(`{"name": "x"}`), want: 413},
 	)
 
 	// Paths and methods the description does not have: 404 and 405 problems.

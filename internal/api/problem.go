@@ -56,6 +56,7 @@ const (
 	kindIdempotency  = "idempotency-conflict"
 	kindConflict     = "not-allowed"
 	kindInternal     = "internal"
+	kindForbidden    = "forbidden"
 )
 
 var problemTitles = map[string]string{
@@ -69,6 +70,7 @@ var problemTitles = map[string]string{
 	kindIdempotency:  "Idempotency key already used with a different request",
 	kindConflict:     "Not allowed in the job's current status",
 	kindInternal:     "Internal error",
+	kindForbidden:    "Not allowed for this token",
 }
 
 func newProblem(status int, kind, detail string, errs ...submit.FieldError) *Problem {

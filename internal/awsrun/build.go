@@ -115,7 +115,8 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 	}
 	core.Campaigns = &campaign.Campaigns{Store: st, Submitter: core.Submitter, Source: httpsource.New(httpsource.Config{}),
 		Clock: clk, Alerts: alerts, Log: log}
-	deps := api.Deps{Store: st, Submitter: core.Submitter, Control: core.Control, Clock: clk, Logger: log}
+	deps := api.Deps{Store: st, Submitter: core.Submitter, Control: core.Control, Clock: clk, Logger: log,
+		PlatformTokenHash: cfg.PlatformTokenHash}
 	if cfg.fn.reads(EnvCampaignRulePrefix) {
 		sched, err := ebscheduler.New(c.EventBridge, ebscheduler.Config{RulePrefix: cfg.CampaignRulePrefix, TargetARN: cfg.CampaignTarget})
 		if err != nil {

@@ -1,6 +1,8 @@
 package awsrun
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,6 +40,8 @@ type Config struct {
 	// submit function's ARN).
 	CampaignRulePrefix string
 	CampaignTarget     string
+	// PlatformTokenHash is the hex SHA-256 of the platform operator's token.
+	PlatformTokenHash string
 
 	fn Function
 }
@@ -101,6 +105,7 @@ func Load(fn Function, getenv func(string) string) (Config, error) {
 	c.AlertBus = get(EnvAlertBus)
 	c.CampaignRulePrefix = get(EnvCampaignRulePrefix)
 	c.CampaignTarget = get(EnvCampaignTarget)
+	c.PlatformTokenHash = get(EnvPlatformTokenHash)
 	c = c.withDefaults()
 	return c, errors.Join(append(errs, c.validate())...)
 }
@@ -148,6 +153,11 @@ func (c Config) validate() error {
 		errs = append(errs, fmt.Errorf("%s is required (the SQS FIFO work queue URL)", EnvQueueURL))
 	} else if u, err := url.Parse(c.QueueURL); err != nil || u.Host == "" || !strings.HasSuffix(u.Path, ".fifo") {
 		errs = append(errs, fmt.Errorf("%s=%q: want the URL of a FIFO queue (ending in .fifo)", EnvQueueURL, c.QueueURL))
+	}
+	if h := c.PlatformTokenHash; h != "" {
+		if b, err := hex.DecodeString(h); err != nil || len(b) != sha256.Size || strings.ToLower(h) != h {
+			errs = append(errs, fmt.Errorf("%s: want the lower-case hex SHA-256 of the platform token (64 characters), not the token", EnvPlatformTokenHash))
+		}
 	}
 	if c.fn.reads(EnvAlertBus) && c.AlertBus == "" {
 		errs = append(errs, fmt.Errorf("%s is required (the EventBridge bus of the alerts)", EnvAlertBus))

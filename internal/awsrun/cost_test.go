@@ -88,6 +88,9 @@ func BenchmarkSenderCostPerMessage(b *testing.B) {
 		b.Fatal(err)
 	}
 	clk := clock.System{}
+	if err := st.GrantAccount(ctx, "t", "a", time.Time{}); err != nil {
+		b.Fatal(err)
+	}
 	if _, err := st.PutAccount(ctx, store.Account{Tenant: "t", ID: "a", RatePerSec: 1e6, Burst: 1e6, MaxRecipientsPerCall: 1}); err != nil {
 		b.Fatal(err)
 	}

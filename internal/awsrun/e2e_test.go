@@ -37,6 +37,7 @@ import (
 	"github.com/qunfa/qunfa/internal/mockprovider"
 	"github.com/qunfa/qunfa/internal/queue"
 	"github.com/qunfa/qunfa/internal/queue/sqsqueue"
+	"github.com/qunfa/qunfa/internal/store"
 	"github.com/qunfa/qunfa/internal/store/dynamostore"
 )
 
@@ -240,6 +241,10 @@ func TestLambdaHandlersOnAWSAdapters(t *testing.T) {
 	// token of the sample events, stored hashed.
 	adminStore := dynamostore.New(admin.DynamoDB, table, dynamostore.Options{Logger: log})
 	if err := adminStore.PutToken(ctx, api.HashToken("qf_example_token"), "tenant-a"); err != nil {
+		t.Fatal(err)
+	}
+	// The platform operator grants the provider account to the tenant.
+	if err := adminStore.GrantAccount(ctx, "tenant-a", "acct-a", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 
@@ -578,21 +583,41 @@ func TestProvisionTokenScript(t *testing.T) {
 	if err != nil {
 		t.Fatalf("script: %v", err)
 	}
-	var item map[string]types.AttributeValue
-	var raw map[string]map[string]string
-	if err := json.Unmarshal(out, &raw); err != nil {
-		t.Fatalf("script item %s: %v", out, err)
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("script printed %d items, want the listing and the token: %s", len(lines), out)
 	}
-	item = map[string]types.AttributeValue{}
-	for k, v := range raw {
-		item[k] = &types.AttributeValueMemberS{Value: v["S"]}
-	}
-	if _, err := c.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item}); err != nil {
-		t.Fatal(err)
+	for _, line := range lines {
+		var raw map[string]map[string]string
+		if err := json.Unmarshal([]byte(line), &raw); err != nil {
+			t.Fatalf("script item %s: %v", line, err)
+		}
+		item := map[string]types.AttributeValue{}
+		for k, v := range raw {
+			if n, ok := v["N"]; ok {
+				item[k] = &types.AttributeValueMemberN{Value: n}
+				continue
+			}
+			item[k] = &types.AttributeValueMemberS{Value: v["S"]}
+		}
+		if _, err := c.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	st := dynamostore.New(c.DynamoDB, table, dynamostore.Options{})
 	tenant, err := st.TenantForToken(ctx, api.HashToken("qf_script_token"))
 	if err != nil || tenant != "tenant-b" {
 		t.Fatalf("TenantForToken after the script's item: %q, %v", tenant, err)
+	}
+	// Listed as the tenant's admin token, so the tenant can revoke it.
+	list, err := st.ListTokens(ctx, "tenant-b")
+	if err != nil || len(list) != 1 || list[0].Role != store.RoleAdmin || list[0].Hash != api.HashToken("qf_script_token") {
+		t.Fatalf("ListTokens after the script: %+v, %v", list, err)
+	}
+	if err := st.DeleteToken(ctx, "tenant-b", list[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.TenantForToken(ctx, api.HashToken("qf_script_token")); err == nil {
+		t.Fatal("the script's token works after its revocation")
 	}
 }

@@ -60,6 +60,9 @@ const (
 	// rules (api function); its policy allows rule actions on such names
 	// only.
 	EnvCampaignRulePrefix = "QUNFA_CAMPAIGN_RULE_PREFIX"
+	// EnvPlatformTokenHash is the hex SHA-256 of the platform operator's
+	// token (api function): a hash, not a secret.
+	EnvPlatformTokenHash = "QUNFA_PLATFORM_TOKEN_SHA256"
 	// EnvCampaignTarget is the ARN of the submit function, the target of
 	// every campaign rule (api function).
 	EnvCampaignTarget = "QUNFA_CAMPAIGN_TARGET_ARN"
@@ -162,7 +165,7 @@ var (
 	// campaign routes keep the campaigns' EventBridge rules.
 	API = Function{
 		Name: "api", LogicalID: "ApiFunction",
-		Env: concat(baseEnv, []string{EnvCampaignRulePrefix, EnvCampaignTarget}),
+		Env: concat(baseEnv, []string{EnvCampaignRulePrefix, EnvCampaignTarget, EnvPlatformTokenHash}),
 		DynamoDB: []string{DynamoGetItem, DynamoPutItem, DynamoUpdateItem, DynamoQuery, DynamoBatchGetItem,
 			DynamoBatchWriteItem, DynamoDeleteItem},
 		Indexes:       []string{IndexTenantJobs},

@@ -119,6 +119,9 @@ func TestManyAccountsOnAWSAdapters(t *testing.T) {
 	var rcs []recipient
 	for i := range accounts {
 		id := fmt.Sprintf("many-%02d", i)
+		if err := st.GrantAccount(ctx, "tenant-a", id, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := st.PutAccount(ctx, store.Account{Tenant: "tenant-a", ID: id, RatePerSec: rate, Burst: rate, MaxRecipientsPerCall: 1}); err != nil {
 			t.Fatal(err)
 		}
@@ -332,6 +335,9 @@ func manyAccountsCost(b *testing.B, accounts, perAccount int, rate float64) {
 	var rcs []submit.Recipient
 	for i := range accounts {
 		id := fmt.Sprintf("a%02d", i)
+		if err := st.GrantAccount(ctx, "t", id, time.Time{}); err != nil {
+			b.Fatal(err)
+		}
 		if _, err := st.PutAccount(ctx, store.Account{Tenant: "t", ID: id, RatePerSec: rate, Burst: rate, MaxRecipientsPerCall: 1}); err != nil {
 			b.Fatal(err)
 		}

@@ -50,6 +50,9 @@ func newFixture(t *testing.T) *fixture {
 	}
 	t.Cleanup(func() { _ = q.Close() })
 	for _, acct := range []string{"acct-a", "acct-b"} {
+		if err := st.GrantAccount(ctx, "tenant-a", acct, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := st.PutAccount(ctx, store.Account{Tenant: "tenant-a", ID: acct, RatePerSec: 10, Burst: 10, MaxRecipientsPerCall: 1}); err != nil {
 			t.Fatal(err)
 		}

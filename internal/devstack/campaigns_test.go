@@ -33,6 +33,9 @@ func TestFireCampaignsOnTicks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
+	if err := st.GrantAccount(ctx, DefaultTenant, "acct-a", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := st.PutAccount(ctx, store.Account{Tenant: DefaultTenant, ID: "acct-a", RatePerSec: 1, Burst: 1}); err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,6 @@ package devstack
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,10 +49,15 @@ type Config struct {
 	BreakerEvery    time.Duration // breaker failure-rate check (default 1 min)
 	StaleAfter      time.Duration // default 2 min
 	ProviderTimeout time.Duration // provider response timeout (default 10 s)
-	// Token is the API token of the default tenant; empty = generated.
-	Token  string
-	Sender sender.Config
-	Limits submit.Limits
+	// Token is the admin API token of the default tenant; empty = the one
+	// kept in the data directory (made up at the first start).
+	Token string
+	// AdminToken is the platform operator's token (grants accounts,
+	// creates tenants' first tokens); empty = the one kept in the data
+	// directory.
+	AdminToken string
+	Sender     sender.Config
+	Limits     submit.Limits
 
 	// AllowPrivateURLs lets webhooks reach loopback and private addresses
 	// (local testing only).
@@ -156,8 +160,11 @@ type Stack struct {
 	APIURL  string
 	MockURL string
 	Token   string
-	// TokenGenerated is true when Token was made up at start.
+	// TokenGenerated is true when Token did not come from the
+	// configuration (it is kept in the data directory).
 	TokenGenerated bool
+	// AdminToken is the platform token, kept like Token.
+	AdminToken string
 
 	closers []func() error
 }
@@ -202,11 +209,18 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 		log.Info("resuming shard turns held before the restart", slog.Int("turns", n))
 	}
 
-	s.Token, s.TokenGenerated = cfg.Token, false
+	s.Token, s.TokenGenerated = cfg.Token, cfg.Token == ""
 	if s.Token == "" {
-		var b [16]byte
-		_, _ = rand.Read(b[:])
-		s.Token, s.TokenGenerated = "qf_"+hex.EncodeToString(b[:]), true
+		if s.Token, err = keptToken(cfg.DataDir, "api-token"); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	if s.AdminToken = cfg.AdminToken; s.AdminToken == "" {
+		if s.AdminToken, err = keptToken(cfg.DataDir, "admin-token"); err != nil {
+			s.Close()
+			return nil, err
+		}
 	}
 	if err := st.PutToken(ctx, api.HashToken(s.Token), DefaultTenant); err != nil {
 		s.Close()
@@ -384,9 +398,13 @@ func (s *Stack) Close() error {
 	return errors.Join(errs...)
 }
 
-// EnsureAccount creates the account for the default tenant if missing.
+// EnsureAccount creates the account for the default tenant if missing,
+// granting it to the default tenant (an error if another tenant owns it).
 func (s *Stack) EnsureAccount(ctx context.Context, a store.Account) error {
 	a.Tenant = DefaultTenant
+	if err := s.Store.GrantAccount(ctx, a.Tenant, a.ID, time.Now()); err != nil {
+		return fmt.Errorf("grant account %s: %w", a.ID, err)
+	}
 	if _, err := s.Store.GetAccount(ctx, a.Tenant, a.ID); err == nil {
 		return nil
 	} else if !errors.Is(err, store.ErrNotFound) {
@@ -394,4 +412,23 @@ func (s *Stack) EnsureAccount(ctx context.Context, a store.Account) error {
 	}
 	_, err := s.Store.PutAccount(ctx, a)
 	return err
+}
+
+// keptToken reads the token kept in the data directory under name, or
+// makes one up and keeps it (readable by the owner only), so the token
+// stays the same across restarts.
+func keptToken(dir, name string) (string, error) {
+	path := filepath.Join(dir, name)
+	b, err := os.ReadFile(path)
+	if err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("read %s: %w", name, err)
+	}
+	token := api.NewToken()
+	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("keep %s: %w", name, err)
+	}
+	return token, nil
 }

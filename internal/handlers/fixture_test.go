@@ -34,6 +34,9 @@ func embedded(t *testing.T, token string, now time.Time) (*sqlitestore.Store, *s
 	if err := st.PutToken(ctx, api.HashToken(token), "tenant-a"); err != nil {
 		t.Fatal(err)
 	}
+	if err := st.GrantAccount(ctx, "tenant-a", "acct-a", now); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := st.PutAccount(ctx, store.Account{Tenant: "tenant-a", ID: "acct-a", RatePerSec: 5, Burst: 5, MaxRecipientsPerCall: 1}); err != nil {
 		t.Fatal(err)
 	}

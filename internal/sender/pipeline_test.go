@@ -149,6 +149,9 @@ func (p *pipeline) account(id string, rate, burst, reserve float64, perCall int)
 func (p *pipeline) putAccount(a store.Account) {
 	p.t.Helper()
 	a.Tenant = tenant
+	if err := p.store.GrantAccount(context.Background(), a.Tenant, a.ID, time.Time{}); err != nil {
+		p.t.Fatal(err)
+	}
 	if _, err := p.store.PutAccount(context.Background(), a); err != nil {
 		p.t.Fatal(err)
 	}

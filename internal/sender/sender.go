@@ -580,8 +580,10 @@ func (tr *turn) takeTokens(ctx context.Context, want int, now time.Time) (int, t
 		}
 		want = res.Granted
 	}
+	// One bucket per provider account, whichever tenant's job sends (an
+	// account has one owner, but the provider counts the guid's sends).
 	res, err := tr.s.Store.TakeTokens(ctx, store.TakeTokensParams{
-		Bucket: "acct:" + tr.job.Tenant + "/" + tr.shard.Account, Want: want,
+		Bucket: AccountBucket(tr.shard.Account), Want: want,
 		RatePerSec: rate, Burst: burst, Now: now,
 	})
 	if err != nil {
@@ -622,6 +624,9 @@ func (tr *turn) spacing(now time.Time) time.Duration {
 // take its token and claim, before waiting out the rest right before the
 // call.
 const spacingLead = 100 * time.Millisecond
+
+// AccountBucket names the token bucket of a provider account.
+func AccountBucket(account string) string { return "acct:" + account }
 
 // batchWait is how much longer than for its next token an empty bucket of
 // rate and burst is waited for, so that a batch of want finds its tokens.

@@ -406,6 +406,13 @@ func (s *Submitter) checkRecipient(ctx context.Context, tenant string, lim Limit
 			case err != nil:
 				return fmt.Errorf("read account %q: %w", rc.Account, err)
 			}
+			if granted, err := s.granted(ctx, tenant, rc.Account); err != nil {
+				return err
+			} else if !granted {
+				add(f+".account", "the provider account %q is not granted to this tenant", rc.Account)
+				accounts[rc.Account] = store.Account{} // report once
+				return nil
+			}
 			accounts[rc.Account] = a
 		}
 	}
@@ -541,4 +548,21 @@ func newID(now time.Time) string {
 	var b [5]byte
 	_, _ = rand.Read(b[:])
 	return "j" + strconv.FormatInt(now.UnixMilli(), 36) + hex.EncodeToString(b[:])
+}
+
+// granted reports whether tenant owns the provider account (a store that
+// keeps no owners grants every account its tenant configured).
+func (s *Submitter) granted(ctx context.Context, tenant, account string) (bool, error) {
+	ts, ok := s.Store.(store.TenantStore)
+	if !ok {
+		return true, nil
+	}
+	owner, err := ts.AccountOwner(ctx, account)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("owner of account %q: %w", account, err)
+	}
+	return owner == tenant, nil
 }

@@ -42,6 +42,9 @@ func newFixture(t *testing.T, lim submit.Limits) *fixture {
 	}
 	t.Cleanup(func() { q.Close() })
 	for _, a := range []string{"acct-a", "acct-b"} {
+		if err := st.GrantAccount(ctx, "t1", a, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := st.PutAccount(ctx, store.Account{Tenant: "t1", ID: a, RatePerSec: 10, Burst: 10}); err != nil {
 			t.Fatal(err)
 		}

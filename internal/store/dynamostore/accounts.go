@@ -149,32 +149,3 @@ func (s *Store) ListAccounts(ctx context.Context, tenant string) ([]store.Accoun
 	}
 	return out, nil
 }
-
-// PutToken binds a token hash to a tenant (TOKEN#<hash>).
-func (s *Store) PutToken(ctx context.Context, tokenHash, tenant string) error {
-	if tokenHash == "" || tenant == "" {
-		return fmt.Errorf("put token: %w: hash and tenant are required", store.ErrInvalidArgument)
-	}
-	err := s.putItem(ctx, map[string]types.AttributeValue{
-		attrPK: attrS(tokenPK(tokenHash)), attrSK: attrS(skSingle), "tenant": attrS(tenant),
-	}, "", nil, nil)
-	if err != nil {
-		return fmt.Errorf("put token: %w", err)
-	}
-	return nil
-}
-
-// TenantForToken reads the tenant of a token hash.
-func (s *Store) TenantForToken(ctx context.Context, tokenHash string) (string, error) {
-	if tokenHash == "" {
-		return "", fmt.Errorf("token: %w", store.ErrNotFound)
-	}
-	rec, err := s.getItem(ctx, tokenPK(tokenHash), skSingle)
-	if err != nil {
-		return "", fmt.Errorf("tenant for token: %w", err)
-	}
-	if rec == nil {
-		return "", fmt.Errorf("token: %w", store.ErrNotFound)
-	}
-	return getS(rec, "tenant"), nil
-}

@@ -40,7 +40,7 @@ var _ store.Store = (*Store)(nil)
 // schemaVersion is the version of the schema (schema plus migrations),
 // kept in PRAGMA user_version. Open refuses a file written by a newer
 // version.
-const schemaVersion = 8
+const schemaVersion = 9
 
 // busyTimeout is how long a write waits for another process's write lock.
 const busyTimeout = 30 * time.Second
@@ -181,6 +181,27 @@ CREATE TABLE api_tokens (
 // schema and then every migration, so the upgrade path of existing files is
 // the one every fresh store takes.
 var migrations = map[int]string{
+	// 9: tenants (issue 12). API tokens get an id, a name, a role and an
+	// expiry; tokens provisioned before keep working as admin tokens. Each
+	// provider account has at most one owning tenant: an account that only
+	// one tenant configured is granted to it, one configured by several
+	// tenants to none (the platform operator decides).
+	9: `
+ALTER TABLE api_tokens ADD COLUMN id TEXT NOT NULL DEFAULT '';
+ALTER TABLE api_tokens ADD COLUMN name TEXT NOT NULL DEFAULT '';
+ALTER TABLE api_tokens ADD COLUMN role TEXT NOT NULL DEFAULT 'admin';
+ALTER TABLE api_tokens ADD COLUMN created_at INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE api_tokens ADD COLUMN expires_at INTEGER NOT NULL DEFAULT 0;
+UPDATE api_tokens SET id = 'tok_' || substr(hash, 1, 16), name = 'provisioned' WHERE id = '';
+CREATE UNIQUE INDEX api_tokens_id ON api_tokens (tenant, id);
+CREATE TABLE account_owners (
+	account     TEXT NOT NULL PRIMARY KEY,
+	tenant      TEXT NOT NULL,
+	granted_at  INTEGER NOT NULL
+) WITHOUT ROWID;
+INSERT INTO account_owners (account, tenant, granted_at)
+	SELECT id, MIN(tenant), 0 FROM accounts GROUP BY id HAVING COUNT(DISTINCT tenant) = 1;
+`,
 	// 6: leases of singleton tasks (the reconciler), with the cursor where
 	// the last holder stopped.
 	6: `

@@ -192,38 +192,3 @@ func (s *Store) ListAccounts(ctx context.Context, tenant string) ([]store.Accoun
 }
 
 // PutToken binds a token hash to a tenant. Binding it again to the same
-// tenant is harmless; to another tenant it is a conflict.
-func (s *Store) PutToken(ctx context.Context, tokenHash, tenant string) error {
-	if tokenHash == "" || tenant == "" {
-		return fmt.Errorf("put token: %w: empty hash or tenant", store.ErrInvalidArgument)
-	}
-	return s.write(ctx, func(tx *sql.Tx) error {
-		var cur string
-		err := tx.QueryRowContext(ctx, `SELECT tenant FROM api_tokens WHERE hash = ?`, tokenHash).Scan(&cur)
-		switch {
-		case err == nil && cur == tenant:
-			return nil
-		case err == nil:
-			return fmt.Errorf("put token: bound to another tenant: %w", store.ErrConflict)
-		case !errors.Is(err, sql.ErrNoRows):
-			return fmt.Errorf("put token: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO api_tokens (hash, tenant) VALUES (?, ?)`, tokenHash, tenant); err != nil {
-			return fmt.Errorf("put token: %w", err)
-		}
-		return nil
-	})
-}
-
-// TenantForToken returns the tenant owning a token hash.
-func (s *Store) TenantForToken(ctx context.Context, tokenHash string) (string, error) {
-	var tenant string
-	err := s.r.QueryRowContext(ctx, `SELECT tenant FROM api_tokens WHERE hash = ?`, tokenHash).Scan(&tenant)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", fmt.Errorf("token: %w", store.ErrNotFound)
-	}
-	if err != nil {
-		return "", mapErr(fmt.Errorf("tenant for token: %w", err))
-	}
-	return tenant, nil
-}

@@ -281,6 +281,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"TakeTokensConcurrent", testTakeTokensConcurrent},
 		{"Accounts", testAccounts},
 		{"APITokens", testAPITokens},
+		{"Tenants", testTenants},
 		{"Breakers", testBreakers},
 		{"SaveBreakerConcurrent", testSaveBreakerConcurrent},
 		{"ListBreakers", testListBreakers},
