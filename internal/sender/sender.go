@@ -69,6 +69,9 @@ type Config struct {
 	// MaxStragglers bounds the calls left running that way (default:
 	// Concurrency); at the bound the turn waits for them before claiming.
 	MaxStragglers int
+	// StatePoll is how long a turn that waits for its account's tokens
+	// trusts the job state it read (default 100 ms).
+	StatePoll time.Duration
 	// AccountRefresh is how long a turn trusts the account's limits and
 	// breaker state it read (default 1 s): rate changes and breakers opened
 	// by other shards take effect within it. The job's status is read at
@@ -115,6 +118,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.AccountRefresh <= 0 {
 		c.AccountRefresh = time.Second
+	}
+	if c.StatePoll <= 0 {
+		c.StatePoll = 100 * time.Millisecond
 	}
 	return c
 }
@@ -278,6 +284,10 @@ type turn struct {
 
 	// lastAnswerAt is when the last provider call was answered.
 	lastAnswerAt time.Time
+	// tokenWaiting: the last iteration waited for tokens; stateReadAt is
+	// when the job and shard state was last checked.
+	tokenWaiting bool
+	stateReadAt  time.Time
 
 	// progress not yet folded into the shard
 	delta    store.Counts
@@ -303,10 +313,19 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 		if err := tr.collectStragglers(ctx, len(tr.stragglers) >= tr.cfg.MaxStragglers); err != nil {
 			return Result{}, err
 		}
-		stop, res, err := tr.checkState(ctx)
-		if err != nil || stop {
-			return res, err
+		// A turn polling its account's bucket re-reads the job at most every
+		// StatePoll: many shards of one account wait side by side, and the
+		// reads would cost more than the sends. Before any claim the state
+		// is at most that old, so pause and cancel still act at the next
+		// item boundary, at most StatePoll later.
+		if !tr.tokenWaiting || tr.s.Clock.Now().Sub(tr.stateReadAt) >= tr.cfg.StatePoll {
+			stop, res, err := tr.checkState(ctx)
+			if err != nil || stop {
+				return res, err
+			}
+			tr.stateReadAt = tr.s.Clock.Now()
 		}
+		tr.tokenWaiting = false
 		now := tr.s.Clock.Now()
 		if !now.Before(tr.deadline) {
 			return tr.continueLater(ctx, "turn time up")
@@ -360,6 +379,7 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 			if res, done, err := tr.wait(stopCtx, wait, "waiting for tokens"); done || err != nil {
 				return res, err
 			}
+			tr.tokenWaiting = true
 			continue
 		}
 		budget, err := tr.reserveBudget(ctx, granted)
