@@ -190,6 +190,9 @@ func TestDashboard(t *testing.T) {
 		t.Fatalf("the API says the job is %s after pausing from the page", j.Status)
 	}
 	b.waitJS("resume is offered", `!document.getElementById('btn-resume').disabled && document.getElementById('btn-pause').disabled`)
+	// The pause is in the job's audit log, with who made it.
+	b.waitJS("the pause is in the operator actions", `(() => { const b = document.getElementById('audit-body');
+		return b && !document.getElementById('audit-table').hidden && b.textContent.includes('/pause') && b.textContent.includes('provisioned'); })()`)
 
 	// While paused the numbers settle: the page shows the API's counts and
 	// failures exactly (what `qunfa watch` shows).

@@ -63,6 +63,9 @@ type Deps struct {
 	// Tenants keeps API tokens and account ownership (default: Store, when
 	// it implements store.TenantStore).
 	Tenants store.TenantStore
+	// Audit records every state-changing call (default: Store, when it
+	// implements store.AuditStore).
+	Audit store.AuditStore
 	// PlatformTokenHash is HashToken of the platform operator's token, the
 	// only credential of the /v1/tenants routes (empty: those routes
 	// refuse every call).
@@ -91,6 +94,9 @@ func (d Deps) withDefaults() Deps {
 	}
 	if d.Tenants == nil {
 		d.Tenants, _ = d.Store.(store.TenantStore)
+	}
+	if d.Audit == nil {
+		d.Audit, _ = d.Store.(store.AuditStore)
 	}
 	return d
 }
@@ -149,6 +155,7 @@ func New(deps Deps) http.Handler {
 	s.handle("DELETE /v1/campaigns/{id}", s.deleteCampaign)
 	s.routeWebhooks()
 	s.routeTokens()
+	s.handleRole("GET /v1/audit", store.RoleAdmin, s.listAudit)
 	return s
 }
 
@@ -235,7 +242,11 @@ func (s *server) handleRole(pattern string, need store.Role, h tenantHandler) {
 				fmt.Sprintf("this %s token cannot do that; it needs the %s role", who.Role, need))
 		}
 		if p == nil {
-			p = h(w, r.WithContext(withPrincipal(r.Context(), who)), who.Tenant)
+			rec := &statusRecorder{ResponseWriter: w}
+			p = h(rec, r.WithContext(withPrincipal(r.Context(), who)), who.Tenant)
+			if p == nil {
+				s.audit(r, pattern, who, who.Tenant, rec.status, w.Header())
+			}
 		}
 		if p != nil {
 			writeAuthProblem(w, r, p)

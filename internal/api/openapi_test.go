@@ -500,13 +500,19 @@ func TestOpenAPIConformance(t *testing.T) {
 		specCall{method: "POST", path: "/v1/tenants/tenant-c/tokens", token: platformToken, body: `{}`, headers: []string{"Content-Type", "text/plain"}, want: 415},
 	)
 	s.do("POST", "/v1/tokens", tokenA, `{"name": "to revoke", "role": "operate"}`).json(t, &newTok)
+	c.run(s,
+		specCall{method: "GET", path: "/v1/audit", token: tokenA, want: 200},
+		specCall{method: "GET", path: "/v1/audit?job=" + job.ID + "&limit=2", token: tokenA, want: 200},
+		specCall{method: "GET", path: "/v1/audit?cursor=bogus", token: tokenA, want: 400},
+		specCall{method: "GET", path: "/v1/audit?limit=0", token: tokenA, want: 400},
+	)
 	c.run(s, specCall{method: "DELETE", path: "/v1/tokens/" + newTok.ID, token: tokenA, want: 204})
 
 	// A read token reads, and is refused everything else (403, nothing
 	// changed); tenant tokens are refused the platform's calls.
 	for _, route := range api.Routes() {
 		method, path, _ := strings.Cut(route, " ")
-		if method == "GET" && path != "/v1/tokens" || route == "GET /healthz" {
+		if method == "GET" && path != "/v1/tokens" && path != "/v1/audit" || route == "GET /healthz" {
 			continue
 		}
 		path = strings.NewReplacer("{account}", "acct-a", "{id}", job.ID, "{seq}", "0", "{to}", "user-1", "{delivery}", "d", "{tenant}", "tenant-a", "{part}", "1").Replace(path)

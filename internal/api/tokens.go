@@ -185,7 +185,11 @@ func (s *server) handlePlatform(pattern string, h func(http.ResponseWriter, *htt
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		p := s.platformOnly(r)
 		if p == nil {
-			p = h(w, r)
+			rec := &statusRecorder{ResponseWriter: w}
+			if p = h(rec, r); p == nil {
+				s.audit(r, pattern, store.APIToken{ID: "platform", Name: "platform operator", Role: store.RoleAdmin},
+					r.PathValue("tenant"), rec.status, w.Header())
+			}
 		}
 		if p != nil {
 			writeAuthProblem(w, r, p)

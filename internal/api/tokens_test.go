@@ -156,3 +156,53 @@ func TestProviderAccountsHaveOneOwner(t *testing.T) {
 		t.Fatalf("owner of acct-z = %q, %v", owner, err)
 	}
 }
+
+// TestAuditLog: every state-changing call that succeeded is recorded with
+// who made it, the route and the job or account it touched; reads and
+// refused calls are not; the log is the tenant's own and admin-only.
+func TestAuditLog(t *testing.T) {
+	s := newStack(t)
+	r := s.do("POST", "/v1/tokens", tokenA, `{"name": "crm", "role": "operate"}`)
+	var op api.NewTokenAnswer
+	r.json(t, &op)
+	j := s.submitJob(op.Secret, "audit-1", 2)
+	if r := s.do("POST", "/v1/jobs/"+j.ID+"/pause", op.Secret, nil); r.status != http.StatusOK {
+		t.Fatalf("pause: %d %s", r.status, r.body)
+	}
+	s.do("GET", "/v1/jobs/"+j.ID, op.Secret, nil)
+	wantProblem(t, s.do("PUT", "/v1/accounts/acct-a", op.Secret, `{"rate_per_sec": 1}`), http.StatusForbidden)
+	wantProblem(t, s.do("POST", "/v1/jobs/"+j.ID+"/pause", op.Secret, nil), http.StatusConflict)
+	if r := s.do("PUT", "/v1/accounts/acct-a", tokenA, `{"rate_per_sec": 5}`); r.status != http.StatusOK {
+		t.Fatalf("put account: %d", r.status)
+	}
+	var log api.AuditList
+	s.do("GET", "/v1/audit", tokenA, nil).json(t, &log)
+	var got []string
+	for _, e := range log.Entries {
+		got = append(got, e.TokenName+" "+e.Route)
+	}
+	want := []string{"provisioned PUT /v1/accounts/{account}", "crm POST /v1/jobs/{id}/pause", "crm POST /v1/jobs", "provisioned POST /v1/tokens"}
+	if strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Fatalf("audit log, newest first:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if e := log.Entries[1]; e.JobID == nil || *e.JobID != j.ID || e.Role != "operate" || e.Status != http.StatusOK {
+		t.Errorf("pause entry %+v", e)
+	}
+	if e := log.Entries[2]; e.JobID == nil || *e.JobID != j.ID || e.Status != http.StatusAccepted {
+		t.Errorf("submit entry %+v (the created job comes from its Location)", e)
+	}
+	if e := log.Entries[0]; e.Account == nil || *e.Account != "acct-a" {
+		t.Errorf("account entry %+v", e)
+	}
+	var ofJob api.AuditList
+	s.do("GET", "/v1/audit?job="+j.ID, tokenA, nil).json(t, &ofJob)
+	if len(ofJob.Entries) != 2 {
+		t.Errorf("audit of the job: %+v", ofJob.Entries)
+	}
+	wantProblem(t, s.do("GET", "/v1/audit", op.Secret, nil), http.StatusForbidden)
+	var other api.AuditList
+	s.do("GET", "/v1/audit", tokenB, nil).json(t, &other)
+	if len(other.Entries) != 0 {
+		t.Errorf("tenant B sees %+v", other.Entries)
+	}
+}

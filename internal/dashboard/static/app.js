@@ -638,6 +638,29 @@
       });
     }
 
+    // The operators' actions on this job, from the audit log (admin
+    // tokens only: the section stays hidden for others).
+    let auditAt = 0;
+    async function loadAudit() {
+      if (Date.now() - auditAt < 5000) return;
+      auditAt = Date.now();
+      let page;
+      try {
+        page = await api('GET', '/v1/audit' + qs({ job: id, limit: 20 }));
+      } catch (e) {
+        if (e instanceof APIError && (e.status === 403 || e.status === 404)) { el.auditSection.hidden = true; return; }
+        throw e;
+      }
+      el.auditSection.hidden = false;
+      el.auditEmpty.hidden = page.entries.length > 0;
+      el.auditTable.hidden = page.entries.length === 0;
+      el.auditBody.replaceChildren(...page.entries.map((e) => h('tr', {},
+        h('td', {}, fmtTime(e.at)),
+        h('td', {}, e.token_name + ' (' + tOr('role.', e.role) + ')'),
+        h('td', {}, e.method + ' ' + e.path),
+        h('td', { class: 'num' }, String(e.status)))));
+    }
+
     async function loadReview() {
       // Only items the reconciler put under review: an item whose answer was
       // just lost has not been looked up yet, and resending it could
@@ -772,6 +795,13 @@
         el.reviewEmpty = h('p', { class: 'muted', id: 'review-empty' }, t('review.none'));
         el.reviewMsg = h('p', { id: 'review-msg', role: 'status', class: 'msg' });
 
+        el.auditBody = h('tbody', { id: 'audit-body' });
+        el.auditTable = h('table', { id: 'audit-table', hidden: true },
+          h('caption', { class: 'sr-only' }, t('audit.title')),
+          h('thead', {}, h('tr', {}, ['audit.at', 'audit.who', 'audit.what', 'audit.status'].map((k) => h('th', { scope: 'col' }, t(k))))),
+          el.auditBody);
+        el.auditEmpty = h('p', { class: 'muted', id: 'audit-empty' }, t('audit.none'));
+
         el.deadCounts = h('p', { id: 'dead-counts' });
         el.redriveExhausted = h('button', { type: 'button', id: 'btn-redrive-exhausted', disabled: true, onclick: () => redrive('exhausted') }, t('dead.redrive.exhausted'));
         el.redrivePermanent = h('button', { type: 'button', id: 'btn-redrive-permanent', disabled: true, onclick: () => redrive('permanent') }, t('dead.redrive.permanent'));
@@ -834,6 +864,8 @@
             h('div', { class: 'scroll' }, el.reviewTable), el.reviewMsg),
           section('dead', 'dead.title', h('p', { class: 'muted small' }, t('dead.help')), el.deadCounts,
             h('div', { class: 'actions' }, el.redriveExhausted, el.redrivePermanent), el.deadMsg),
+          el.auditSection = section('audit', 'audit.title', h('p', { class: 'muted small' }, t('audit.help')), el.auditEmpty,
+            h('div', { class: 'scroll' }, el.auditTable)),
           section('items', 'items.title',
             h('div', { class: 'filters', role: 'group', 'aria-label': t('filter.group') },
               h('label', { for: 'filter-status' }, t('filter.status')), statusSel,
@@ -862,7 +894,7 @@
         }
         updateJob(j);
         const now = Date.now();
-        const loads = [loadItems(), loadReview()];
+        const loads = [loadItems(), loadReview(), loadAudit()];
         if (now - seriesAt >= cfg.seriesPollMs || finalJob.has(j.status) !== lastFinal) {
           seriesAt = now;
           lastFinal = finalJob.has(j.status);
