@@ -352,6 +352,13 @@ func TestGeneratedClientDrivesEveryOperation(t *testing.T) {
 		t.Errorf("createTenantToken: %s", tt.Body)
 	}
 
+	// The audit log (admin): the calls above are in it.
+	al, err := cl.ListAuditWithResponse(ctx, &apiclient.ListAuditParams{Job: &job.Id})
+	want("listAudit", al, err, 200)
+	if al.JSON200 == nil || len(al.JSON200.Entries) == 0 {
+		t.Errorf("listAudit: no entries for job %s: %s", job.Id, al.Body)
+	}
+
 	// Every operation of the description was driven.
 	var doc struct {
 		Paths map[string]map[string]json.RawMessage `json:"paths"`
