@@ -74,6 +74,11 @@ type Config struct {
 	// by other shards take effect within it. The job's status is read at
 	// every batch (pause and cancel act at the next item boundary).
 	AccountRefresh time.Duration
+	// MaxHandBack caps the delay of a hand-back (default 15 min): a shard
+	// whose next token is further away comes back earlier and hands itself
+	// back again, so no delay ever exceeds the queue's visibility limit
+	// (12 h on SQS), however small the rate.
+	MaxHandBack time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -115,6 +120,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.AccountRefresh <= 0 {
 		c.AccountRefresh = time.Second
+	}
+	if c.MaxHandBack <= 0 {
+		c.MaxHandBack = 15 * time.Minute
 	}
 	return c
 }
@@ -210,13 +218,21 @@ func (s *Sender) HandleTurn(ctx context.Context, m Message) (Result, error) {
 		tr.deadline = d
 	}
 	res, err := tr.run(ctx)
+	if err != nil {
+		// Calls still running went out: wait for their answers and record
+		// them, so an item the provider answered for is not left submitted
+		// for the reconciler to look up.
+		tr.recordStragglers(context.WithoutCancel(ctx))
+	}
 	if errors.Is(err, errSuperseded) {
 		log.Info("turn superseded by a newer one")
 		return Result{Disposition: Done, Sent: tr.sent, Reason: "superseded"}, nil
 	}
 	if err != nil {
 		// Fold what we know; the next turn repairs the rest (Dirty).
-		tr.flush(context.WithoutCancel(ctx), false)
+		if ferr := tr.flush(context.WithoutCancel(ctx), false); ferr != nil && !errors.Is(ferr, errSuperseded) {
+			log.Warn("fold progress of a failed turn", slog.Any("err", ferr))
+		}
 		return res, err
 	}
 	log.Info("turn ended", slog.String("reason", res.Reason), slog.Int("sent", res.Sent),
@@ -381,6 +397,10 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 			continue
 		}
 		claimID := tr.claimID()
+		// The claim time is the item's submitted-at, from which the
+		// reconciler's settle delay counts: take it now, after tokens and
+		// budget (and their store retries), not at the top of the batch.
+		now = tr.s.Clock.Now()
 		claim, err := tr.s.Store.ClaimItems(ctx, store.ClaimItemsParams{
 			JobID: tr.job.ID, Index: tr.shard.Index, Max: int(budget), Now: now, ClaimID: claimID,
 		})
@@ -678,8 +698,10 @@ func (tr *turn) nothingDue(ctx context.Context, nextDue, now time.Time) (Result,
 	switch {
 	case !nextDue.IsZero():
 		return tr.wait(ctx, nextDue.Sub(now), "waiting for backoff")
-	case counts.Pending > 0:
-		// Counts say pending but nothing is claimable: they are wrong.
+	case counts.Pending > 0 || counts.Impossible(tr.shard.Size):
+		// Counts say pending but nothing is claimable, or they cannot be
+		// true (negative, or not adding up to the shard's size): a turn
+		// never ends "waiting for reconciliation" on such counts.
 		// Make them true from the items and look again.
 		sh, err := tr.s.Store.RecountShard(context.WithoutCancel(ctx), tr.t.JobID, tr.t.Shard)
 		if err != nil {
@@ -825,6 +847,20 @@ func (tr *turn) stragglerItems() int {
 		n += len(pc.c.items)
 	}
 	return n
+}
+
+// recordStragglers waits for the calls still running when a turn stops on
+// an error or was superseded, and records their answers. A failure to
+// record leaves their items submitted: the reconciler settles them.
+func (tr *turn) recordStragglers(ctx context.Context) {
+	if len(tr.stragglers) == 0 {
+		return
+	}
+	n := tr.stragglerItems()
+	if err := tr.collectStragglers(ctx, true); err != nil && !errors.Is(err, errSuperseded) {
+		tr.log.Warn("record calls still running when the turn stopped; their items stay submitted for reconciliation",
+			slog.Int("items", n), slog.Any("err", err))
+	}
 }
 
 // collectStragglers records the calls left running by earlier batches that
@@ -1174,7 +1210,7 @@ func (tr *turn) handBack(ctx context.Context, d time.Duration, why string) (Resu
 	if tr.msg.ReceiveCount >= tr.cfg.RenewAfterReceives || tr.msg.ReceiptHandle == "" {
 		return tr.continueLater(ctx, why+" (renewed)")
 	}
-	d = max(d, time.Second)
+	d = min(max(d, time.Second), tr.cfg.MaxHandBack)
 	if err := tr.s.Queue.ChangeVisibility(context.WithoutCancel(ctx), tr.msg.ReceiptHandle, d); err != nil {
 		return Result{}, fmt.Errorf("hand back shard: %w", err)
 	}
