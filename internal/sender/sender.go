@@ -405,8 +405,7 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 			JobID: tr.job.ID, Index: tr.shard.Index, Max: int(budget), Now: now, ClaimID: claimID,
 		})
 		if err != nil {
-			tr.giveBackBudget(ctx, budget)
-			return Result{}, fmt.Errorf("claim items: %w", err)
+			return Result{}, tr.claimFailed(ctx, claimID, budget, err)
 		}
 		tr.fold(claim.Delta, nil)
 		tr.giveBackBudget(ctx, budget-int64(len(claim.Items)))
@@ -427,6 +426,68 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 			return res, err
 		}
 	}
+}
+
+// claimFailed handles a ClaimItems that returned an error: the claim may
+// still have been applied (a page written before the failure, an answer
+// lost), leaving items submitted that were never sent. Those items, found
+// by their claim id, go back to pending with their attempt given back, and
+// then the batch's budget is given back too. When they cannot be found
+// (the store still fails) the budget stays reserved: the reconciler finds
+// such items unknown at the provider, re-pends them and gives their budget
+// back then, so it is never given back twice.
+func (tr *turn) claimFailed(ctx context.Context, claimID string, budget int64, cause error) error {
+	released, err := tr.releaseClaim(ctx, claimID)
+	if err != nil {
+		tr.log.Warn("claim failed and its items could not be checked; the reconciler settles any it left submitted",
+			slog.String("claim", claimID), slog.Any("err", err))
+		return fmt.Errorf("claim items: %w", cause)
+	}
+	if released > 0 {
+		tr.log.Warn("claim failed after claiming items; released them unsent", slog.Int("items", released))
+	}
+	tr.giveBackBudget(ctx, budget)
+	return fmt.Errorf("claim items: %w", cause)
+}
+
+// releaseClaim returns the items still held by claimID (none sent) to
+// pending. The claim's count delta was never folded and the release is its
+// inverse, so neither is folded.
+func (tr *turn) releaseClaim(ctx context.Context, claimID string) (int, error) {
+	idx := tr.shard.Index
+	var ups []store.ItemUpdate
+	cursor := ""
+	for {
+		page, err := tr.s.Store.ListItems(ctx, store.ListItemsParams{
+			JobID: tr.job.ID, Status: store.ItemSubmitted, Shard: &idx, Cursor: cursor, Limit: store.MaxPutItems,
+		})
+		if err != nil {
+			return 0, fmt.Errorf("list submitted items: %w", err)
+		}
+		for _, it := range page.Items {
+			if it.ClaimID == claimID {
+				ups = append(ups, store.ItemUpdate{
+					Seq: it.Seq, From: store.ItemSubmitted, ClaimID: claimID, To: store.ItemPending,
+					AttemptsDelta: -1, NextAttemptAt: tr.s.Clock.Now(), KeepError: true,
+				})
+			}
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		cursor = page.NextCursor
+	}
+	if len(ups) == 0 {
+		return 0, nil
+	}
+	res, err := tr.s.Store.UpdateItems(ctx, store.UpdateItemsParams{JobID: tr.job.ID, Index: idx, Updates: ups, At: tr.s.Clock.Now()})
+	if err != nil {
+		return 0, fmt.Errorf("release claimed items: %w", err)
+	}
+	if len(res.Rejected) > 0 {
+		return 0, fmt.Errorf("release claimed items: %d changed meanwhile", len(res.Rejected))
+	}
+	return len(ups), nil
 }
 
 // checkState re-reads the job record at a batch boundary and stops the turn

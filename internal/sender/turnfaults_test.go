@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/qunfa/qunfa/internal/clock"
+	"github.com/qunfa/qunfa/internal/control"
 	"github.com/qunfa/qunfa/internal/sender"
 	"github.com/qunfa/qunfa/internal/store"
+	"github.com/qunfa/qunfa/internal/store/storefault"
 	"github.com/qunfa/qunfa/internal/submit"
 )
 
@@ -187,5 +189,88 @@ func TestFailedTurnRecordsItsRunningCalls(t *testing.T) {
 		if it.To == "user-2" && it.Status != store.ItemConfirmed {
 			t.Fatalf("the held call answered but its item is %s: the failed turn did not record it", it.Status)
 		}
+	}
+}
+
+// lostClaim runs one turn whose ClaimItems is applied but reports its
+// answer lost; with releaseFails the sender's release of the claimed items
+// fails too. It returns the healable fault wrappers.
+func lostClaim(t *testing.T, p *pipeline, releaseFails bool) []*storefault.Store {
+	t.Helper()
+	var st store.Store = p.store
+	var faults []*storefault.Store
+	if releaseFails {
+		f := storefault.New(st, storefault.Config{Seed: 1, ErrorRatio: 1, Ops: []string{"UpdateItems"}})
+		st, faults = f, append(faults, f)
+	}
+	f := storefault.New(st, storefault.Config{Seed: 1, LostAnswerRatio: 1, Ops: []string{"ClaimItems"}})
+	faults = append(faults, f)
+	s2 := *p.sender
+	s2.Store = f
+	if _, err := s2.HandleTurn(context.Background(), p.nextTurn(time.Second)); !errors.Is(err, storefault.ErrAnswerLost) {
+		t.Fatalf("turn error %v, want the lost claim answer", err)
+	}
+	return faults
+}
+
+// TestClaimAnswerLost: a ClaimItems whose write went through but whose
+// answer was lost (a page of items claimed, the sender never told) must
+// not leave items claimed and never sent, nor give the job's budget back
+// twice. Either the sender finds the items by their claim id and releases
+// them at once, or (the store still failing) they stay submitted and the
+// reconciler finds them unknown at the provider after the settle delay and
+// re-pends them. Either way every item is sent once, and the job sends
+// exactly its budget.
+func TestClaimAnswerLost(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		releaseFails bool
+		leftClaimed  int
+	}{
+		{"released by the sender", false, 0},
+		{"settled by the reconciler", true, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p, clk := fakePipeline(t, sender.Config{ClaimBatch: 4})
+			p.account("a", 1000, 1000, 0, 1)
+			job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 10), Budget: 6}, "lostclaim")
+			faults := lostClaim(t, p, tc.releaseFails)
+			claimed := 0
+			for _, it := range p.items(job.Job.ID) {
+				if it.Status == store.ItemSubmitted {
+					claimed++
+				}
+			}
+			if claimed != tc.leftClaimed || len(p.deliveries()) != 0 {
+				t.Fatalf("%d items left claimed, %d delivered; want %d and none", claimed, len(p.deliveries()), tc.leftClaimed)
+			}
+			for _, f := range faults {
+				f.Heal()
+			}
+			v := p.driveUntil(clk, func(v store.JobView) bool {
+				return v.Job.Status == store.JobPaused && v.Counts().Submitted == 0
+			}, job.Job.ID)
+			if v.Job.PauseReason != store.PauseBudget {
+				t.Fatalf("paused for %q, want budget", v.Job.PauseReason)
+			}
+			if n := len(p.deliveries()); n != 6 || v.Job.BudgetUsed != 6 {
+				t.Fatalf("delivered %d with budget used %d; want exactly the budget of 6", n, v.Job.BudgetUsed)
+			}
+			p.checkExactlyOnce(job.Job.ID)
+			// More budget: the rest goes out, once.
+			ctl := &control.Controller{Store: p.store, Queue: p.queue, Clock: clk}
+			more := int64(10)
+			if _, err := ctl.UpdateLimits(context.Background(), job.Job.ID, nil, &more); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ctl.Resume(context.Background(), job.Job.ID); err != nil {
+				t.Fatal(err)
+			}
+			if v := p.driveUntil(clk, final, job.Job.ID); v.Job.Status != store.JobCompleted || v.Counts().Confirmed != 10 {
+				t.Fatalf("%s %+v", v.Job.Status, v.Counts())
+			}
+			p.checkExactlyOnce(job.Job.ID)
+		})
 	}
 }
