@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -78,6 +79,19 @@ func runManyAccounts(t testing.TB, accounts, perAccount int, rate float64) manyA
 	}
 	t.Logf("%s; largest excess over rate × window: %.1f (burst %g); accounts' first sends after %s, last sends after %s (min/median/max)",
 		run, worst, rate, spread(firsts), spread(lasts))
+	if os.Getenv("QUNFA_E2E_DEBUG") != "" {
+		slowest, at := "", time.Duration(0)
+		for id, ts := range byAccount {
+			if d := ts[len(ts)-1].Sub(start); d > at {
+				slowest, at = id, d
+			}
+		}
+		var sends []string
+		for _, ts := range byAccount[slowest] {
+			sends = append(sends, ts.Sub(start).Round(time.Millisecond).String())
+		}
+		t.Logf("slowest account %s: sends after %v", slowest, sends)
+	}
 	return run
 }
 

@@ -361,7 +361,7 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 			}
 			want = min(want, breaker.ProbeSize)
 		}
-		if wait := tr.spacing(now); wait > 0 {
+		if wait := tr.spacing(now) - spacingLead; wait > 0 {
 			if res, done, err := tr.wait(stopCtx, wait, "spacing sends"); done || err != nil {
 				return res, err
 			}
@@ -699,6 +699,11 @@ func (tr *turn) spacing(now time.Time) time.Duration {
 	return tr.lastAnswerAt.Add(time.Duration(float64(time.Second) / rate)).Sub(now)
 }
 
+// spacingLead is how much earlier than the gap a spaced turn wakes up to
+// take its token and claim, before waiting out the rest right before the
+// call.
+const spacingLead = 100 * time.Millisecond
+
 // batchWait is how much longer than for its next token an empty bucket of
 // rate and burst is waited for, so that a batch of want finds its tokens.
 func (tr *turn) batchWait(want int, rate, burst float64) time.Duration {
@@ -835,6 +840,12 @@ func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Ite
 		if it.Seq+1 > tr.cursor {
 			tr.cursor = it.Seq + 1
 		}
+	}
+	if d := tr.spacing(tr.s.Clock.Now()); d > 0 && len(calls) > 0 {
+		// The exact gap, right before the call: the wait at the top of the
+		// batch ended spacingLead early, so the batch's own store work
+		// does not add to the gap.
+		_ = tr.s.Clock.Sleep(context.WithoutCancel(ctx), d)
 	}
 	pending := make([]*pendingCall, len(calls))
 	answered := make(chan int, len(calls))
