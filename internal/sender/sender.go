@@ -545,14 +545,29 @@ func (tr *turn) checkState(ctx context.Context) (bool, Result, error) {
 			return true, Result{}, fmt.Errorf("start shard: %w", err)
 		}
 		tr.shard.Status = store.ShardRunning
+	case tr.shard.Status != store.ShardCancelled && store.ShardFinal(tr.shard.Status) && tr.shard.Counts.Pending > 0:
+		// Items went back to pending after the shard finished (a redrive,
+		// a re-pend, a resend racing the finish): run it again.
+		if _, err := tr.s.Store.TransitionShard(ctx, store.TransitionShardParams{
+			JobID: tr.job.ID, Index: tr.shard.Index, From: []store.ShardStatus{store.ShardCompleted, store.ShardFailed},
+			To: store.ShardRunning, At: tr.s.Clock.Now(),
+		}); err != nil && !errors.Is(err, store.ErrInvalidTransition) {
+			return true, Result{}, fmt.Errorf("reopen shard: %w", err)
+		}
+		tr.log.Info("finished shard has pending items; running it again", slog.Int64("pending", tr.shard.Counts.Pending))
+		tr.shard.Status = store.ShardRunning
 	case store.ShardFinal(tr.shard.Status):
 		// A redelivery after a crash between finishing the shard and the
-		// job: finish the job now.
+		// job: end the turn (its dirty mark would keep the job from
+		// finishing), then finish the job.
+		res, err := tr.end(ctx, "shard "+string(tr.shard.Status))
+		if err != nil {
+			return true, res, err
+		}
 		if err := FinishJob(ctx, tr.s.Store, tr.s.Alerts, tr.log, tr.job.ID, tr.s.Clock.Now()); err != nil {
 			return true, Result{}, err
 		}
-		res, err := tr.end(ctx, "shard "+string(tr.shard.Status))
-		return true, res, err
+		return true, res, nil
 	}
 	if now := tr.s.Clock.Now(); tr.accountReadAt.IsZero() || now.Sub(tr.accountReadAt) >= tr.cfg.AccountRefresh {
 		acct, err := tr.s.Store.GetAccount(ctx, tr.job.Tenant, tr.shard.Account)
@@ -1351,60 +1366,4 @@ func (tr *turn) finishShard(ctx context.Context) (Result, error) {
 		return Result{}, err
 	}
 	return Result{Disposition: Done, Sent: tr.sent, Reason: "shard completed"}, nil
-}
-
-// FinishJob ends a running job whose shards are all final: completed when
-// everything was confirmed, partial when some items failed or were
-// abandoned, failed when none was confirmed. It is safe to call from several
-// places at once: only one transition wins, and only the winner publishes
-// JobFinished (and DeadLetters when items failed).
-func FinishJob(ctx context.Context, st store.Store, alerts alert.Publisher, log *slog.Logger, jobID string, now time.Time) error {
-	view, err := st.GetJob(ctx, jobID)
-	if err != nil {
-		return fmt.Errorf("read job: %w", err)
-	}
-	if view.Job.Status != store.JobRunning {
-		return nil
-	}
-	for _, sh := range view.Shards {
-		if !store.ShardFinal(sh.Status) {
-			return nil
-		}
-	}
-	c := view.Counts()
-	if c.Pending > 0 || c.Submitted > 0 {
-		return nil
-	}
-	to := store.JobCompleted
-	switch {
-	case c.Confirmed == 0 && c.Total() > 0:
-		to = store.JobFailed
-	case c.Failed > 0 || c.Abandoned > 0:
-		to = store.JobPartial
-	}
-	job, err := st.TransitionJob(ctx, store.TransitionJobParams{
-		JobID: jobID, From: []store.JobStatus{store.JobRunning}, To: to, At: now,
-	})
-	if errors.Is(err, store.ErrInvalidTransition) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("finish job: %w", err)
-	}
-	failures := view.Failures()
-	events := []alert.Event{{Type: alert.JobFinished, Tenant: job.Tenant, Time: now, Detail: alert.JobFinishedDetail{
-		JobID: jobID, Name: job.Name, Status: string(to), Counts: alert.Counts(c), Failures: failures,
-	}}}
-	dead := map[string]int64{}
-	for _, cat := range []string{store.CategoryExhausted, store.CategoryPermanent} {
-		if failures[cat] > 0 {
-			dead[cat] = failures[cat]
-		}
-	}
-	if len(dead) > 0 {
-		events = append(events, alert.Event{Type: alert.DeadLetters, Tenant: job.Tenant, Time: now,
-			Detail: alert.DeadLettersDetail{JobID: jobID, Failures: dead}})
-	}
-	alert.Emit(ctx, alerts, log, events...)
-	return nil
 }
