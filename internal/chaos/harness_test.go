@@ -378,6 +378,8 @@ func (r *run) work(ctx context.Context, m queue.Message, crashAfter int) {
 		s = &s2
 	}
 	res, err := s.HandleTurn(ctx, sender.Message{ID: m.ID, Body: m.Body, ReceiptHandle: m.ReceiptHandle, ReceiveCount: m.ReceiveCount})
+	r.log.Debug("chaos: worked", slog.String("message", m.ID), slog.String("body", string(m.Body)), slog.Int("receives", m.ReceiveCount),
+		slog.Int("crash_after", crashAfter), slog.String("reason", res.Reason), slog.Any("err", err))
 	switch {
 	case errors.Is(err, errCrash):
 		r.crashes.Add(1)
@@ -460,32 +462,37 @@ func (r *run) step(ctx context.Context, i int, workers int) {
 // the operator's to see (a refused command, an injected store fault).
 func (r *run) operate(ctx context.Context, jobID string, what int) {
 	var name string
+	var err error
 	switch {
 	case what < 25:
 		name = "pause"
-		_, _ = r.control.Pause(ctx, jobID)
+		_, err = r.control.Pause(ctx, jobID)
 	case what < 50:
 		name = "resume"
-		_, _ = r.control.Resume(ctx, jobID)
+		_, err = r.control.Resume(ctx, jobID)
 	case what < 53:
 		name = "cancel"
-		_, _ = r.control.Cancel(ctx, jobID)
+		_, err = r.control.Cancel(ctx, jobID)
 	case what < 68:
 		name = "redrive"
 		cat := store.CategoryExhausted
 		if what%2 == 0 {
 			cat = store.CategoryPermanent
 		}
-		_, _ = r.control.Redrive(ctx, jobID, cat)
+		var n int
+		n, err = r.control.Redrive(ctx, jobID, cat)
+		name += fmt.Sprintf(" %s (%d)", cat, n)
 	case what < 84:
 		name = "budget"
 		b := int64(what%7) * 5 // 0 = none
-		_, _ = r.control.UpdateLimits(ctx, jobID, nil, &b)
+		_, err = r.control.UpdateLimits(ctx, jobID, nil, &b)
 	default:
 		name = "rate"
 		rate := float64(what % 4 * 20) // 0 = no cap
-		_, _ = r.control.UpdateLimits(ctx, jobID, &rate, nil)
+		_, err = r.control.UpdateLimits(ctx, jobID, &rate, nil)
 	}
+	r.log.Info("chaos: operator", slog.String("job", jobID), slog.String("action", name), slog.Any("err", err))
+	name, _, _ = strings.Cut(name, " ")
 	r.actionsMu.Lock()
 	r.actions[name]++
 	r.actionsMu.Unlock()
@@ -518,7 +525,7 @@ func (r *run) resolveUnderReview(ctx context.Context) {
 }
 
 // settled reports whether the run may stop: every job final or paused,
-// with nothing left submitted.
+// with nothing left submitted, and nothing pending unless paused.
 func (r *run) settled(ctx context.Context) bool {
 	for _, j := range r.jobs {
 		v, err := r.inner.GetJob(ctx, j.Job.ID)
@@ -526,8 +533,11 @@ func (r *run) settled(ctx context.Context) bool {
 			r.t.Fatal(err)
 		}
 		// Items left submitted are settled by the reconciler (or put under
-		// review and resolved by the operator), whatever the job's status.
-		if v.Counts().Submitted > 0 || !store.JobFinal(v.Job.Status) && v.Job.Status != store.JobPaused {
+		// review and resolved by the operator), whatever the job's status;
+		// a cancelled job's pending items are abandoned by its shards'
+		// next turns, which may still be on their way.
+		c := v.Counts()
+		if c.Submitted > 0 || c.Pending > 0 && v.Job.Status != store.JobPaused || !store.JobFinal(v.Job.Status) && v.Job.Status != store.JobPaused {
 			return false
 		}
 	}
@@ -654,6 +664,9 @@ func (r *run) judge(ctx context.Context, settledAfterHeal bool) []string {
 		case store.JobFinal(v.Job.Status):
 			if v.Job.Status == store.JobCancelled && all.Pending > 0 {
 				fail("job %s cancelled with %d items pending", j.Job.ID, all.Pending)
+				for _, sh := range v.Shards {
+					fail("  shard %d %s %s turn %d counts %+v dirty %v", sh.Index, sh.Status, sh.PauseReason, sh.Turn, sh.Counts, sh.Dirty)
+				}
 			}
 		case v.Job.Status == store.JobPaused && v.Job.PauseReason == store.PauseManual && r.keepPaused[j.Job.ID]:
 		case v.Job.Status == store.JobPaused && v.Job.PauseReason == store.PauseBudget && v.Job.BudgetUsed >= v.Job.Budget:
