@@ -229,6 +229,12 @@ func (c *Controller) repend(ctx context.Context, jobID string, index int, from s
 		if err != nil {
 			return n, err
 		}
+		// Run a finished shard and job again before their items go back
+		// to pending: if this redrive dies before it finishes, the shard
+		// is left running, and the reconciler re-drives it.
+		if err := c.reopen(ctx, jobID, index, now); err != nil {
+			return n, err
+		}
 		ups := make([]store.ItemUpdate, 0, len(page.Items))
 		for _, it := range page.Items {
 			ups = append(ups, store.ItemUpdate{
@@ -248,6 +254,23 @@ func (c *Controller) repend(ctx context.Context, jobID string, index int, from s
 			return n, nil // raced with someone else; nothing more we can move
 		}
 	}
+}
+
+// reopen puts a finished (not cancelled) shard and its finished (partial
+// or failed) job back to running.
+func (c *Controller) reopen(ctx context.Context, jobID string, index int, now time.Time) error {
+	if _, err := c.Store.TransitionShard(ctx, store.TransitionShardParams{
+		JobID: jobID, Index: index, From: []store.ShardStatus{store.ShardCompleted, store.ShardFailed},
+		To: store.ShardRunning, At: now,
+	}); err != nil && !errors.Is(err, store.ErrInvalidTransition) {
+		return fmt.Errorf("reopen shard %d: %w", index, err)
+	}
+	if _, err := c.Store.TransitionJob(ctx, store.TransitionJobParams{
+		JobID: jobID, From: []store.JobStatus{store.JobPartial, store.JobFailed}, To: store.JobRunning, At: now,
+	}); err != nil && !errors.Is(err, store.ErrInvalidTransition) {
+		return fmt.Errorf("reopen job: %w", err)
+	}
+	return nil
 }
 
 // Resolution is an operator's verdict on an item under review.

@@ -2,6 +2,7 @@ package control_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/qunfa/qunfa/internal/control"
@@ -116,5 +117,57 @@ func TestRedriveRacingFinish(t *testing.T) {
 	}
 	if len(msgs) != 1 {
 		t.Fatalf("%d turns enqueued; want one, for shard 0", len(msgs))
+	}
+}
+
+// failFold fails every fold of counts made outside a turn.
+type failFold struct{ store.Store }
+
+func (failFold) AddShardCounts(context.Context, store.AddShardCountsParams) (store.Shard, error) {
+	return store.Shard{}, errors.New("store down")
+}
+
+// A redrive of a finished job that dies after writing its items back to
+// pending (here: its fold fails) leaves the shard and the job running, so
+// the reconciler re-drives the shard; before, they stayed finished with
+// the items pending for ever (chaos seeds 2000467, 2000468).
+func TestRedriveDyingLeavesShardRunning(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	jobID, items := f.runningJob(t, 2)
+	sh, err := f.store.GetShard(ctx, jobID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.store.UpdateItems(ctx, store.UpdateItemsParams{JobID: jobID, Index: 0, At: f.clk.Now(), Updates: []store.ItemUpdate{
+		{Seq: items[0].Seq, From: store.ItemSubmitted, ClaimID: "c1", To: store.ItemConfirmed},
+		{Seq: items[1].Seq, From: store.ItemSubmitted, ClaimID: "c1", To: store.ItemFailed,
+			Error: &store.ItemError{Category: store.CategoryExhausted, Message: "retries used up"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.FoldOutsideTurn(ctx, f.store, sh, res.Delta, res.FailuresDelta); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.TransitionShard(ctx, store.TransitionShardParams{JobID: jobID, Index: 0, To: store.ShardCompleted, At: f.clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sender.FinishJob(ctx, f.store, nil, nil, jobID, f.clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := f.store.GetJob(ctx, jobID); v.Job.Status != store.JobPartial {
+		t.Fatalf("job %s; want partial", v.Job.Status)
+	}
+	ctl := &control.Controller{Store: failFold{f.store}, Queue: f.ctl.Queue, Clock: f.clk}
+	if _, err := ctl.Redrive(ctx, jobID, store.CategoryExhausted); err == nil {
+		t.Fatal("redrive with a failing fold: want an error")
+	}
+	v, err := f.store.GetJob(ctx, jobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Job.Status != store.JobRunning || v.Shards[0].Status != store.ShardRunning {
+		t.Fatalf("job %s, shard %s after a redrive that died; want both running (the reconciler re-drives a running shard)", v.Job.Status, v.Shards[0].Status)
 	}
 }
