@@ -72,6 +72,18 @@ check-generators: ## Generate clients with the oldest supported oapi-codegen (fr
 test: emulators openapi-ts ## Run all tests (starts the AWS emulators itself)
 	$(GO) test -count=1 ./...
 
+# The chaos suite (docs/operations.md, "The chaos suite"): CHAOS_RUNS
+# randomized seeded runs of the whole pipeline under faults (a random
+# first seed, printed; QUNFA_CHAOS_BASE=<n> repeats a batch,
+# QUNFA_CHAOS_SEED=<n> one run), then the 20-kill process test. `make
+# test` runs a short version (40 runs).
+CHAOS_RUNS ?= 500
+
+.PHONY: chaos
+chaos: emulators ## Chaos suite: 500 randomized seeded runs under faults, then qunfa dev killed 20 times
+	QUNFA_CHAOS_RUNS=$(CHAOS_RUNS) $(GO) test -count=1 -timeout 30m -run 'TestChaos$$' ./internal/chaos/
+	$(GO) test -count=1 -timeout 10m -run 'TestChaosKills$$' -v ./e2e/
+
 .PHONY: test-race
 test-race: emulators openapi-ts ## Run all tests with the race detector
 	$(GO) test -race -count=1 ./...

@@ -17,6 +17,7 @@ import (
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/dispatch"
 	"github.com/qunfa/qunfa/internal/queue"
+	"github.com/qunfa/qunfa/internal/sender"
 	"github.com/qunfa/qunfa/internal/store"
 )
 
@@ -189,37 +190,24 @@ func (c *Controller) Redrive(ctx context.Context, jobID, category string) (int, 
 	}
 	now := c.Clock.Now()
 	total := 0
+	var shards []int
 	for _, sh := range view.Shards {
 		n, err := c.repend(ctx, jobID, sh.Index, store.ItemFailed, category, now)
+		if n > 0 {
+			total += n
+			shards = append(shards, sh.Index)
+		}
 		if err != nil {
 			return total, err
-		}
-		total += n
-		if n > 0 && store.ShardFinal(sh.Status) && sh.Status != store.ShardCancelled {
-			if _, err := c.Store.TransitionShard(ctx, store.TransitionShardParams{
-				JobID: jobID, Index: sh.Index, From: []store.ShardStatus{store.ShardCompleted, store.ShardFailed},
-				To: store.ShardRunning, At: now,
-			}); err != nil && !errors.Is(err, store.ErrInvalidTransition) {
-				return total, fmt.Errorf("reopen shard %d: %w", sh.Index, err)
-			}
 		}
 	}
 	if total == 0 {
 		return 0, nil
 	}
-	if view.Job.Status == store.JobPartial || view.Job.Status == store.JobFailed {
-		if _, err := c.Store.TransitionJob(ctx, store.TransitionJobParams{
-			JobID: jobID, From: []store.JobStatus{store.JobPartial, store.JobFailed}, To: store.JobRunning, At: now,
-		}); err != nil && !errors.Is(err, store.ErrInvalidTransition) {
-			return total, fmt.Errorf("reopen job: %w", err)
-		}
-	}
-	view, err = c.Store.GetJob(ctx, jobID)
-	if err != nil {
-		return total, err
-	}
-	if view.Job.Status == store.JobRunning {
-		return total, c.kickAll(ctx, view)
+	// The job may have finished or been cancelled while the items were
+	// re-pended: run it (and its finished shards) again, or abandon them.
+	if err := sender.Repended(ctx, c.Store, c.Queue, c.Alerts, c.logger(), jobID, shards, now); err != nil {
+		return total, fmt.Errorf("redrive: %w", err)
 	}
 	return total, nil
 }
@@ -242,6 +230,12 @@ func (c *Controller) repend(ctx context.Context, jobID string, index int, from s
 		if err != nil {
 			return n, err
 		}
+		// Run a finished shard and job again before their items go back
+		// to pending: if this redrive dies before it finishes, the shard
+		// is left running, and the reconciler re-drives it.
+		if err := c.reopen(ctx, jobID, index, now); err != nil {
+			return n, err
+		}
 		ups := make([]store.ItemUpdate, 0, len(page.Items))
 		for _, it := range page.Items {
 			ups = append(ups, store.ItemUpdate{
@@ -261,6 +255,23 @@ func (c *Controller) repend(ctx context.Context, jobID string, index int, from s
 			return n, nil // raced with someone else; nothing more we can move
 		}
 	}
+}
+
+// reopen puts a finished (not cancelled) shard and its finished (partial
+// or failed) job back to running.
+func (c *Controller) reopen(ctx context.Context, jobID string, index int, now time.Time) error {
+	if _, err := c.Store.TransitionShard(ctx, store.TransitionShardParams{
+		JobID: jobID, Index: index, From: []store.ShardStatus{store.ShardCompleted, store.ShardFailed},
+		To: store.ShardRunning, At: now,
+	}); err != nil && !errors.Is(err, store.ErrInvalidTransition) {
+		return fmt.Errorf("reopen shard %d: %w", index, err)
+	}
+	if _, err := c.Store.TransitionJob(ctx, store.TransitionJobParams{
+		JobID: jobID, From: []store.JobStatus{store.JobPartial, store.JobFailed}, To: store.JobRunning, At: now,
+	}); err != nil && !errors.Is(err, store.ErrInvalidTransition) {
+		return fmt.Errorf("reopen job: %w", err)
+	}
+	return nil
 }
 
 // Resolution is an operator's verdict on an item under review.
@@ -327,7 +338,16 @@ func (c *Controller) Resolve(ctx context.Context, jobID string, seq int64, r Res
 	if _, err := store.FoldOutsideTurn(ctx, c.Store, sh, res.Delta, res.FailuresDelta); err != nil {
 		return store.Item{}, err
 	}
-	// The shard may be waiting only for this item: let it finish or resend.
+	if u.To == store.ItemPending {
+		// The job may have finished or been cancelled meanwhile: run the
+		// shard again, or abandon the item.
+		if err := sender.Repended(ctx, c.Store, c.Queue, c.Alerts, c.logger(), jobID, []int{it.Shard}, now); err != nil {
+			return store.Item{}, fmt.Errorf("resend: %w", err)
+		}
+		it.Status = u.To
+		return it, nil
+	}
+	// The shard may be waiting only for this item: let it finish.
 	view, err := c.Store.GetJob(ctx, jobID)
 	if err != nil {
 		return store.Item{}, err

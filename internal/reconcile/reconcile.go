@@ -409,10 +409,8 @@ func (r *Reconciler) apply(ctx context.Context, k shardKey, ups []store.ItemUpda
 }
 
 // afterRepend gives back the budget the re-pended items' lost sends had
-// reserved (they reserve again when claimed), and, if the job was
-// cancelled while the page was being settled (its senders may already
-// have abandoned its pending items and finished its shards), abandons
-// them instead of leaving them pending in a cancelled shard for ever.
+// reserved (they reserve again when claimed), then makes sure they are
+// sent, or abandoned if the job was cancelled (sender.Repended).
 func (r *Reconciler) afterRepend(ctx context.Context, k shardKey, seqs []int64, now time.Time) error {
 	v, err := r.Store.GetJob(ctx, k.job)
 	if err != nil {
@@ -424,19 +422,11 @@ func (r *Reconciler) afterRepend(ctx context.Context, k shardKey, seqs []int64, 
 			return fmt.Errorf("give back the budget of re-pended items of %s: %w", k.job, err)
 		}
 	}
-	if v.Job.Status != store.JobCancelled {
-		return nil
-	}
-	ups := make([]store.ItemUpdate, len(seqs))
-	for i, seq := range seqs {
-		ups[i] = store.ItemUpdate{Seq: seq, From: store.ItemPending, To: store.ItemAbandoned,
-			Error: &store.ItemError{Category: store.CategoryCancelled, Message: "job cancelled; the provider never received it"}}
-	}
-	if _, err := r.apply(ctx, k, ups, now); err != nil {
-		return err
-	}
-	// The shard may have finished without these: let it finish again.
-	return sender.FinishJob(ctx, r.Store, r.Alerts, r.log(), k.job, now)
+	// The job may have been cancelled (its senders may already have
+	// abandoned its pending items and finished its shards) or finished
+	// while the page was being settled: abandon them, or run the shard
+	// again.
+	return sender.Repended(ctx, r.Store, r.Queue, r.Alerts, r.log(), k.job, []int{k.shard}, now)
 }
 
 // redrive re-enqueues running shards of running jobs that made no progress.

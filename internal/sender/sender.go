@@ -77,6 +77,11 @@ type Config struct {
 	// by other shards take effect within it. The job's status is read at
 	// every batch (pause and cancel act at the next item boundary).
 	AccountRefresh time.Duration
+	// MaxHandBack caps the delay of a hand-back (default 15 min): a shard
+	// whose next token is further away comes back earlier and hands itself
+	// back again, so no delay ever exceeds the queue's visibility limit
+	// (12 h on SQS), however small the rate.
+	MaxHandBack time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -121,6 +126,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StatePoll <= 0 {
 		c.StatePoll = 100 * time.Millisecond
+	}
+	if c.MaxHandBack <= 0 {
+		c.MaxHandBack = 15 * time.Minute
 	}
 	return c
 }
@@ -216,13 +224,21 @@ func (s *Sender) HandleTurn(ctx context.Context, m Message) (Result, error) {
 		tr.deadline = d
 	}
 	res, err := tr.run(ctx)
+	if err != nil {
+		// Calls still running went out: wait for their answers and record
+		// them, so an item the provider answered for is not left submitted
+		// for the reconciler to look up.
+		tr.recordStragglers(context.WithoutCancel(ctx))
+	}
 	if errors.Is(err, errSuperseded) {
 		log.Info("turn superseded by a newer one")
 		return Result{Disposition: Done, Sent: tr.sent, Reason: "superseded"}, nil
 	}
 	if err != nil {
 		// Fold what we know; the next turn repairs the rest (Dirty).
-		tr.flush(context.WithoutCancel(ctx), false)
+		if ferr := tr.flush(context.WithoutCancel(ctx), false); ferr != nil && !errors.Is(ferr, errSuperseded) {
+			log.Warn("fold progress of a failed turn", slog.Any("err", ferr))
+		}
 		return res, err
 	}
 	log.Info("turn ended", slog.String("reason", res.Reason), slog.Int("sent", res.Sent),
@@ -401,12 +417,15 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 			continue
 		}
 		claimID := tr.claimID()
+		// The claim time is the item's submitted-at, from which the
+		// reconciler's settle delay counts: take it now, after tokens and
+		// budget (and their store retries), not at the top of the batch.
+		now = tr.s.Clock.Now()
 		claim, err := tr.s.Store.ClaimItems(ctx, store.ClaimItemsParams{
 			JobID: tr.job.ID, Index: tr.shard.Index, Max: int(budget), Now: now, ClaimID: claimID,
 		})
 		if err != nil {
-			tr.giveBackBudget(ctx, budget)
-			return Result{}, fmt.Errorf("claim items: %w", err)
+			return Result{}, tr.claimFailed(ctx, claimID, budget, err)
 		}
 		tr.fold(claim.Delta, nil)
 		tr.giveBackBudget(ctx, budget-int64(len(claim.Items)))
@@ -427,6 +446,68 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 			return res, err
 		}
 	}
+}
+
+// claimFailed handles a ClaimItems that returned an error: the claim may
+// still have been applied (a page written before the failure, an answer
+// lost), leaving items submitted that were never sent. Those items, found
+// by their claim id, go back to pending with their attempt given back, and
+// then the batch's budget is given back too. When they cannot be found
+// (the store still fails) the budget stays reserved: the reconciler finds
+// such items unknown at the provider, re-pends them and gives their budget
+// back then, so it is never given back twice.
+func (tr *turn) claimFailed(ctx context.Context, claimID string, budget int64, cause error) error {
+	released, err := tr.releaseClaim(ctx, claimID)
+	if err != nil {
+		tr.log.Warn("claim failed and its items could not be checked; the reconciler settles any it left submitted",
+			slog.String("claim", claimID), slog.Any("err", err))
+		return fmt.Errorf("claim items: %w", cause)
+	}
+	if released > 0 {
+		tr.log.Warn("claim failed after claiming items; released them unsent", slog.Int("items", released))
+	}
+	tr.giveBackBudget(ctx, budget)
+	return fmt.Errorf("claim items: %w", cause)
+}
+
+// releaseClaim returns the items still held by claimID (none sent) to
+// pending. The claim's count delta was never folded and the release is its
+// inverse, so neither is folded.
+func (tr *turn) releaseClaim(ctx context.Context, claimID string) (int, error) {
+	idx := tr.shard.Index
+	var ups []store.ItemUpdate
+	cursor := ""
+	for {
+		page, err := tr.s.Store.ListItems(ctx, store.ListItemsParams{
+			JobID: tr.job.ID, Status: store.ItemSubmitted, Shard: &idx, Cursor: cursor, Limit: store.MaxPutItems,
+		})
+		if err != nil {
+			return 0, fmt.Errorf("list submitted items: %w", err)
+		}
+		for _, it := range page.Items {
+			if it.ClaimID == claimID {
+				ups = append(ups, store.ItemUpdate{
+					Seq: it.Seq, From: store.ItemSubmitted, ClaimID: claimID, To: store.ItemPending,
+					AttemptsDelta: -1, NextAttemptAt: tr.s.Clock.Now(), KeepError: true,
+				})
+			}
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		cursor = page.NextCursor
+	}
+	if len(ups) == 0 {
+		return 0, nil
+	}
+	res, err := tr.s.Store.UpdateItems(ctx, store.UpdateItemsParams{JobID: tr.job.ID, Index: idx, Updates: ups, At: tr.s.Clock.Now()})
+	if err != nil {
+		return 0, fmt.Errorf("release claimed items: %w", err)
+	}
+	if len(res.Rejected) > 0 {
+		return 0, fmt.Errorf("release claimed items: %d changed meanwhile", len(res.Rejected))
+	}
+	return len(ups), nil
 }
 
 // checkState re-reads the job record at a batch boundary and stops the turn
@@ -484,14 +565,29 @@ func (tr *turn) checkState(ctx context.Context) (bool, Result, error) {
 			return true, Result{}, fmt.Errorf("start shard: %w", err)
 		}
 		tr.shard.Status = store.ShardRunning
+	case tr.shard.Status != store.ShardCancelled && store.ShardFinal(tr.shard.Status) && tr.shard.Counts.Pending > 0:
+		// Items went back to pending after the shard finished (a redrive,
+		// a re-pend, a resend racing the finish): run it again.
+		if _, err := tr.s.Store.TransitionShard(ctx, store.TransitionShardParams{
+			JobID: tr.job.ID, Index: tr.shard.Index, From: []store.ShardStatus{store.ShardCompleted, store.ShardFailed},
+			To: store.ShardRunning, At: tr.s.Clock.Now(),
+		}); err != nil && !errors.Is(err, store.ErrInvalidTransition) {
+			return true, Result{}, fmt.Errorf("reopen shard: %w", err)
+		}
+		tr.log.Info("finished shard has pending items; running it again", slog.Int64("pending", tr.shard.Counts.Pending))
+		tr.shard.Status = store.ShardRunning
 	case store.ShardFinal(tr.shard.Status):
 		// A redelivery after a crash between finishing the shard and the
-		// job: finish the job now.
+		// job: end the turn (its dirty mark would keep the job from
+		// finishing), then finish the job.
+		res, err := tr.end(ctx, "shard "+string(tr.shard.Status))
+		if err != nil {
+			return true, res, err
+		}
 		if err := FinishJob(ctx, tr.s.Store, tr.s.Alerts, tr.log, tr.job.ID, tr.s.Clock.Now()); err != nil {
 			return true, Result{}, err
 		}
-		res, err := tr.end(ctx, "shard "+string(tr.shard.Status))
-		return true, res, err
+		return true, res, nil
 	}
 	if now := tr.s.Clock.Now(); tr.accountReadAt.IsZero() || now.Sub(tr.accountReadAt) >= tr.cfg.AccountRefresh {
 		acct, err := tr.s.Store.GetAccount(ctx, tr.job.Tenant, tr.shard.Account)
@@ -708,8 +804,10 @@ func (tr *turn) nothingDue(ctx context.Context, nextDue, now time.Time) (Result,
 	switch {
 	case !nextDue.IsZero():
 		return tr.wait(ctx, nextDue.Sub(now), "waiting for backoff")
-	case counts.Pending > 0:
-		// Counts say pending but nothing is claimable: they are wrong.
+	case counts.Pending > 0 || counts.Impossible(tr.shard.Size):
+		// Counts say pending but nothing is claimable, or they cannot be
+		// true (negative, or not adding up to the shard's size): a turn
+		// never ends "waiting for reconciliation" on such counts.
 		// Make them true from the items and look again.
 		sh, err := tr.s.Store.RecountShard(context.WithoutCancel(ctx), tr.t.JobID, tr.t.Shard)
 		if err != nil {
@@ -861,6 +959,20 @@ func (tr *turn) stragglerItems() int {
 		n += len(pc.c.items)
 	}
 	return n
+}
+
+// recordStragglers waits for the calls still running when a turn stops on
+// an error or was superseded, and records their answers. A failure to
+// record leaves their items submitted: the reconciler settles them.
+func (tr *turn) recordStragglers(ctx context.Context) {
+	if len(tr.stragglers) == 0 {
+		return
+	}
+	n := tr.stragglerItems()
+	if err := tr.collectStragglers(ctx, true); err != nil && !errors.Is(err, errSuperseded) {
+		tr.log.Warn("record calls still running when the turn stopped; their items stay submitted for reconciliation",
+			slog.Int("items", n), slog.Any("err", err))
+	}
 }
 
 // collectStragglers records the calls left running by earlier batches that
@@ -1210,7 +1322,7 @@ func (tr *turn) handBack(ctx context.Context, d time.Duration, why string) (Resu
 	if tr.msg.ReceiveCount >= tr.cfg.RenewAfterReceives || tr.msg.ReceiptHandle == "" {
 		return tr.continueLater(ctx, why+" (renewed)")
 	}
-	d = max(d, time.Second)
+	d = min(max(d, time.Second), tr.cfg.MaxHandBack)
 	if err := tr.s.Queue.ChangeVisibility(context.WithoutCancel(ctx), tr.msg.ReceiptHandle, d); err != nil {
 		return Result{}, fmt.Errorf("hand back shard: %w", err)
 	}
@@ -1279,60 +1391,4 @@ func (tr *turn) finishShard(ctx context.Context) (Result, error) {
 		return Result{}, err
 	}
 	return Result{Disposition: Done, Sent: tr.sent, Reason: "shard completed"}, nil
-}
-
-// FinishJob ends a running job whose shards are all final: completed when
-// everything was confirmed, partial when some items failed or were
-// abandoned, failed when none was confirmed. It is safe to call from several
-// places at once: only one transition wins, and only the winner publishes
-// JobFinished (and DeadLetters when items failed).
-func FinishJob(ctx context.Context, st store.Store, alerts alert.Publisher, log *slog.Logger, jobID string, now time.Time) error {
-	view, err := st.GetJob(ctx, jobID)
-	if err != nil {
-		return fmt.Errorf("read job: %w", err)
-	}
-	if view.Job.Status != store.JobRunning {
-		return nil
-	}
-	for _, sh := range view.Shards {
-		if !store.ShardFinal(sh.Status) {
-			return nil
-		}
-	}
-	c := view.Counts()
-	if c.Pending > 0 || c.Submitted > 0 {
-		return nil
-	}
-	to := store.JobCompleted
-	switch {
-	case c.Confirmed == 0 && c.Total() > 0:
-		to = store.JobFailed
-	case c.Failed > 0 || c.Abandoned > 0:
-		to = store.JobPartial
-	}
-	job, err := st.TransitionJob(ctx, store.TransitionJobParams{
-		JobID: jobID, From: []store.JobStatus{store.JobRunning}, To: to, At: now,
-	})
-	if errors.Is(err, store.ErrInvalidTransition) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("finish job: %w", err)
-	}
-	failures := view.Failures()
-	events := []alert.Event{{Type: alert.JobFinished, Tenant: job.Tenant, Time: now, Detail: alert.JobFinishedDetail{
-		JobID: jobID, Name: job.Name, Status: string(to), Counts: alert.Counts(c), Failures: failures,
-	}}}
-	dead := map[string]int64{}
-	for _, cat := range []string{store.CategoryExhausted, store.CategoryPermanent} {
-		if failures[cat] > 0 {
-			dead[cat] = failures[cat]
-		}
-	}
-	if len(dead) > 0 {
-		events = append(events, alert.Event{Type: alert.DeadLetters, Tenant: job.Tenant, Time: now,
-			Detail: alert.DeadLettersDetail{JobID: jobID, Failures: dead}})
-	}
-	alert.Emit(ctx, alerts, log, events...)
-	return nil
 }

@@ -168,6 +168,38 @@ func TestCreateJobFinishesAfterCrash(t *testing.T) {
 	}
 }
 
+// TestCreateJobAfterCrashWithAnotherPlan: a CreateJob that died after
+// writing its idempotency record and a shard is retried with the same
+// request but another plan (the suppression list changed in between). The
+// retry must not report the job as created by it: the caller's same-plan
+// check then sees the stale shard and fails the job, as it does on a
+// store that creates a job atomically (sqlitestore).
+func TestCreateJobAfterCrashWithAnotherPlan(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t, dynamostore.Options{})
+	if err := s.PutIdempotencyRecordForTest(ctx, "t", "k", "job-first", "h"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutShardForTest(ctx, store.Shard{JobID: "job-first", Index: 0, Account: "a", Size: 10, Status: store.ShardPending,
+		Counts: store.Counts{Pending: 10}, SlowFactor: 1}); err != nil {
+		t.Fatal(err)
+	}
+	p := store.CreateJobParams{
+		Job:    store.Job{ID: "job-retry", Tenant: "t", IdempotencyKey: "k", RequestHash: "h", Total: 9, ShardCount: 1, CreatedAt: t0},
+		Shards: []store.Shard{{Index: 0, Account: "a", Size: 9, SlowFactor: 1}},
+	}
+	res, err := s.CreateJob(ctx, p)
+	if err != nil || res.Created || res.Job.ID != "job-first" || res.Job.Status != store.JobCreating {
+		t.Fatalf("CreateJob after a crash, other plan = {Created %v, ID %q, Status %q}, %v; want {false, job-first, creating}",
+			res.Created, res.Job.ID, res.Job.Status, err)
+	}
+	v, err := s.GetJob(ctx, "job-first")
+	if err != nil || len(v.Shards) != 1 || v.Shards[0].Size != 10 {
+		t.Fatalf("GetJob = %+v, %v; want the interrupted attempt's shard for the same-plan check", v.Shards, err)
+	}
+}
+
 // TestAdvanceShardEpochWrites checks what the cost rests on: an advance in
 // the current count epoch is a single write whose condition checks the
 // epoch, and a shard record from before epochs (no epoch attribute) is in

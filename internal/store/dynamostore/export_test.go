@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/qunfa/qunfa/internal/store"
 )
 
 // PutIdempotencyRecordForTest writes only the idempotency record of a job,
@@ -24,4 +26,10 @@ func (s *Store) RemoveShardEpochForTest(ctx context.Context, jobID string, index
 	in.ExpressionAttributeValues = nil
 	_, err := s.updateItem(ctx, in)
 	return err
+}
+
+// PutShardForTest writes one shard record, as a CreateJob that crashed
+// after writing some of its shards leaves it.
+func (s *Store) PutShardForTest(ctx context.Context, sh store.Shard) error {
+	return s.putItem(ctx, shardItem(sh), "", nil, nil)
 }

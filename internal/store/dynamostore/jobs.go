@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -118,6 +119,11 @@ func (s *Store) CreateJob(ctx context.Context, p store.CreateJobParams) (store.C
 	if j.Status != store.JobStaging || len(p.Shards) > 0 {
 		j.Status = store.JobCreating
 	}
+	// resuming: an earlier CreateJob of this key died after its idempotency
+	// record, before its job record. planChanged: a shard it wrote differs
+	// from this plan (the suppression list changed in between).
+	var resuming bool
+	var planChanged atomic.Bool
 	if j.IdempotencyKey != "" {
 		err := s.putItem(ctx, map[string]types.AttributeValue{
 			attrPK: attrS(idemPK(j.Tenant, j.IdempotencyKey)), attrSK: attrS(skSingle),
@@ -143,6 +149,7 @@ func (s *Store) CreateJob(ctx context.Context, p store.CreateJobParams) (store.C
 				return store.CreateJobResult{}, err
 			}
 			j.ID = getS(rec, "job") // finish the interrupted creation
+			resuming = true
 		case err != nil:
 			return store.CreateJobResult{}, fmt.Errorf("create job: idempotency record: %w", err)
 		}
@@ -161,7 +168,20 @@ func (s *Store) CreateJob(ctx context.Context, p store.CreateJobParams) (store.C
 		}
 		err := s.putItem(ctx, shardItem(sh), "attribute_not_exists(pk)", nil, nil)
 		if isConditionFailed(err) {
-			return nil // written by an earlier, interrupted attempt
+			// Written by an earlier, interrupted attempt (or a concurrent
+			// one): for another plan, the job is not this attempt's to
+			// create, and the caller's same-plan check must see it, as it
+			// does on a store that creates a job atomically.
+			if resuming {
+				old, err := s.GetShard(ctx, j.ID, sh.Index)
+				if err != nil {
+					return fmt.Errorf("read shard %d of the interrupted creation: %w", sh.Index, err)
+				}
+				if old.Account != sh.Account || old.Size != sh.Size {
+					planChanged.Store(true)
+				}
+			}
+			return nil
 		}
 		return err
 	})
@@ -182,7 +202,7 @@ func (s *Store) CreateJob(ctx context.Context, p store.CreateJobParams) (store.C
 	if err != nil {
 		return store.CreateJobResult{}, fmt.Errorf("create job %s: %w", j.ID, err)
 	}
-	return store.CreateJobResult{Job: jobFrom(jobItem(j)), Created: true}, nil
+	return store.CreateJobResult{Job: jobFrom(jobItem(j)), Created: !planChanged.Load()}, nil
 }
 
 // parallel runs fn(0..n-1) with bounded concurrency and returns the first

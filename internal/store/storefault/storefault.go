@@ -35,6 +35,9 @@ type Config struct {
 	LatencyRatio float64
 	Latency      time.Duration
 	Clock        clock.Sleeper
+	// Ops, when set, limits the faults to the named operations (method
+	// names of store.Store, e.g. "ClaimItems"); the others pass through.
+	Ops []string
 }
 
 // Store injects faults into the writes of an inner store.
@@ -81,10 +84,23 @@ const (
 	after
 )
 
-// decide draws the fault of one call.
-func (s *Store) decide(ctx context.Context) (fault, error) {
+// faulted reports whether op may be faulted.
+func (s *Store) faulted(op string) bool {
+	if len(s.cfg.Ops) == 0 {
+		return true
+	}
+	for _, o := range s.cfg.Ops {
+		if o == op {
+			return true
+		}
+	}
+	return false
+}
+
+// decide draws the fault of one call of op.
+func (s *Store) decide(ctx context.Context, op string) (fault, error) {
 	s.mu.Lock()
-	if !s.enabled {
+	if !s.enabled || !s.faulted(op) {
 		s.mu.Unlock()
 		return none, nil
 	}
@@ -112,9 +128,9 @@ func (s *Store) decide(ctx context.Context) (fault, error) {
 }
 
 // wrap runs one write with a drawn fault.
-func wrap[T any](ctx context.Context, s *Store, call func() (T, error)) (T, error) {
+func wrap[T any](ctx context.Context, s *Store, op string, call func() (T, error)) (T, error) {
 	var zero T
-	f, err := s.decide(ctx)
+	f, err := s.decide(ctx, op)
 	if err != nil {
 		return zero, err
 	}
@@ -130,40 +146,40 @@ func wrap[T any](ctx context.Context, s *Store, call func() (T, error)) (T, erro
 
 // ClaimItems injects a fault around the claim.
 func (s *Store) ClaimItems(ctx context.Context, p store.ClaimItemsParams) (store.ClaimItemsResult, error) {
-	return wrap(ctx, s, func() (store.ClaimItemsResult, error) { return s.Store.ClaimItems(ctx, p) })
+	return wrap(ctx, s, "ClaimItems", func() (store.ClaimItemsResult, error) { return s.Store.ClaimItems(ctx, p) })
 }
 
 // UpdateItems injects a fault around the item writes.
 func (s *Store) UpdateItems(ctx context.Context, p store.UpdateItemsParams) (store.UpdateItemsResult, error) {
-	return wrap(ctx, s, func() (store.UpdateItemsResult, error) { return s.Store.UpdateItems(ctx, p) })
+	return wrap(ctx, s, "UpdateItems", func() (store.UpdateItemsResult, error) { return s.Store.UpdateItems(ctx, p) })
 }
 
 // AdvanceShard injects a fault around the fold.
 func (s *Store) AdvanceShard(ctx context.Context, p store.AdvanceShardParams) (store.Shard, error) {
-	return wrap(ctx, s, func() (store.Shard, error) { return s.Store.AdvanceShard(ctx, p) })
+	return wrap(ctx, s, "AdvanceShard", func() (store.Shard, error) { return s.Store.AdvanceShard(ctx, p) })
 }
 
 // AddShardCounts injects a fault around the outside-turn fold.
 func (s *Store) AddShardCounts(ctx context.Context, p store.AddShardCountsParams) (store.Shard, error) {
-	return wrap(ctx, s, func() (store.Shard, error) { return s.Store.AddShardCounts(ctx, p) })
+	return wrap(ctx, s, "AddShardCounts", func() (store.Shard, error) { return s.Store.AddShardCounts(ctx, p) })
 }
 
 // BeginTurn injects a fault around the turn's start.
 func (s *Store) BeginTurn(ctx context.Context, p store.BeginTurnParams) (store.Shard, error) {
-	return wrap(ctx, s, func() (store.Shard, error) { return s.Store.BeginTurn(ctx, p) })
+	return wrap(ctx, s, "BeginTurn", func() (store.Shard, error) { return s.Store.BeginTurn(ctx, p) })
 }
 
 // TakeTokens injects a fault around the token bucket.
 func (s *Store) TakeTokens(ctx context.Context, p store.TakeTokensParams) (store.TakeTokensResult, error) {
-	return wrap(ctx, s, func() (store.TakeTokensResult, error) { return s.Store.TakeTokens(ctx, p) })
+	return wrap(ctx, s, "TakeTokens", func() (store.TakeTokensResult, error) { return s.Store.TakeTokens(ctx, p) })
 }
 
 // ReserveBudget injects a fault around the budget counter.
 func (s *Store) ReserveBudget(ctx context.Context, jobID string, n int64) (store.BudgetGrant, error) {
-	return wrap(ctx, s, func() (store.BudgetGrant, error) { return s.Store.ReserveBudget(ctx, jobID, n) })
+	return wrap(ctx, s, "ReserveBudget", func() (store.BudgetGrant, error) { return s.Store.ReserveBudget(ctx, jobID, n) })
 }
 
 // TransitionShard injects a fault around shard status changes.
 func (s *Store) TransitionShard(ctx context.Context, p store.TransitionShardParams) (store.Shard, error) {
-	return wrap(ctx, s, func() (store.Shard, error) { return s.Store.TransitionShard(ctx, p) })
+	return wrap(ctx, s, "TransitionShard", func() (store.Shard, error) { return s.Store.TransitionShard(ctx, p) })
 }

@@ -54,3 +54,28 @@ func TestLostAnswerIsApplied(t *testing.T) {
 		}
 	}
 }
+
+// TestOpsLimitsTheFaults: with Ops set, only the named operations fail.
+func TestOpsLimitsTheFaults(t *testing.T) {
+	ctx := context.Background()
+	inner, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inner.Close()
+	p, items := storetest.NewJob("t", 1, 3)
+	p.Job.Budget = 100
+	if _, err := inner.CreateJob(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := inner.PutItems(ctx, store.PutItemsParams{JobID: p.Job.ID, Items: items}); err != nil {
+		t.Fatal(err)
+	}
+	s := storefault.New(inner, storefault.Config{Seed: 1, ErrorRatio: 1, Ops: []string{"ClaimItems"}})
+	if _, err := s.ReserveBudget(ctx, p.Job.ID, 1); err != nil {
+		t.Fatalf("ReserveBudget is not in Ops: %v", err)
+	}
+	if _, err := s.ClaimItems(ctx, store.ClaimItemsParams{JobID: p.Job.ID, Max: 1, ClaimID: "c"}); !errors.Is(err, storefault.ErrInjected) {
+		t.Fatalf("ClaimItems: %v, want the injected fault", err)
+	}
+}
