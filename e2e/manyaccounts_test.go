@@ -105,20 +105,23 @@ func spread(ds []time.Duration) string {
 	return fmt.Sprintf("%v/%v/%v", r(ds[0]), r(ds[len(ds)/2]), r(ds[len(ds)-1]))
 }
 
-// TestManyAccounts: a job over 200 accounts at 20/s each keeps every
+// TestManyAccounts: a job over 100 accounts at 20/s each keeps every
 // account busy at once — exactly once, never over any account's rate. The
 // efficiency figures of issue 17 come from BenchmarkManyAccounts; this test
 // only fails on a collapse (the engine used to reach 0.04 here): it runs
 // beside the rest of the suite, which takes CPU from it.
+//
+// Not parallel: it takes the machine's CPU (as the benchmark does), and the
+// other process-level tests judge rates by the clock; a smaller run than
+// the benchmark's keeps it a few seconds.
 func TestManyAccounts(t *testing.T) {
 	if testing.Short() {
-		t.Skip("sends for over 15 s")
+		t.Skip("sends for over 10 s")
 	}
-	t.Parallel()
 	for _, c := range []struct {
 		accounts, perAccount int
 		rate                 float64
-	}{{200, 200, 20}, {400, 5, 1}} {
+	}{{100, 100, 20}, {400, 5, 1}} {
 		t.Run(fmt.Sprintf("%d×%d@%g", c.accounts, c.perAccount, c.rate), func(t *testing.T) {
 			run := runManyAccounts(t, c.accounts, c.perAccount, c.rate)
 			if e := run.efficiency(); e < 0.3 {

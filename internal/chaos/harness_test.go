@@ -192,6 +192,9 @@ func newRun(t *testing.T, seed uint64, open backend) *run {
 			a.Breaker = store.BreakerConfig{ConsecutiveFailures: 3 + r.intn(8), CooldownSec: 5 + r.intn(30),
 				FailureRate: 0.5, MinSamples: 20}
 		}
+		if err := r.inner.(store.TenantStore).GrantAccount(ctx, tenant, id, r.clk.Now()); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := r.inner.PutAccount(ctx, a); err != nil {
 			t.Fatal(err)
 		}
