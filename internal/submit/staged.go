@@ -268,7 +268,7 @@ func (s *Submitter) Start(ctx context.Context, job store.Job, parts int) (store.
 		}
 		return store.JobView{}, &ValidationError{Errors: []FieldError{{Field: "parts", Message: msg + " have not been uploaded"}}}
 	}
-	state, _ := json.Marshal(planState{Parts: parts, Attempted: -1})
+	state, _ := json.Marshal(planState{Parts: parts, Attempted: -1, SavedAt: s.Clock.Now().UnixNano()})
 	prev, err := ss.GetPlanState(ctx, job.ID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
