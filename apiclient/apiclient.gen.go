@@ -830,6 +830,24 @@ type NewToken struct {
 // NullableTimestamp An RFC 3339 time in UTC, null while unset (the key is always there).
 type NullableTimestamp = time.Time
 
+// PartList The stored parts of a staging job.
+type PartList struct {
+	Parts []PartListEntry `json:"parts"`
+}
+
+// PartListEntry A stored part.
+type PartListEntry struct {
+	// Bytes Size of the body uploaded.
+	Bytes int64 `json:"bytes"`
+
+	// Digest Hex SHA-256 of the part's media type, a newline (\n) and its body.
+	Digest string `json:"digest"`
+	Part   int64  `json:"part"`
+
+	// Recipients Recipients in the part (before dropping duplicates across parts).
+	Recipients int64 `json:"recipients"`
+}
+
 // PartRecipients A part as JSON.
 type PartRecipients struct {
 	Recipients []Recipient `json:"recipients"`
@@ -1527,6 +1545,13 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/jobs/{id}/pause (the `PauseJob` operationId).
 	PauseJob(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListJobParts List the parts of a staging job uploaded so far
+	//
+	// The stored parts by number, with their recipients, bytes and digest (hex SHA-256 of the part's media type, a newline and its body), so an uploader resumes with the parts still missing. Empty once the job is planned, cancelled or expired.
+	//
+	// Corresponds with GET /v1/jobs/{id}/recipients (the `ListJobParts` operationId).
+	ListJobParts(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// PutJobRecipientsWithBody Upload a part of a staging job's recipients
 	//
 	// Body: application/json {"recipients": [...]}, application/x-ndjson (one recipient object per line) or text/csv (a header row account,to, then optional ref and var.<name> columns). At most 5 MiB per part (through API Gateway at most 4 MiB). The same part with the same body again: 200; with another body: 409. A part with errors: 422 listing them (by line for NDJSON and CSV), and nothing of it is kept.
@@ -2106,6 +2131,23 @@ func (c *Client) ResolveItem(ctx context.Context, id JobID, seq int64, body Reso
 // Corresponds with POST /v1/jobs/{id}/pause (the `PauseJob` operationId).
 func (c *Client) PauseJob(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPauseJobRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListJobParts List the parts of a staging job uploaded so far
+//
+// The stored parts by number, with their recipients, bytes and digest (hex SHA-256 of the part's media type, a newline and its body), so an uploader resumes with the parts still missing. Empty once the job is planned, cancelled or expired.
+//
+// Corresponds with GET /v1/jobs/{id}/recipients (the `ListJobParts` operationId).
+func (c *Client) ListJobParts(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListJobPartsRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -3465,6 +3507,40 @@ func NewPauseJobRequest(server string, id JobID) (*http.Request, error) {
 	return req, nil
 }
 
+// NewListJobPartsRequest constructs an http.Request for the ListJobParts method
+func NewListJobPartsRequest(server string, id JobID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/%s/recipients", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewPutJobRecipientsRequest calls the generic PutJobRecipients builder with application/json body
 func NewPutJobRecipientsRequest(server string, id JobID, part PartNumber, body PutJobRecipientsJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -4589,6 +4665,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/jobs/{id}/pause (the `PauseJob` operationId).
 	PauseJobWithResponse(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*PauseJobResponse, error)
+
+	// ListJobPartsWithResponse List the parts of a staging job uploaded so far
+	//
+	// The stored parts by number, with their recipients, bytes and digest (hex SHA-256 of the part's media type, a newline and its body), so an uploader resumes with the parts still missing. Empty once the job is planned, cancelled or expired.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/jobs/{id}/recipients (the `ListJobParts` operationId).
+	ListJobPartsWithResponse(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*ListJobPartsResponse, error)
 
 	// PutJobRecipientsWithBodyWithResponse Upload a part of a staging job's recipients
 	//
@@ -6319,6 +6404,75 @@ func (r PauseJobResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PauseJobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListJobPartsResponse401Headers the declared response headers of an HTTP 401 response for ListJobParts
+type ListJobPartsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type ListJobPartsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PartList
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListJobPartsResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListJobPartsResponse) GetJSON200() *PartList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListJobPartsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListJobPartsResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListJobPartsResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListJobPartsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListJobPartsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListJobPartsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListJobPartsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -8407,6 +8561,21 @@ func (c *ClientWithResponses) PauseJobWithResponse(ctx context.Context, id JobID
 	return ParsePauseJobResponse(rsp)
 }
 
+// ListJobPartsWithResponse List the parts of a staging job uploaded so far
+//
+// The stored parts by number, with their recipients, bytes and digest (hex SHA-256 of the part's media type, a newline and its body), so an uploader resumes with the parts still missing. Empty once the job is planned, cancelled or expired.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/jobs/{id}/recipients (the `ListJobParts` operationId).
+func (c *ClientWithResponses) ListJobPartsWithResponse(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*ListJobPartsResponse, error) {
+	rsp, err := c.ListJobParts(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListJobPartsResponse(rsp)
+}
+
 // PutJobRecipientsWithBodyWithResponse Upload a part of a staging job's recipients
 //
 // Body: application/json {"recipients": [...]}, application/x-ndjson (one recipient object per line) or text/csv (a header row account,to, then optional ref and var.<name> columns). At most 5 MiB per part (through API Gateway at most 4 MiB). The same part with the same body again: 200; with another body: 409. A part with errors: 422 listing them (by line for NDJSON and CSV), and nothing of it is kept.
@@ -10176,6 +10345,66 @@ func ParsePauseJobResponse(rsp *http.Response) (*PauseJobResponse, error) {
 	switch {
 	case rsp.StatusCode == 401:
 		var headers PauseJobResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListJobPartsResponse parses an HTTP response from a ListJobPartsWithResponse call
+func ParseListJobPartsResponse(rsp *http.Response) (*ListJobPartsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListJobPartsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PartList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListJobPartsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/qunfa/qunfa/apiclient"
 	"github.com/qunfa/qunfa/internal/api"
+	"github.com/qunfa/qunfa/internal/submit"
 )
 
 // TestGeneratedClientDrivesEveryOperation runs qunfa dev against the mock
@@ -306,6 +307,12 @@ func TestGeneratedClientDrivesEveryOperation(t *testing.T) {
 	want("putJobRecipients", p2, err, 200)
 	if p1.JSON200.Recipients != 2 || p2.JSON200.Recipients != 2 {
 		t.Errorf("parts: %s / %s", p1.Body, p2.Body)
+	}
+	lp, err := cl.ListJobPartsWithResponse(ctx, sg.JSON201.Id)
+	want("listJobParts", lp, err, 200)
+	if lp.JSON200 == nil || len(lp.JSON200.Parts) != 2 || lp.JSON200.Parts[0].Part != 1 || lp.JSON200.Parts[1].Bytes != int64(len(csv)) ||
+		lp.JSON200.Parts[1].Digest != submit.PartDigest("text/csv", []byte(csv)) {
+		t.Errorf("listJobParts: %s", lp.Body)
 	}
 	st, err := cl.StartJobWithResponse(ctx, sg.JSON201.Id, apiclient.StartRequest{Parts: 2})
 	want("startJob", st, err, 202)

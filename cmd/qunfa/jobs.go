@@ -24,9 +24,29 @@ const maxSubmitBytes = api.DefaultMaxBodyBytes
 func (c *cli) submit(ctx context.Context, args []string) error {
 	fs := c.newFlagSet("submit")
 	key := fs.String("idempotency-key", "", "idempotency key: submitting again with the same key and file gives the same job")
-	pos, err := c.parse(fs, args, 1, "FILE (the job's JSON body, or - for stdin)")
+	fs.StringVar(key, "key", "", "the same as --idempotency-key (with --recipients: run again with it to resume an interrupted upload)")
+	name := fs.String("name", "", "with --recipients: the job's name")
+	template := fs.String("template", "", "with --recipients: the message, with {{var}} placeholders")
+	recipients := fs.String("recipients", "", "a .csv or .ndjson file of recipients of any size, uploaded in parts (a staged job)")
+	partSize := fs.Int("part-size", defaultPartBytes, "with --recipients: the most bytes per part")
+	want := 1
+	for _, a := range args {
+		if a == "--recipients" || a == "-recipients" || strings.HasPrefix(a, "--recipients=") || strings.HasPrefix(a, "-recipients=") {
+			want = 0
+		}
+	}
+	pos, err := c.parse(fs, args, want, "FILE (the job's JSON body, or - for stdin)")
 	if err != nil {
 		return err
+	}
+	if *recipients != "" {
+		return c.submitStaged(ctx, stagedUpload{name: *name, template: *template, path: *recipients, key: *key, partBytes: *partSize})
+	}
+	if want == 0 {
+		return usagef("--recipients needs a file")
+	}
+	if *name != "" || *template != "" {
+		return usagef("--name and --template go with --recipients; a job FILE holds its own")
 	}
 	var rd io.Reader = c.stdin
 	if pos[0] != "-" {

@@ -78,8 +78,9 @@ func init() {
 			run:     (*cli).openapi,
 		},
 		"submit": {
-			usage:   "FILE|- [--idempotency-key K]",
-			summary: "submit a job (FILE is the JSON body of POST /v1/jobs; - reads stdin)",
+			usage: "FILE|- [--idempotency-key K]\n" +
+				"       qunfa submit --name N --template T --recipients FILE.csv|FILE.ndjson [--key K] [--part-size BYTES]",
+			summary: "submit a job: FILE is the JSON body of POST /v1/jobs (- reads stdin); --recipients uploads a file of any size in parts, resumable with --key, and prints the job id",
 			run:     (*cli).submit,
 		},
 		"status": {

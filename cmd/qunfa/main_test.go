@@ -35,7 +35,10 @@ type apiServer struct {
 	clock *clock.Fake
 }
 
-func newAPIServer(t *testing.T) *apiServer {
+func newAPIServer(t *testing.T) *apiServer { return newAPIServerWrapped(t, nil) }
+
+// newAPIServerWrapped is newAPIServer with the API behind wrap (nil: none).
+func newAPIServerWrapped(t *testing.T, wrap func(http.Handler) http.Handler) *apiServer {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -61,7 +64,7 @@ func newAPIServer(t *testing.T) *apiServer {
 			t.Fatal(err)
 		}
 	}
-	srv := httptest.NewServer(api.New(api.Deps{
+	var h http.Handler = api.New(api.Deps{
 		Store:     st,
 		Submitter: &submit.Submitter{Store: st, Queue: q, Clock: clk},
 		Control:   &control.Controller{Store: st, Queue: q, Clock: clk},
@@ -71,7 +74,11 @@ func newAPIServer(t *testing.T) *apiServer {
 		AllowPrivateURLs: true,
 		// As qunfa dev: new accounts go to the tenant that first PUTs them.
 		GrantOnPut: true,
-	}))
+	})
+	if wrap != nil {
+		h = wrap(h)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &apiServer{url: srv.URL, store: st, clock: clk}
 }

@@ -139,11 +139,14 @@ func cmpOr(d, def time.Duration) time.Duration {
 
 // isTerminal reports whether stdout is a terminal (progress bars) rather
 // than a pipe or file (one line per change).
-func (c *cli) isTerminal() bool {
+func (c *cli) isTerminal() bool { return c.isTerminalW(c.stdout) }
+
+// isTerminalW reports whether w is a terminal (c.terminal overrides).
+func (c *cli) isTerminalW(w io.Writer) bool {
 	if c.terminal != nil {
 		return *c.terminal
 	}
-	f, ok := c.stdout.(*os.File)
+	f, ok := w.(*os.File)
 	if !ok {
 		return false
 	}

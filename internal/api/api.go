@@ -141,6 +141,7 @@ func New(deps Deps) http.Handler {
 	s.handle("POST /v1/jobs/{id}/pause", s.command("pause", s.Control.Pause))
 	s.handle("POST /v1/jobs/{id}/resume", s.command("resume", s.Control.Resume))
 	s.handle("POST /v1/jobs/{id}/cancel", s.command("cancel", s.cancelJob))
+	s.handle("GET /v1/jobs/{id}/recipients", s.listParts)
 	s.handle("PUT /v1/jobs/{id}/recipients/{part}", s.putPart)
 	s.handle("POST /v1/jobs/{id}/start", s.startJob)
 	s.handle("POST /v1/jobs/{id}/redrive", s.redrive)

@@ -24,6 +24,24 @@ type PartResponse struct {
 	Bytes      int64 `json:"bytes"`
 }
 
+// PartList is the answer to GET /v1/jobs/{id}/recipients: the parts
+// stored so far, by number, so an uploader can resume with the missing
+// ones.
+type PartList struct {
+	Parts []PartListEntry `json:"parts"`
+}
+
+// PartListEntry is one stored part.
+type PartListEntry struct {
+	Part       int   `json:"part"`
+	Recipients int   `json:"recipients"`
+	Bytes      int64 `json:"bytes"`
+	// Digest is the hex SHA-256 of the part's media type, a newline and
+	// its body: an uploader that computes the same knows the stored part
+	// is its own without uploading it again.
+	Digest string `json:"digest"`
+}
+
 // StartRequest is the body of POST /v1/jobs/{id}/start.
 type StartRequest struct {
 	Parts int `json:"parts"`
@@ -100,6 +118,23 @@ func readPart(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 		return nil, errors.New(p.Detail)
 	}
 	return body, nil
+}
+
+func (s *server) listParts(w http.ResponseWriter, r *http.Request, tenant string) *Problem {
+	v, p := s.tenantJob(r.Context(), r, tenant)
+	if p != nil {
+		return p
+	}
+	parts, err := s.Submitter.ListParts(r.Context(), v.Job)
+	if err != nil {
+		return s.storeProblem(r, "job "+strconv.Quote(v.Job.ID), err)
+	}
+	out := PartList{Parts: make([]PartListEntry, 0, len(parts))}
+	for _, pi := range parts {
+		out.Parts = append(out.Parts, PartListEntry{Part: pi.Number, Recipients: pi.Recipients, Bytes: pi.Bytes, Digest: pi.Hash})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 func (s *server) startJob(w http.ResponseWriter, r *http.Request, tenant string) *Problem {

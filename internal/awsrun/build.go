@@ -149,7 +149,7 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 		Outcomes: ebalert.New(c.EventBridge, cfg.AlertBus)}
 	core.Reconciler = &reconcile.Reconciler{
 		Store: core.Series, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts, Gauges: core.Metrics,
-		StaleAfter: cfg.StaleAfter, SettleAfter: cfg.SettleAfter,
+		StaleAfter: cfg.StaleAfter, SettleAfter: cfg.SettleAfter, Plans: core.Submitter,
 	}
 	return core, nil
 }

@@ -265,6 +265,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 		// A call lasts at most connect + 2 × response timeout: never look up
 		// an item whose call may still be in flight.
 		StaleAfter: cfg.StaleAfter, SettleAfter: 3*time.Second + 2*cfg.ProviderTimeout + 5*time.Second,
+		Plans: s.Submitter,
 	}
 	s.Campaigns = s.newCampaigns()
 	s.APIURL = "http://" + cfg.Addr

@@ -86,6 +86,12 @@ type Reconciler struct {
 	// StagingTTL: a staged job not started this long after its creation
 	// is cancelled and its parts discarded (default DefaultStagingTTL).
 	StagingTTL time.Duration
+	// Plans is the planning watchdog of starting jobs (nil: none):
+	// planning without progress for StaleAfter is sent again, at most
+	// MaxPlanRepairs times (default DefaultMaxPlanRepairs), then the job
+	// fails.
+	Plans          PlanWatchdog
+	MaxPlanRepairs int
 
 	once   sync.Once
 	holder string
@@ -104,6 +110,8 @@ type Report struct {
 	Stopped      bool // the pass stopped at its deadline; the next resumes
 	Skipped      bool // another pass holds the lease: nothing done
 	Expired      int  // staging jobs cancelled: not started within StagingTTL
+	PlansResent  int  // starting jobs whose planning stopped: message sent again
+	PlansFailed  int  // starting jobs whose planning failed after every repair
 	// OldestSubmitted is the age of the oldest item left submitted after
 	// the pass (0 when none).
 	OldestSubmitted time.Duration
@@ -141,6 +149,7 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 	}
 	errCheck := r.checkJobs(ctx, &rep, touched)
 	errExpire := r.expireStaging(ctx, &rep)
+	errPlans := r.watchStarting(ctx, &rep)
 	r.measureOldest(ctx, &rep)
 	// Release even when ctx is done: the next pass need not wait for the
 	// lease to expire.
@@ -154,7 +163,7 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 			slog.Int("mismatches", rep.Mismatches), slog.Int("pages", rep.Pages), slog.Bool("stopped", rep.Stopped),
 			slog.Duration("oldest_submitted", rep.OldestSubmitted))
 	}
-	return rep, errors.Join(errRedrive, errSettle, errCheck, errExpire, errRelease)
+	return rep, errors.Join(errRedrive, errSettle, errCheck, errExpire, errPlans, errRelease)
 }
 
 func (r *Reconciler) holderName() string {

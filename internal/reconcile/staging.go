@@ -8,7 +8,46 @@ import (
 	"time"
 
 	"github.com/qunfa/qunfa/internal/store"
+	"github.com/qunfa/qunfa/internal/submit"
 )
+
+// PlanWatchdog repairs the background planning of starting jobs
+// (submit.Submitter implements it).
+type PlanWatchdog interface {
+	RepairPlan(ctx context.Context, jobID string, staleBefore time.Time, maxRepairs int) (submit.PlanRepair, error)
+}
+
+// DefaultMaxPlanRepairs is how often the planning message of a starting
+// job that makes no progress is sent again before the job fails.
+const DefaultMaxPlanRepairs = 3
+
+// watchStarting hands every starting job created before StaleAfter to the
+// planning watchdog, a page per pass: planning that stopped (its message
+// dead-lettered) is sent again, or the job failed, never left starting.
+func (r *Reconciler) watchStarting(ctx context.Context, rep *Report) error {
+	ss, ok := r.Store.(store.StagingStore)
+	if !ok || r.Plans == nil {
+		return nil
+	}
+	staleBefore := r.Clock.Now().Add(-durOr(r.StaleAfter, 2*time.Minute))
+	jobs, err := ss.ListStagingJobs(ctx, store.ListStagingJobsParams{Status: store.JobStarting, CreatedBefore: staleBefore, Limit: 100})
+	if err != nil {
+		return fmt.Errorf("list starting jobs: %w", err)
+	}
+	var errs []error
+	for _, j := range jobs {
+		what, err := r.Plans.RepairPlan(ctx, j.ID, staleBefore, intOr(r.MaxPlanRepairs, DefaultMaxPlanRepairs))
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case what == submit.PlanResent:
+			rep.PlansResent++
+		case what == submit.PlanFailed:
+			rep.PlansFailed++
+		}
+	}
+	return errors.Join(errs...)
+}
 
 // DefaultStagingTTL is how long a staged job may stay staging before it
 // is cancelled and its parts discarded (DESIGN.md: 24 h).

@@ -49,8 +49,10 @@ type StagingStore interface {
 	// they are.
 	ReleasePlannedJob(ctx context.Context, p ReleasePlannedJobParams) (Job, error)
 
-	// ListStagingJobs lists jobs (all tenants) in status JobStaging
-	// created before p.CreatedBefore, oldest first, at most p.Limit.
+	// ListStagingJobs lists jobs (all tenants) in status p.Status
+	// (JobStaging, the default, or JobStarting) created before
+	// p.CreatedBefore, oldest first, at most p.Limit: staging jobs for
+	// expiry, starting ones for the planning watchdog.
 	ListStagingJobs(ctx context.Context, p ListStagingJobsParams) ([]Job, error)
 }
 
@@ -102,6 +104,8 @@ type ReleasePlannedJobParams struct {
 
 // ListStagingJobsParams selects staging jobs.
 type ListStagingJobsParams struct {
+	// Status is JobStaging (also when empty) or JobStarting.
+	Status        JobStatus
 	CreatedBefore time.Time
 	Limit         int // 0 = 100
 }

@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/qunfa/qunfa/internal/alert"
 	"github.com/qunfa/qunfa/internal/dispatch"
@@ -54,6 +55,10 @@ type planState struct {
 	Sizes      []int64 `json:"sizes,omitempty"`
 	Suppressed int64   `json:"suppressed"`
 	Duplicates int64   `json:"duplicates"`
+	// SavedAt (unix ns) is when planning last moved; Repairs how often
+	// the watchdog re-sent its message since (RepairPlan).
+	SavedAt int64 `json:"saved_at,omitempty"`
+	Repairs int   `json:"repairs,omitempty"`
 }
 
 // planAccount is one account's place in the shard layout.
@@ -81,7 +86,13 @@ func (s *Submitter) loadPlan(ctx context.Context, ss store.StagingStore, jobID s
 	return loadedPlan{state: st, version: ps.Version}, nil
 }
 
+// savePlan checkpoints a step: planning moved.
 func (s *Submitter) savePlan(ctx context.Context, ss store.StagingStore, jobID string, lp loadedPlan) (loadedPlan, error) {
+	lp.state.SavedAt, lp.state.Repairs = s.Clock.Now().UnixNano(), 0
+	return s.storePlan(ctx, ss, jobID, lp)
+}
+
+func (s *Submitter) storePlan(ctx context.Context, ss store.StagingStore, jobID string, lp loadedPlan) (loadedPlan, error) {
 	b, err := json.Marshal(lp.state)
 	if err != nil {
 		return lp, fmt.Errorf("encode plan of job %s: %w", jobID, err)
@@ -443,4 +454,80 @@ func (s *Submitter) planRelease(ctx context.Context, ss store.StagingStore, job 
 		s.logger().Warn("delete parts of a released job", slog.String("job", job.ID), slog.Any("err", err))
 	}
 	return nil
+}
+
+// PlanRepair says what RepairPlan did.
+type PlanRepair int
+
+// What RepairPlan did.
+const (
+	PlanMoving PlanRepair = iota // planning moved since staleBefore, or the job is not starting: nothing
+	PlanResent                   // the planning message was sent again
+	PlanFailed                   // planning failed maxRepairs times: the job failed
+)
+
+// RepairPlan is the planning watchdog, run by the reconciler for every
+// starting job: planning that has not moved since staleBefore lost its
+// message (dead-lettered after failing every delivery, or never sent). Its
+// message is sent again — under a new checkpoint version, so the queue's
+// deduplication lets it through — at most maxRepairs times without
+// progress in between; then the job fails visibly (status failed, its
+// parts discarded, JobFinished published), so it never stays starting.
+func (s *Submitter) RepairPlan(ctx context.Context, jobID string, staleBefore time.Time, maxRepairs int) (PlanRepair, error) {
+	ss, err := s.staging()
+	if err != nil {
+		return PlanMoving, err
+	}
+	job, err := s.Store.GetJobRecord(ctx, jobID)
+	if errors.Is(err, store.ErrNotFound) {
+		return PlanMoving, nil
+	}
+	if err != nil {
+		return PlanMoving, fmt.Errorf("repair planning of job %s: %w", jobID, err)
+	}
+	if job.Status != store.JobStarting {
+		return PlanMoving, nil
+	}
+	lp, err := s.loadPlan(ctx, ss, jobID)
+	if err != nil {
+		return PlanMoving, err
+	}
+	if time.Unix(0, lp.state.SavedAt).After(staleBefore) {
+		return PlanMoving, nil
+	}
+	log := s.logger().With(slog.String("job", jobID), slog.Int("repairs", lp.state.Repairs))
+	if lp.state.Repairs >= maxRepairs {
+		now := s.Clock.Now()
+		if _, err := s.Store.TransitionJob(ctx, store.TransitionJobParams{
+			JobID: jobID, From: []store.JobStatus{store.JobStarting}, To: store.JobFailed, At: now,
+		}); err != nil {
+			if errors.Is(err, store.ErrInvalidTransition) {
+				return PlanMoving, nil
+			}
+			return PlanMoving, fmt.Errorf("fail job %s: %w", jobID, err)
+		}
+		log.Error("planning of a staged job failed again after every repair: the job failed; submit it again",
+			slog.Time("last_progress", time.Unix(0, lp.state.SavedAt)))
+		alert.Emit(ctx, s.Alerts, s.logger(), alert.Event{Type: alert.JobFinished, Tenant: job.Tenant, Time: now,
+			Detail: alert.JobFinishedDetail{JobID: jobID, Name: job.Name, Status: string(store.JobFailed), Failures: map[string]int64{}}})
+		if err := ss.DeleteParts(ctx, jobID); err != nil {
+			return PlanFailed, fmt.Errorf("discard the parts of failed job %s: %w", jobID, err)
+		}
+		return PlanFailed, nil
+	}
+	last := time.Unix(0, lp.state.SavedAt)
+	lp.state.Repairs++
+	lp.state.SavedAt = s.Clock.Now().UnixNano()
+	lp, err = s.storePlan(ctx, ss, jobID, lp)
+	if errors.Is(err, store.ErrConflict) {
+		return PlanMoving, nil // a step saved meanwhile: planning moves
+	}
+	if err != nil {
+		return PlanMoving, err
+	}
+	if err := dispatch.SendPlan(ctx, s.Queue, jobID, lp.version); err != nil {
+		return PlanMoving, err
+	}
+	log.Warn("planning of a staged job made no progress: its message was sent again", slog.Time("last_progress", last))
+	return PlanResent, nil
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -186,6 +187,27 @@ func (s *Submitter) PutPart(ctx context.Context, p PutPartParams) (PutPartResult
 	return PutPartResult{Part: res.Part, Created: res.Created}, nil
 }
 
+// ListParts lists the stored parts of a job by number (none once the job
+// is planned or discarded). Hash is PartDigest of the part's media type
+// and body.
+func (s *Submitter) ListParts(ctx context.Context, job store.Job) ([]store.PartInfo, error) {
+	ss, err := s.staging()
+	if err != nil {
+		return nil, err
+	}
+	parts, err := ss.ListParts(ctx, job.ID)
+	if err != nil {
+		return nil, fmt.Errorf("list parts of job %s: %w", job.ID, err)
+	}
+	sort.Slice(parts, func(i, j int) bool { return parts[i].Number < parts[j].Number })
+	return parts, nil
+}
+
+// PartDigest is the hex SHA-256 of a part's media type, a newline and
+// its body: what identifies a stored part (GET /v1/jobs/{id}/recipients
+// shows it as digest).
+func PartDigest(mediaType string, body []byte) string { return partHash(mediaType, body) }
+
 // partHash identifies a part's body.
 func partHash(mediaType string, body []byte) string {
 	h := sha256.New()
@@ -246,7 +268,7 @@ func (s *Submitter) Start(ctx context.Context, job store.Job, parts int) (store.
 		}
 		return store.JobView{}, &ValidationError{Errors: []FieldError{{Field: "parts", Message: msg + " have not been uploaded"}}}
 	}
-	state, _ := json.Marshal(planState{Parts: parts, Attempted: -1})
+	state, _ := json.Marshal(planState{Parts: parts, Attempted: -1, SavedAt: s.Clock.Now().UnixNano()})
 	prev, err := ss.GetPlanState(ctx, job.ID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):

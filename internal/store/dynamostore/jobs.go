@@ -365,8 +365,12 @@ func (s *Store) TransitionJob(ctx context.Context, p store.TransitionJobParams) 
 		} else if p.To != store.JobPaused {
 			remove = append(remove, "pause")
 		}
-		if j.Status == store.JobStaging {
-			remove = append(remove, "g2pk", "g2sk") // leaves the staging index
+		switch {
+		case j.Status == store.JobStaging && p.To == store.JobStarting:
+			set = append(set, "g2pk = :stpk") // from the staging index to the starting one
+			values[":stpk"] = attrS(startingPK)
+		case j.Status == store.JobStaging, j.Status == store.JobStarting:
+			remove = append(remove, "g2pk", "g2sk") // leaves the staging (starting) index
 		}
 		if p.To == store.JobRunning && j.StartedAt.IsZero() {
 			set = append(set, "startedAt = :at")

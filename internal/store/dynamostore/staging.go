@@ -25,11 +25,13 @@ var _ store.StagingStore = (*Store)(nil)
 // hash prefix in the chunk keys keeps a concurrent upload of another body
 // from overwriting the chunks of the stored one. A staging job carries the
 // running index entry g2pk = STAGING, g2sk = <createdAt 20d>#<job> until it
-// leaves staging, so expiry reads only staging jobs.
+// leaves staging, then g2pk = STARTING (the same g2sk) while it is
+// starting, so expiry and the planning watchdog read only those jobs.
 const (
 	partChunkBytes = 300 << 10
 	skPlan         = "SP"
 	stagingPK      = "STAGING"
+	startingPK     = "STARTING"
 )
 
 func skPart(n int) string { return fmt.Sprintf("S#%05d", n) }
@@ -281,7 +283,7 @@ func (s *Store) ReleasePlannedJob(ctx context.Context, p store.ReleasePlannedJob
 	rec, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
 		Key: key(jobPK(p.JobID), skJob),
 		UpdateExpression: aws.String("SET #st = :to, #tot = :t, #sup = :sp, #sh = :n, " +
-			"startedAt = :at, finishedAt = :fin"),
+			"startedAt = :at, finishedAt = :fin REMOVE g2pk, g2sk"), // leaves the starting index
 		ConditionExpression:      aws.String("#st = :from"),
 		ExpressionAttributeNames: map[string]string{"#st": "status", "#tot": "total", "#sup": "suppressed", "#sh": "shards"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
@@ -301,6 +303,14 @@ func (s *Store) ReleasePlannedJob(ctx context.Context, p store.ReleasePlannedJob
 
 // ListStagingJobs queries the running index under g2pk = STAGING.
 func (s *Store) ListStagingJobs(ctx context.Context, p store.ListStagingJobsParams) ([]store.Job, error) {
+	status, pk := store.JobStaging, stagingPK
+	switch p.Status {
+	case "", store.JobStaging:
+	case store.JobStarting:
+		status, pk = store.JobStarting, startingPK
+	default:
+		return nil, fmt.Errorf("list staging jobs in status %q: only staging or starting", p.Status)
+	}
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 100
@@ -310,7 +320,7 @@ func (s *Store) ListStagingJobs(ctx context.Context, p store.ListStagingJobsPara
 		IndexName:              aws.String(indexRunning),
 		KeyConditionExpression: aws.String("g2pk = :pk AND g2sk < :up"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk": attrS(stagingPK), ":up": attrS(fmt.Sprintf("%020d", nanos(p.CreatedBefore))),
+			":pk": attrS(pk), ":up": attrS(fmt.Sprintf("%020d", nanos(p.CreatedBefore))),
 		},
 		Limit: aws.Int32(int32(limit)),
 	})
@@ -319,7 +329,7 @@ func (s *Store) ListStagingJobs(ctx context.Context, p store.ListStagingJobsPara
 	}
 	out := []store.Job{}
 	for _, r := range recs {
-		if j := jobFrom(r); j.Status == store.JobStaging && len(out) < limit {
+		if j := jobFrom(r); j.Status == status && len(out) < limit {
 			out = append(out, j)
 		}
 	}

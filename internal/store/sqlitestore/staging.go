@@ -222,14 +222,18 @@ started_at = ?, finished_at = ? WHERE no = ?`, string(j.Status), j.Total, j.Supp
 
 // ListStagingJobs lists staging jobs created before a time, oldest first.
 func (s *Store) ListStagingJobs(ctx context.Context, p store.ListStagingJobsParams) ([]store.Job, error) {
+	status, err := stagingStatus(p.Status)
+	if err != nil {
+		return nil, err
+	}
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 100
 	}
 	out := []store.Job{}
-	err := s.read(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT `+jobCols+` FROM jobs WHERE status = 'staging' AND created_at < ?
-ORDER BY created_at, no LIMIT ?`, toNanos(p.CreatedBefore), limit)
+	err = s.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT `+jobCols+` FROM jobs WHERE status = ? AND created_at < ?
+ORDER BY created_at, no LIMIT ?`, string(status), toNanos(p.CreatedBefore), limit)
 		if err != nil {
 			return fmt.Errorf("list staging jobs: %w", err)
 		}
@@ -244,4 +248,15 @@ ORDER BY created_at, no LIMIT ?`, toNanos(p.CreatedBefore), limit)
 		return rows.Err()
 	})
 	return out, err
+}
+
+// stagingStatus is the status ListStagingJobs lists.
+func stagingStatus(st store.JobStatus) (store.JobStatus, error) {
+	switch st {
+	case "", store.JobStaging:
+		return store.JobStaging, nil
+	case store.JobStarting:
+		return store.JobStarting, nil
+	}
+	return "", fmt.Errorf("list staging jobs in status %q: only staging or starting", st)
 }

@@ -85,9 +85,9 @@ func testStaging(t *testing.T, s store.Store, _ Capabilities) {
 	}
 
 	// Expiry sees the staging job, created at Epoch.
-	stale := func(before time.Time) []string {
+	listed := func(st store.JobStatus, before time.Time) []string {
 		t.Helper()
-		js, err := ss.ListStagingJobs(ctx, store.ListStagingJobsParams{CreatedBefore: before})
+		js, err := ss.ListStagingJobs(ctx, store.ListStagingJobsParams{Status: st, CreatedBefore: before})
 		if err != nil {
 			t.Fatalf("ListStagingJobs: %v", err)
 		}
@@ -96,6 +96,11 @@ func testStaging(t *testing.T, s store.Store, _ Capabilities) {
 			ids = append(ids, j.ID)
 		}
 		return ids
+	}
+	stale := func(before time.Time) []string { t.Helper(); return listed("", before) }
+	starting := func(before time.Time) []string { t.Helper(); return listed(store.JobStarting, before) }
+	if got := starting(at(time.Hour)); len(got) != 0 {
+		t.Fatalf("ListStagingJobs(starting) of a staging job = %v; want none", got)
 	}
 	if got := stale(at(time.Hour)); fmt.Sprint(got) != fmt.Sprint([]string{id}) {
 		t.Fatalf("ListStagingJobs(after creation) = %v; want [%s]", got, id)
@@ -133,6 +138,13 @@ func testStaging(t *testing.T, s store.Store, _ Capabilities) {
 	if got := stale(at(time.Hour)); len(got) != 0 {
 		t.Fatalf("ListStagingJobs after start = %v; want none", got)
 	}
+	// The planning watchdog sees the starting job.
+	if got := starting(at(time.Hour)); fmt.Sprint(got) != fmt.Sprint([]string{id}) {
+		t.Fatalf("ListStagingJobs(starting) = %v; want [%s]", got, id)
+	}
+	if got := starting(at(-time.Hour)); len(got) != 0 {
+		t.Fatalf("ListStagingJobs(starting, before creation) = %v; want none", got)
+	}
 	if err := s.PutItems(ctx, store.PutItemsParams{JobID: id, Items: items}); err != nil {
 		t.Fatalf("PutItems into a starting job: %v", err)
 	}
@@ -143,6 +155,9 @@ func testStaging(t *testing.T, s store.Store, _ Capabilities) {
 	v := getJob(t, s, id)
 	if v.Job.Status != store.JobRunning || len(v.Shards) != 2 || v.Counts().Pending != 10 || v.Job.Total != 10 {
 		t.Fatalf("released job = %+v", v)
+	}
+	if got := starting(at(time.Hour)); len(got) != 0 {
+		t.Fatalf("ListStagingJobs(starting) after release = %v; want none", got)
 	}
 	if got, err := s.ListItems(ctx, store.ListItemsParams{JobID: id, Limit: 100}); err != nil || len(got.Items) != 10 {
 		t.Fatalf("ListItems of the released job = %d items, %v", len(got.Items), err)
