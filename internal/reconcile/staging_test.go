@@ -61,6 +61,9 @@ func TestStartingJobWithoutPlanningIsRepairedOrFailed(t *testing.T) {
 	q := f.rec.Queue
 	sub := &submit.Submitter{Store: f.store, Queue: q, Clock: f.clk, Alerts: f.alerts}
 	f.rec.Plans, f.rec.MaxPlanRepairs = sub, 2
+	if err := f.store.GrantAccount(ctx, "t1", "acct-a", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := f.store.PutAccount(ctx, store.Account{Tenant: "t1", ID: "acct-a", RatePerSec: 10, Burst: 10, MaxRecipientsPerCall: 1}); err != nil {
 		t.Fatal(err)
 	}
