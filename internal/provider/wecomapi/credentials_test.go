@@ -44,7 +44,7 @@ func (v *vault) Token(_ context.Context, tenant string) (string, error) {
 	return "", provider.ErrNoCredentials
 }
 func (v *vault) Invalidate(context.Context, string, string) {}
-func (v *vault) set(tenant, tok string)                      { v.mu.Lock(); v.tokens[tenant] = tok; v.mu.Unlock() }
+func (v *vault) set(tenant, tok string)                     { v.mu.Lock(); v.tokens[tenant] = tok; v.mu.Unlock() }
 
 // owners is the store's AccountOwner, counted.
 type owners struct {
