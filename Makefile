@@ -110,7 +110,7 @@ sam-build: ## Build every function with sam build (functions/*/Makefile, linux/a
 deploy: sam-build ## Deploy to AWS: make deploy STAGE=dev|prod PROVIDER_URL=https://... [PROVIDER_SECRET=name] [ALARM_EMAIL=addr]
 	@test -n "$(PROVIDER_URL)" || { echo "set PROVIDER_URL (the wecomapi provider's base URL)" >&2; exit 1; }
 	sam deploy --config-env $(STAGE) --parameter-overrides \
-	  "Stage=$(STAGE)" "ProviderURL=$(PROVIDER_URL)" "ProviderSecretArn=$(PROVIDER_SECRET)" "AlarmEmail=$(ALARM_EMAIL)"
+	  "Stage=$(STAGE)" "ProviderURL=$(PROVIDER_URL)" "ProviderSecretName=$(PROVIDER_SECRET)" "AlarmEmail=$(ALARM_EMAIL)"
 
 .PHONY: localstack-deploy
 localstack-deploy: sam-build ## Deploy the stack to LocalStack at LOCALSTACK_URL (PROVIDER_URL defaults to a local mock)
@@ -119,7 +119,7 @@ localstack-deploy: sam-build ## Deploy the stack to LocalStack at LOCALSTACK_URL
 	AWS_ENDPOINT_URL=$(LOCALSTACK_URL) AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 \
 	  sam deploy --stack-name qunfa-local --resolve-s3 --capabilities CAPABILITY_IAM --no-confirm-changeset \
 	  --no-fail-on-empty-changeset --parameter-overrides "Stage=dev" \
-	  "ProviderURL=$(or $(PROVIDER_URL),http://host.docker.internal:8081)" "ProviderSecretArn=qunfa/local/provider"
+	  "ProviderURL=$(or $(PROVIDER_URL),http://host.docker.internal:8081)" "ProviderSecretName=qunfa/local/provider"
 
 .PHONY: localstack-test
 localstack-test: ## Run the AWS adapter and Lambda handler tests against LocalStack's DynamoDB and SQS
