@@ -81,6 +81,22 @@ test-cover: emulators openapi-ts ## Run all tests with coverage of internal/ (sl
 	set -o pipefail; $(GO) test -count=1 -coverpkg=./internal/... -coverprofile=coverage.out ./... | grep -v 'coverage: 0.0%'
 	@$(GO) tool cover -func=coverage.out | tail -1
 
+# Every native fuzz target: package and name. `make test` runs their seed
+# corpora (and any committed testdata/fuzz crashers) as ordinary tests.
+FUZZ_TARGETS := \
+  ./internal/api:FuzzSubmitBody ./internal/api:FuzzRoutes \
+  ./internal/submit:FuzzParsePart ./internal/content:FuzzTemplate \
+  ./internal/provider/wecomapi:FuzzAnswers ./internal/campaign:FuzzSchedule \
+  ./internal/store/sqlitestore:FuzzCursors ./internal/store/dynamostore:FuzzCursor \
+  ./internal/mockprovider:FuzzSendText
+FUZZTIME ?= 30s
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME each (default 30s); crashers land in testdata/fuzz/ (commit them with the fix)
+	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
+	  echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
+	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; done
+
 .PHONY: lint
 lint: ## go vet and gofmt check
 	$(GO) vet ./...
