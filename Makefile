@@ -93,6 +93,22 @@ test-cover: emulators openapi-ts ## Run all tests with coverage of internal/ (sl
 	set -o pipefail; $(GO) test -count=1 -coverpkg=./internal/... -coverprofile=coverage.out ./... | grep -v 'coverage: 0.0%'
 	@$(GO) tool cover -func=coverage.out | tail -1
 
+# Every native fuzz target: package and name. `make test` runs their seed
+# corpora (and any committed testdata/fuzz crashers) as ordinary tests.
+FUZZ_TARGETS := \
+  ./internal/api:FuzzSubmitBody ./internal/api:FuzzRoutes \
+  ./internal/submit:FuzzParsePart ./internal/content:FuzzTemplate \
+  ./internal/provider/wecomapi:FuzzAnswers ./internal/campaign:FuzzSchedule \
+  ./internal/store/sqlitestore:FuzzCursors ./internal/store/dynamostore:FuzzCursor \
+  ./internal/mockprovider:FuzzSendText
+FUZZTIME ?= 30s
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME each (default 30s); crashers land in testdata/fuzz/ (commit them with the fix)
+	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
+	  echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
+	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; done
+
 .PHONY: lint
 lint: ## go vet and gofmt check
 	$(GO) vet ./...
@@ -122,7 +138,7 @@ sam-build: ## Build every function with sam build (functions/*/Makefile, linux/a
 deploy: sam-build ## Deploy to AWS: make deploy STAGE=dev|prod PROVIDER_URL=https://... [PROVIDER_SECRET=name] [ALARM_EMAIL=addr]
 	@test -n "$(PROVIDER_URL)" || { echo "set PROVIDER_URL (the wecomapi provider's base URL)" >&2; exit 1; }
 	sam deploy --config-env $(STAGE) --parameter-overrides \
-	  "Stage=$(STAGE)" "ProviderURL=$(PROVIDER_URL)" "ProviderSecretArn=$(PROVIDER_SECRET)" "AlarmEmail=$(ALARM_EMAIL)"
+	  "Stage=$(STAGE)" "ProviderURL=$(PROVIDER_URL)" "ProviderSecretName=$(PROVIDER_SECRET)" "AlarmEmail=$(ALARM_EMAIL)"
 
 .PHONY: localstack-deploy
 localstack-deploy: sam-build ## Deploy the stack to LocalStack at LOCALSTACK_URL (PROVIDER_URL defaults to a local mock)
@@ -131,7 +147,7 @@ localstack-deploy: sam-build ## Deploy the stack to LocalStack at LOCALSTACK_URL
 	AWS_ENDPOINT_URL=$(LOCALSTACK_URL) AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 \
 	  sam deploy --stack-name qunfa-local --resolve-s3 --capabilities CAPABILITY_IAM --no-confirm-changeset \
 	  --no-fail-on-empty-changeset --parameter-overrides "Stage=dev" \
-	  "ProviderURL=$(or $(PROVIDER_URL),http://host.docker.internal:8081)" "ProviderSecretArn=qunfa/local/provider"
+	  "ProviderURL=$(or $(PROVIDER_URL),http://host.docker.internal:8081)" "ProviderSecretName=qunfa/local/provider"
 
 .PHONY: localstack-test
 localstack-test: ## Run the AWS adapter and Lambda handler tests against LocalStack's DynamoDB and SQS

@@ -78,6 +78,7 @@ func runDev(ctx context.Context, args []string) error {
 	slog.SetDefault(log)
 	cfg.Token = os.Getenv("QUNFA_API_TOKEN")
 	cfg.AdminToken = os.Getenv("QUNFA_ADMIN_TOKEN")
+	cfg.ProviderToken = os.Getenv("QUNFA_PROVIDER_TOKEN")
 
 	stack, err := devstack.Open(ctx, cfg, log)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/qunfa/qunfa/internal/alert"
@@ -24,6 +25,8 @@ import (
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/control"
 	"github.com/qunfa/qunfa/internal/metrics"
+	"github.com/qunfa/qunfa/internal/provider/credcache"
+	"github.com/qunfa/qunfa/internal/provider/smcreds"
 	"github.com/qunfa/qunfa/internal/provider/wecomapi"
 	"github.com/qunfa/qunfa/internal/queue/queuecap"
 	"github.com/qunfa/qunfa/internal/queue/sqsqueue"
@@ -49,19 +52,23 @@ type Clients struct {
 	DynamoDB    *dynamodb.Client
 	SQS         *sqs.Client
 	EventBridge *eventbridge.Client
+	// SecretsManager reads the provider secrets (sender, reconciler).
+	SecretsManager *secretsmanager.Client
 }
 
 // NewClients loads the AWS configuration the SDK way (the Lambda role's
 // credentials and region from the environment) and makes the clients. The
 // SDK itself honours AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_DYNAMODB,
-// AWS_ENDPOINT_URL_SQS and AWS_ENDPOINT_URL_EVENTBRIDGE, which point the
+// AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL_EVENTBRIDGE and
+// AWS_ENDPOINT_URL_SECRETS_MANAGER, which point the
 // functions at LocalStack or the emulators; opts are for tests.
 func NewClients(ctx context.Context, opts ...func(*config.LoadOptions) error) (Clients, error) {
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		return Clients{}, fmt.Errorf("load AWS configuration: %w", err)
 	}
-	return Clients{DynamoDB: dynamodb.NewFromConfig(cfg), SQS: sqs.NewFromConfig(cfg), EventBridge: eventbridge.NewFromConfig(cfg)}, nil
+	return Clients{DynamoDB: dynamodb.NewFromConfig(cfg), SQS: sqs.NewFromConfig(cfg), EventBridge: eventbridge.NewFromConfig(cfg),
+		SecretsManager: secretsmanager.NewFromConfig(cfg)}, nil
 }
 
 // Core is the core of qunfa assembled on the AWS adapters.
@@ -130,11 +137,19 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 	if !cfg.fn.Provider {
 		return core, nil
 	}
-	if cfg.ProviderToken == "" {
-		log.Warn("no provider token configured; calls go out without credentials", slog.String("env", EnvProviderToken))
+	if c.SecretsManager == nil {
+		return nil, fmt.Errorf("build core: missing the Secrets Manager client")
 	}
+	if cfg.ProviderSecret == "" && cfg.TenantSecretPrefix == "" {
+		log.Warn("no provider secret configured; calls go out without credentials", slog.String("env", EnvProviderSecret))
+	}
+	// The provider token of the tenant owning each call's account, read
+	// from Secrets Manager at run time and cached for a few minutes.
+	creds := credcache.New(smcreds.New(c.SecretsManager, smcreds.Config{
+		DefaultSecret: cfg.ProviderSecret, TenantPrefix: cfg.TenantSecretPrefix,
+	}), credcache.Options{Clock: clk, Log: log})
 	prov, err := wecomapi.New(wecomapi.Config{
-		BaseURL: cfg.ProviderURL, Token: cfg.ProviderToken,
+		BaseURL: cfg.ProviderURL, Credentials: creds, Owners: st, Clock: clk,
 		ConnectTimeout: cfg.ProviderConnectTimeout, ResponseTimeout: cfg.ProviderTimeout, Logger: log,
 	})
 	if err != nil {

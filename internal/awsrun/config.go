@@ -22,8 +22,11 @@ type Config struct {
 	LogLevel slog.Level
 
 	// Provider (sender and reconciler only).
-	ProviderURL            string
-	ProviderToken          string
+	ProviderURL string
+	// ProviderSecret and TenantSecretPrefix name the provider secrets
+	// (names, not values).
+	ProviderSecret         string
+	TenantSecretPrefix     string
 	ProviderConnectTimeout time.Duration
 	ProviderTimeout        time.Duration
 
@@ -89,10 +92,8 @@ func Load(fn Function, getenv func(string) string) (Config, error) {
 		}
 	}
 	c.ProviderURL = get(EnvProviderURL)
-	c.ProviderToken = getenv(EnvProviderToken) // not trimmed: a credential is taken as given
-	if !fn.reads(EnvProviderToken) {
-		c.ProviderToken = ""
-	}
+	c.ProviderSecret = get(EnvProviderSecret)
+	c.TenantSecretPrefix = get(EnvTenantSecretPrefix)
 	dur(EnvProviderConnectTimeout, &c.ProviderConnectTimeout)
 	dur(EnvProviderTimeout, &c.ProviderTimeout)
 	num(EnvClaimBatch, &c.Sender.ClaimBatch)
@@ -204,7 +205,7 @@ func (c Config) LongestProviderCall() time.Duration {
 // Function is the function the configuration was loaded for.
 func (c Config) Function() Function { return c.fn }
 
-// LogValue prints the configuration without the provider token.
+// LogValue prints the configuration (secret names, never a secret).
 func (c Config) LogValue() slog.Value {
 	attrs := []slog.Attr{
 		slog.String("function", c.fn.Name), slog.String("table", c.Table), slog.String("queue_url", c.QueueURL),
@@ -214,11 +215,8 @@ func (c Config) LogValue() slog.Value {
 		attrs = append(attrs, slog.String("campaign_rule_prefix", c.CampaignRulePrefix), slog.String("campaign_target", c.CampaignTarget))
 	}
 	if c.fn.Provider {
-		token := "(none)"
-		if c.ProviderToken != "" {
-			token = "(set)"
-		}
-		attrs = append(attrs, slog.String("provider_url", c.ProviderURL), slog.String("provider_token", token),
+		attrs = append(attrs, slog.String("provider_url", c.ProviderURL),
+			slog.String("provider_secret", c.ProviderSecret), slog.String("tenant_secret_prefix", c.TenantSecretPrefix),
 			slog.Duration("provider_connect_timeout", c.ProviderConnectTimeout),
 			slog.Duration("provider_timeout", c.ProviderTimeout))
 	}

@@ -88,7 +88,8 @@ func TestLoad(t *testing.T) {
 func TestLoadDefaultsFollowProviderTimeouts(t *testing.T) {
 	env := map[string]string{
 		awsrun.EnvTable: "t", awsrun.EnvQueueURL: "http://127.0.0.1:1/000000000000/q.fifo", awsrun.EnvProviderURL: "http://127.0.0.1:2",
-		awsrun.EnvProviderConnectTimeout: "2s", awsrun.EnvProviderTimeout: "4s", awsrun.EnvProviderToken: "secret-token",
+		awsrun.EnvProviderConnectTimeout: "2s", awsrun.EnvProviderTimeout: "4s", awsrun.EnvProviderSecret: "qunfa-dev/provider",
+		awsrun.EnvTenantSecretPrefix: "qunfa-dev/tenants/", "QUNFA_PROVIDER_TOKEN": "secret-token",
 		awsrun.EnvAlertBus: "alerts",
 	}
 	cfg, err := awsrun.Load(awsrun.Sender, func(k string) string { return env[k] })
@@ -98,8 +99,8 @@ func TestLoadDefaultsFollowProviderTimeouts(t *testing.T) {
 	if cfg.LongestProviderCall() != 10*time.Second || cfg.Sender.DeadlineMargin != 15*time.Second {
 		t.Errorf("longest call %v, margin %v", cfg.LongestProviderCall(), cfg.Sender.DeadlineMargin)
 	}
-	if cfg.ProviderToken != "secret-token" {
-		t.Errorf("token not read")
+	if cfg.ProviderSecret != "qunfa-dev/provider" || cfg.TenantSecretPrefix != "qunfa-dev/tenants/" {
+		t.Errorf("secret names not read: %q %q", cfg.ProviderSecret, cfg.TenantSecretPrefix)
 	}
 	rc, err := awsrun.Load(awsrun.Reconciler, func(k string) string { return env[k] })
 	if err != nil || rc.SettleAfter != 15*time.Second || rc.StaleAfter != 2*time.Minute {

@@ -2,6 +2,7 @@ package awsrun_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -27,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/middleware"
 
@@ -79,6 +81,24 @@ func (r *callRecorder) list() []string {
 	return out
 }
 
+// syncBuffer is a bytes.Buffer safe for concurrent writers (loggers).
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 // allowed is what fn's policy grants, in callRecorder's terms.
 func allowed(fn awsrun.Function) map[string]bool {
 	m := map[string]bool{}
@@ -94,6 +114,9 @@ func allowed(fn awsrun.Function) map[string]bool {
 	for _, a := range append(fn.Events, fn.CampaignRules...) {
 		m["eventbridge:"+a] = true
 	}
+	for _, a := range fn.Secrets {
+		m["secretsmanager:"+a] = true
+	}
 	return m
 }
 
@@ -104,6 +127,7 @@ func awsEnv(t *testing.T) {
 	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", awsemu.DynamoDB(t))
 	t.Setenv("AWS_ENDPOINT_URL_SQS", awsemu.SQS(t))
 	t.Setenv("AWS_ENDPOINT_URL_EVENTBRIDGE", awsemu.Moto(t))
+	t.Setenv("AWS_ENDPOINT_URL_SECRETS_MANAGER", awsemu.Moto(t))
 	t.Setenv("AWS_ACCESS_KEY_ID", "test")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
 	t.Setenv("AWS_SESSION_TOKEN", "")
@@ -174,10 +198,13 @@ func TestLambdaHandlersOnAWSAdapters(t *testing.T) {
 	awsEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	// Every log line is kept, to check no provider token is in one.
+	var logs syncBuffer
+	var logOut io.Writer = &logs
 	if testing.Verbose() {
-		log = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		logOut = io.MultiWriter(&logs, os.Stderr)
 	}
+	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: slog.LevelDebug}))
 
 	// Infrastructure, as template.yaml declares it.
 	admin, err := awsrun.NewClients(ctx)
@@ -209,6 +236,28 @@ func TestLambdaHandlersOnAWSAdapters(t *testing.T) {
 	defer provider.Close()
 	defer mock.Close()
 
+	// The provider credentials, as an operator stores them in Secrets
+	// Manager: the deployment's default and tenant-a's own, which the
+	// mock requires for tenant-a's account.
+	secretStack := uniqueName("qunfa-e2e-")
+	const tenantAToken, defaultToken = "tenant-a-provider-token-1", "default-provider-token-1"
+	for name, tok := range map[string]string{secretStack + "/provider": defaultToken, secretStack + "/tenants/tenant-a/provider": tenantAToken} {
+		if _, err := admin.SecretsManager.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(name),
+			SecretString: aws.String(`{"token":"` + tok + `"}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := mock.SetBehaviour("acct-a", mockprovider.Behaviour{Token: tenantAToken}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, tok := range []string{tenantAToken, defaultToken} {
+			if strings.Contains(logs.String(), tok) {
+				t.Errorf("a provider token is in the functions' logs")
+			}
+		}
+	})
+
 	bus, rulePrefix := uniqueName("qunfa-e2e-alerts-"), uniqueName("qe2e")+"-c-"
 	if _, err := admin.EventBridge.CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: aws.String(bus)}); err != nil {
 		t.Fatal(err)
@@ -221,7 +270,8 @@ func TestLambdaHandlersOnAWSAdapters(t *testing.T) {
 	env := map[string]string{
 		awsrun.EnvTable: table, awsrun.EnvQueueURL: queueURL, awsrun.EnvLogLevel: "info",
 		awsrun.EnvAlertBus: bus, awsrun.EnvCampaignRulePrefix: rulePrefix, awsrun.EnvCampaignTarget: submitARN,
-		awsrun.EnvProviderURL: provider.URL, awsrun.EnvProviderToken: "test-provider-token",
+		awsrun.EnvProviderURL: provider.URL, awsrun.EnvProviderSecret: secretStack + "/provider",
+		awsrun.EnvTenantSecretPrefix:     secretStack + "/tenants/",
 		awsrun.EnvProviderConnectTimeout: "1s", awsrun.EnvProviderTimeout: "2s",
 		awsrun.EnvClaimBatch: "10", awsrun.EnvConcurrency: "4",
 		awsrun.EnvTurnDuration: "5s", awsrun.EnvDeadlineMargin: "6s",

@@ -24,9 +24,15 @@ const (
 	EnvLogLevel = "QUNFA_LOG_LEVEL"
 	// EnvProviderURL is the base URL of the wecomapi provider.
 	EnvProviderURL = "QUNFA_PROVIDER_URL"
-	// EnvProviderToken is the provider credential. template.yaml fills it
-	// from Secrets Manager with a dynamic reference, never as plain text.
-	EnvProviderToken = "QUNFA_PROVIDER_TOKEN"
+	// EnvProviderSecret names the Secrets Manager secret holding the
+	// deployment's default provider credential ({"token": "..."}): its
+	// name, never its value. It is read at run time (smcreds, cached by
+	// credcache), so a rotation needs no redeploy.
+	EnvProviderSecret = "QUNFA_PROVIDER_SECRET"
+	// EnvTenantSecretPrefix starts the names of the tenants' own provider
+	// secrets, <prefix><tenant>/provider (template: <stack>/tenants/); a
+	// tenant without one uses the default secret.
+	EnvTenantSecretPrefix = "QUNFA_PROVIDER_TENANT_SECRET_PREFIX"
 	// EnvProviderConnectTimeout bounds dialing the provider (default 3s).
 	EnvProviderConnectTimeout = "QUNFA_PROVIDER_CONNECT_TIMEOUT"
 	// EnvProviderTimeout bounds waiting for the provider's answer (default 10s).
@@ -97,6 +103,11 @@ const (
 	SQSGetQueueAttributes      = "GetQueueAttributes"
 )
 
+// Secrets Manager actions, as IAM names them (secretsmanager:<action>).
+const (
+	SecretsGetSecretValue = "GetSecretValue"
+)
+
 // Global secondary indexes of the table (see dynamostore's package doc).
 const (
 	IndexTenantJobs = "tenantJobs"
@@ -126,6 +137,9 @@ type Function struct {
 	SQS []string
 	// Provider: the function calls the provider (sends, status look-ups).
 	Provider bool
+	// Secrets lists the secretsmanager actions on the provider secrets
+	// (the default one and the tenants' ones under the prefix).
+	Secrets []string
 	// Events lists the events actions on the alert bus (PutEvents).
 	Events []string
 	// CampaignRules lists the events actions on the campaign rules (names
@@ -136,7 +150,8 @@ type Function struct {
 var (
 	baseEnv     = []string{EnvTable, EnvQueueURL, EnvLogLevel, EnvAlertBus}
 	alerts      = []string{EventsPutEvents}
-	providerEnv = []string{EnvProviderURL, EnvProviderToken, EnvProviderConnectTimeout, EnvProviderTimeout}
+	providerEnv = []string{EnvProviderURL, EnvProviderSecret, EnvTenantSecretPrefix, EnvProviderConnectTimeout, EnvProviderTimeout}
+	secrets     = []string{SecretsGetSecretValue}
 )
 
 func concat(lists ...[]string) []string {
@@ -183,6 +198,7 @@ var (
 		SQS: []string{SQSSendMessage, SQSChangeMessageVisibility,
 			SQSReceiveMessage, SQSDeleteMessage, SQSGetQueueAttributes}, // the last three: event source mapping
 		Provider: true,
+		Secrets:  secrets,
 		Events:   alerts,
 	}
 	// Reconciler runs one reconciliation pass per scheduled event.
@@ -194,6 +210,7 @@ var (
 		Indexes:  []string{IndexRunning, IndexSubmitted},
 		SQS:      []string{SQSSendMessage},
 		Provider: true,
+		Secrets:  secrets,
 		Events:   alerts,
 	}
 	// Breaker runs one failure-rate check over the accounts with running

@@ -95,7 +95,7 @@ func TestManyAccountsOnAWSAdapters(t *testing.T) {
 	env := map[string]string{
 		awsrun.EnvTable: table, awsrun.EnvQueueURL: queueURL, awsrun.EnvLogLevel: "warn", awsrun.EnvAlertBus: bus,
 		awsrun.EnvCampaignRulePrefix: "qmany-c-", awsrun.EnvCampaignTarget: "arn:aws:lambda:us-east-1:123456789012:function:submit",
-		awsrun.EnvProviderURL: provider.URL, awsrun.EnvProviderToken: "test-provider-token",
+		awsrun.EnvProviderURL:            provider.URL, // no provider secret: the mock takes any call
 		awsrun.EnvProviderConnectTimeout: "1s", awsrun.EnvProviderTimeout: "2s",
 		// As template.yaml sets them, with a shorter turn.
 		awsrun.EnvClaimBatch: "10", awsrun.EnvConcurrency: "16", awsrun.EnvMaxWait: "1s",

@@ -244,8 +244,17 @@ func checkEnv(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 			t.Errorf("template sets %s for %s, which does not read it", name, fn.Name)
 		}
 	}
-	if tok, ok := env[awsrun.EnvProviderToken]; ok && !strings.Contains(tok, "{{resolve:secretsmanager:") {
-		t.Errorf("%s must be a Secrets Manager dynamic reference, got %q", awsrun.EnvProviderToken, tok)
+	// No secret in a function's environment: no dynamic reference to
+	// Secrets Manager (CloudFormation would copy the value in, readable by
+	// GetFunctionConfiguration), no provider token variable.
+	for name, v := range env {
+		if strings.Contains(v, "{{resolve:") || strings.Contains(name, "TOKEN") && !strings.HasSuffix(name, "_SHA256") {
+			t.Errorf("%s=%q: a secret (or a dynamic reference to one) in %s's environment", name, v, fn.Name)
+		}
+	}
+	if fn.Provider && (env[awsrun.EnvProviderSecret] != "ref:ProviderSecretName" || env[awsrun.EnvTenantSecretPrefix] != "sub:"+tenantSecretPrefix) {
+		t.Errorf("%s: %s=%q, %s=%q; want the secret's name and the tenants' prefix", fn.Name,
+			awsrun.EnvProviderSecret, env[awsrun.EnvProviderSecret], awsrun.EnvTenantSecretPrefix, env[awsrun.EnvTenantSecretPrefix])
 	}
 	resolved := map[string]string{
 		"ref:Table":                 "qunfa-table",
@@ -254,6 +263,8 @@ func checkEnv(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 		"ref:EventBus":              "qunfa-dev-alerts",
 		"sub:${AWS::StackName}-c-":  "qunfa-dev-c-",
 		"getatt:SubmitFunction.Arn": "arn:aws:lambda:ap-east-1:123456789012:function:qunfa-dev-SubmitFunction-X",
+		"ref:ProviderSecretName":    "qunfa/dev/provider",
+		"sub:" + tenantSecretPrefix: "qunfa-dev/tenants/",
 	}
 	_, err := awsrun.Load(fn, func(name string) string {
 		v := env[name]
@@ -271,6 +282,17 @@ func checkEnv(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 // actions: the rules named with its rule prefix. It is the only wildcard
 // resource the policies may hold.
 const campaignRuleARN = "sub:arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:rule/${AWS::StackName}-c-*"
+
+// tenantSecretPrefix starts the names of the tenants' provider secrets.
+const tenantSecretPrefix = "${AWS::StackName}/tenants/"
+
+// providerSecretARNs are the resources of GetSecretValue: the default
+// provider secret and the tenants' ones (Secrets Manager appends "-" and
+// six characters to a name). The only other wildcard resources allowed.
+var providerSecretARNs = []string{
+	"sub:arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:${ProviderSecretName}-??????",
+	"sub:arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:" + tenantSecretPrefix + "*/provider-??????",
+}
 
 // checkPolicy: the function's role has one inline policy granting exactly
 // the declared actions: logs on its own log group, DynamoDB on the table
@@ -316,7 +338,8 @@ func checkPolicy(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 			actions[svc] = append(actions[svc], action)
 		}
 		for _, r := range strs(at(s, "Resource")) {
-			if strings.Contains(strings.TrimPrefix(r, "sub:"), "*") && !(svc == "events:rules" && r == campaignRuleARN) {
+			wild := strings.ContainsAny(strings.TrimPrefix(r, "sub:"), "*?")
+			if wild && !(svc == "events:rules" && r == campaignRuleARN) && !(svc == "secretsmanager" && slices.Contains(providerSecretARNs, r)) {
 				t.Errorf("wildcard resource %s", r)
 			}
 			resources[svc] = append(resources[svc], r)
@@ -335,6 +358,7 @@ func checkPolicy(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 		{"sqs", fn.SQS, []string{"getatt:WorkQueue.Arn"}},
 		{"events", fn.Events, []string{"getatt:EventBus.Arn"}},
 		{"events:rules", fn.CampaignRules, []string{campaignRuleARN}},
+		{"secretsmanager", fn.Secrets, providerSecretARNs},
 	}
 	for _, c := range checks {
 		if got, want := sorted(actions[c.svc]), sorted(c.actions); !slices.Equal(got, want) {
@@ -488,7 +512,7 @@ func TestTemplateCampaignRules(t *testing.T) {
 
 func TestTemplateParametersOutputsAlarms(t *testing.T) {
 	tp := loadTemplate(t)
-	for _, p := range []string{"Stage", "ProviderURL", "ProviderSecretArn"} {
+	for _, p := range []string{"Stage", "ProviderURL", "ProviderSecretName"} {
 		if _, ok := tp.typed.Parameters[p]; !ok {
 			t.Errorf("parameter %s missing", p)
 		}

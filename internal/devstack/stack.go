@@ -26,6 +26,8 @@ import (
 	"github.com/qunfa/qunfa/internal/metrics"
 	"github.com/qunfa/qunfa/internal/metrics/prom"
 	"github.com/qunfa/qunfa/internal/mockprovider"
+	"github.com/qunfa/qunfa/internal/provider/credcache"
+	"github.com/qunfa/qunfa/internal/provider/filecreds"
 	"github.com/qunfa/qunfa/internal/provider/wecomapi"
 	"github.com/qunfa/qunfa/internal/queue/queuecap"
 	"github.com/qunfa/qunfa/internal/queue/sqlitequeue"
@@ -56,8 +58,13 @@ type Config struct {
 	// creates tenants' first tokens); empty = the one kept in the data
 	// directory.
 	AdminToken string
-	Sender     sender.Config
-	Limits     submit.Limits
+	// ProviderToken is the default provider credential (from
+	// QUNFA_PROVIDER_TOKEN) when <data-dir>/provider-credentials/default
+	// is absent; a tenant's own is <data-dir>/provider-credentials/tenants/<tenant>.
+	// Both are read at run time. Never logged.
+	ProviderToken string
+	Sender        sender.Config
+	Limits        submit.Limits
 
 	// AllowPrivateURLs lets webhooks reach loopback and private addresses
 	// (local testing only).
@@ -108,6 +115,11 @@ func (c Config) withDefaults() Config {
 	}
 	return c
 }
+
+// ProviderCredentialsDir, in the data directory, holds the provider
+// tokens: default, and tenants/<tenant> for a tenant's own (each JSON
+// {"token": "..."} or the bare token).
+const ProviderCredentialsDir = "provider-credentials"
 
 // SeriesFlush is how often the local stack writes the per-minute series
 // (the dashboard's charts lag the work by at most this).
@@ -239,12 +251,17 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 		s.MockURL = "http://" + cfg.MockAddr
 		providerURL = s.MockURL
 	}
-	prov, err := wecomapi.New(wecomapi.Config{BaseURL: providerURL, ResponseTimeout: cfg.ProviderTimeout})
+	clk := clock.System{}
+	// Each call's token is its account owner's, read from the data
+	// directory (or the environment) and cached briefly.
+	creds := credcache.New(filecreds.New(filecreds.Config{Dir: filepath.Join(cfg.DataDir, ProviderCredentialsDir), Default: cfg.ProviderToken}),
+		credcache.Options{TTL: 30 * time.Second, Clock: clk, Log: log})
+	prov, err := wecomapi.New(wecomapi.Config{BaseURL: providerURL, ResponseTimeout: cfg.ProviderTimeout,
+		Credentials: creds, Owners: st, Clock: clk, Logger: log})
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("provider: %w", err)
 	}
-	clk := clock.System{}
 	s.Feed = alert.NewFeed(1000)
 	hooks, deliverer := s.newWebhooks(clk)
 	s.Webhooks = deliverer

@@ -25,6 +25,10 @@ type Behaviour struct {
 	TimeoutRatio float64 `json:"timeout_ratio"`
 	// Down makes every call answer 42001 (access token expired).
 	Down bool `json:"down"`
+	// Token, when set, is the only bearer token the account takes: calls
+	// with another (or none) answer 42001, as WeCom answers an expired or
+	// rotated-out token.
+	Token string `json:"token,omitempty"`
 	// InvalidToIDs are recipients the account refuses with 81013.
 	InvalidToIDs []string `json:"invalid_to_ids"`
 	// GatewayErrors make a share of calls answer an HTTP status with an
@@ -82,6 +86,7 @@ type behaviourPatch struct {
 	Errors          *[]InjectedError `json:"errors"`
 	TimeoutRatio    *float64         `json:"timeout_ratio"`
 	Down            *bool            `json:"down"`
+	Token           *string          `json:"token"`
 	InvalidToIDs    *[]string        `json:"invalid_to_ids"`
 	GatewayErrors   *[]GatewayError  `json:"gateway_errors"`
 	StatusLatencyMS *int             `json:"status_latency_ms"`
@@ -107,6 +112,9 @@ func (p behaviourPatch) apply(b Behaviour) Behaviour {
 	}
 	if p.Down != nil {
 		b.Down = *p.Down
+	}
+	if p.Token != nil {
+		b.Token = *p.Token
 	}
 	if p.InvalidToIDs != nil {
 		b.InvalidToIDs = *p.InvalidToIDs

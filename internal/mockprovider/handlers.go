@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -94,6 +95,7 @@ type sendCall struct {
 	toIDs   []string
 	keys    []string // one per toID; "" when absent
 	content string
+	token   string // the bearer token of the call
 }
 
 // outcome is what happened to one recipient.
@@ -140,7 +142,7 @@ func (m *Mock) send(ctx context.Context, c sendCall) (sendResult, error) {
 			return sendResult{gateway: gw.Status}, nil
 		}
 	}
-	if b.Down {
+	if b.Down || b.Token != "" && c.token != b.Token {
 		a.failed.Add(n)
 		return sendResult{callCode: CodeTokenExpired, gateway: gw.Status}, nil
 	}
@@ -248,7 +250,7 @@ func (m *Mock) handleSendText(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := m.send(r.Context(), sendCall{
 		guid: req.GUID, toIDs: []string{req.ToID}, content: req.Content,
-		keys: []string{r.Header.Get("Idempotency-Key")},
+		keys: []string{r.Header.Get("Idempotency-Key")}, token: bearer(r),
 	})
 	if err != nil {
 		return // the client went away during injected latency
@@ -328,7 +330,7 @@ func (m *Mock) handleSend(w http.ResponseWriter, r *http.Request) {
 	if keys == nil {
 		keys = make([]string, len(req.ToIDs))
 	}
-	res, err := m.send(r.Context(), sendCall{guid: req.GUID, toIDs: req.ToIDs, keys: keys, content: req.Content})
+	res, err := m.send(r.Context(), sendCall{guid: req.GUID, toIDs: req.ToIDs, keys: keys, content: req.Content, token: bearer(r)})
 	if err != nil {
 		return
 	}
@@ -366,6 +368,11 @@ func writeGatewayError(w http.ResponseWriter, status int) {
 type StatusAnswer struct {
 	Errcode int    `json:"errcode"`
 	Status  string `json:"status"`
+}
+
+// bearer is the call's "Authorization: Bearer" token.
+func bearer(r *http.Request) string {
+	return strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 }
 
 func (m *Mock) handleStatus(w http.ResponseWriter, r *http.Request) {

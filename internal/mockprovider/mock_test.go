@@ -680,3 +680,40 @@ func TestConcurrentSendsKeepLinesWhole(t *testing.T) {
 		t.Fatalf("recipients counted %d, want %d", total, 16*(5*3+5))
 	}
 }
+
+// An account with a token takes calls bearing it only; others answer
+// 42001, as WeCom answers a rotated-out token.
+func TestAccountTokenIsRequired(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Config{})
+	f.put(t, "acct-a", map[string]any{"token": "tok-1"})
+	call := func(token, key string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, f.srv.URL+"/message/sendText",
+			strings.NewReader(`{"guid":"acct-a","toId":"u","content":"hi"}`))
+		req.Header.Set("Idempotency-Key", key)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return code(out)
+	}
+	if c := call("", "k1"); c != CodeTokenExpired {
+		t.Errorf("no token: errcode %d, want 42001", c)
+	}
+	if c := call("tok-0", "k2"); c != CodeTokenExpired {
+		t.Errorf("wrong token: errcode %d, want 42001", c)
+	}
+	if c := call("tok-1", "k3"); c != 0 {
+		t.Errorf("right token: errcode %d, want 0", c)
+	}
+	if f.mock.Delivered("k1") || f.mock.Delivered("k2") || !f.mock.Delivered("k3") {
+		t.Error("delivered the wrong calls")
+	}
+}

@@ -142,8 +142,9 @@ func parseCSV(body []byte, add func(field, format string, args ...any)) ([]Recip
 		if err == io.EOF {
 			break
 		}
-		line, _ := r.FieldPos(0)
 		if err != nil {
+			// No FieldPos here: after an error the record may have no
+			// field, and FieldPos panics then.
 			var pe *csv.ParseError
 			if errors.As(err, &pe) {
 				add("line "+strconv.Itoa(pe.Line), "%v", pe.Err)
@@ -152,9 +153,10 @@ func parseCSV(body []byte, add func(field, format string, args ...any)) ([]Recip
 				}
 				return nil, nil
 			}
-			add("line "+strconv.Itoa(line), "%v", err)
+			add("(body)", "%v", err)
 			return nil, nil
 		}
+		line, _ := r.FieldPos(0)
 		if len(rec) != len(cols) {
 			add("line "+strconv.Itoa(line), "has %d fields, the header %d", len(rec), len(cols))
 			continue

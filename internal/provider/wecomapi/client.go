@@ -42,6 +42,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/provider"
 )
 
@@ -79,6 +80,25 @@ type Config struct {
 	MaxIdleConnsPerHost int
 	// Logger receives failure logs (default: slog.Default()).
 	Logger *slog.Logger
+	// Credentials, when set, gives the token of each call at run time:
+	// the token of the tenant owning the call's account (Owners), else the
+	// deployment's default. Wrap it in credcache. A token the provider
+	// refuses (an authentication error) is reported with Invalidate, and
+	// the call is made once more if the secret now holds another token.
+	// When nil, Token is used for every call.
+	Credentials provider.Credentials
+	// Owners maps a provider account to the tenant owning it
+	// (store.TenantStore). Nil: every account uses the default credential.
+	Owners AccountOwners
+	// Clock times the cache of the accounts' owners (default: the system
+	// clock).
+	Clock clock.Clock
+}
+
+// AccountOwners tells which tenant owns a provider account
+// (store.ErrNotFound when nobody does).
+type AccountOwners interface {
+	AccountOwner(ctx context.Context, account string) (string, error)
 }
 
 // LogValue lets slog print a Config without its token.
@@ -89,6 +109,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("connect_timeout", c.ConnectTimeout),
 		slog.Duration("response_timeout", c.ResponseTimeout),
 		slog.Int("max_idle_conns_per_host", c.MaxIdleConnsPerHost),
+		slog.Bool("run_time_credentials", c.Credentials != nil),
 	)
 }
 
@@ -121,6 +142,9 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.Clock == nil {
+		c.Clock = clock.System{}
+	}
 	return c
 }
 
@@ -144,9 +168,10 @@ func (c Config) validate() error {
 
 // Client is the wecomapi provider adapter. It is safe for concurrent use.
 type Client struct {
-	cfg  Config
-	base string // BaseURL without a trailing slash
-	http *http.Client
+	cfg    Config
+	base   string // BaseURL without a trailing slash
+	http   *http.Client
+	owners *ownerCache
 }
 
 // New builds a Client with its own tuned transport.
@@ -171,8 +196,9 @@ func New(cfg Config) (*Client, error) {
 		IdleConnTimeout: 30 * time.Second,
 	}
 	return &Client{
-		cfg:  cfg,
-		base: strings.TrimRight(cfg.BaseURL, "/"),
+		cfg:    cfg,
+		owners: newOwnerCache(cfg.Owners, cfg.Clock),
+		base:   strings.TrimRight(cfg.BaseURL, "/"),
 		http: &http.Client{
 			Transport: tr,
 			// A redirected POST could be sent twice; take the answer as it is.
@@ -241,7 +267,18 @@ func (c *Client) Send(ctx context.Context, req provider.SendRequest) (provider.S
 	if err != nil {
 		return provider.SendResult{}, fmt.Errorf("%w: encode body: %v", ErrInvalidRequest, err)
 	}
-	ex := c.exchange(ctx, http.MethodPost, path, key, raw)
+	cred, err := c.credential(ctx, req.Account)
+	if err != nil {
+		// Nothing went out: retry later, when the secret may be readable.
+		c.cfg.Logger.Warn("wecomapi provider credentials unavailable",
+			slog.String("account", req.Account), slog.Any("err", err))
+		res := same(len(req.To), provider.RecipientResult{Category: provider.Retryable, Message: "provider credentials unavailable"})
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return res, fmt.Errorf("wecomapi send: %w", ctxErr)
+		}
+		return res, nil
+	}
+	ex := c.call(ctx, cred, http.MethodPost, path, key, raw)
 	if ex.err != nil {
 		cat := provider.Retryable
 		if ex.wrote {
@@ -373,7 +410,11 @@ func (c *Client) Status(ctx context.Context, req provider.StatusRequest) (provid
 	if req.Account != "" {
 		q.Set("guid", req.Account)
 	}
-	ex := c.exchange(ctx, http.MethodGet, "/message/status?"+q.Encode(), "", nil)
+	cred, err := c.credential(ctx, req.Account)
+	if err != nil {
+		return "", fmt.Errorf("wecomapi status %s: %w", req.Key, err)
+	}
+	ex := c.call(ctx, cred, http.MethodGet, "/message/status?"+q.Encode(), "", nil)
 	if ex.err != nil {
 		return "", fmt.Errorf("wecomapi status %s: %w", req.Key, ex.err)
 	}
@@ -412,7 +453,7 @@ type exchange struct {
 	err    error
 }
 
-func (c *Client) exchange(ctx context.Context, method, path, key string, body []byte) exchange {
+func (c *Client) exchange(ctx context.Context, token, method, path, key string, body []byte) exchange {
 	callCtx, cancel := context.WithTimeoutCause(ctx, c.cfg.ConnectTimeout+2*c.cfg.ResponseTimeout, errCallTimeout)
 	defer cancel()
 	var wrote atomic.Bool
@@ -442,8 +483,8 @@ func (c *Client) exchange(ctx context.Context, method, path, key string, body []
 	if key != "" {
 		hreq.Header.Set("Idempotency-Key", key)
 	}
-	if c.cfg.Token != "" {
-		hreq.Header.Set("Authorization", "Bearer "+c.cfg.Token)
+	if token != "" {
+		hreq.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := c.http.Do(hreq)
 	if err != nil {
