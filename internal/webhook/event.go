@@ -154,5 +154,7 @@ func deliveryID(ev Event) string {
 	if len(id) > 40 {
 		id = id[:40]
 	}
-	return fmt.Sprintf("dl_%013d_%s", ev.CreatedAt.UnixMilli(), id)
+	// Nanoseconds: two events of one millisecond (a batch's outcomes and the
+	// job's end, say) must keep their order.
+	return fmt.Sprintf("dl_%019d_%s", ev.CreatedAt.UnixNano(), id)
 }
