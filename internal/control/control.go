@@ -81,6 +81,11 @@ func (c *Controller) Resume(ctx context.Context, jobID string) (store.JobView, e
 	if err := c.kickAll(ctx, view); err != nil {
 		return store.JobView{}, err
 	}
+	// Shards that finished while the job was paused could not end it, and
+	// resume kicks no finished shard: end it here when nothing is left.
+	if err := sender.FinishJob(ctx, c.Store, c.Alerts, c.logger(), jobID, now); err != nil {
+		return store.JobView{}, err
+	}
 	return c.Store.GetJob(ctx, jobID)
 }
 

@@ -171,3 +171,42 @@ func TestCrashBeforeFoldHeals(t *testing.T) {
 		t.Fatalf("after the crash and the next BeginTurn: counts %+v, want %+v (the shard was not marked dirty before the item write)", sh.Counts, want)
 	}
 }
+
+// TestResumeFinishesAJobWhoseShardsAllEnded: a shard can finish while its
+// job is paused (its last items were already in flight); the finish then
+// cannot end the paused job, and resume kicks no finished shard. Resume
+// must end the job itself, or it stays running for ever (found by the
+// chaos suite, seed 1000004).
+func TestResumeFinishesAJobWhoseShardsAllEnded(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	jobID, items := f.runningJob(t, 2)
+	if _, err := f.ctl.Pause(ctx, jobID); err != nil {
+		t.Fatal(err)
+	}
+	sh, err := f.store.GetShard(ctx, jobID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ups []store.ItemUpdate
+	for _, it := range items {
+		ups = append(ups, store.ItemUpdate{Seq: it.Seq, From: store.ItemSubmitted, ClaimID: "c1", To: store.ItemConfirmed})
+	}
+	res, err := f.store.UpdateItems(ctx, store.UpdateItemsParams{JobID: jobID, Index: 0, Updates: ups, At: f.clk.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.FoldOutsideTurn(ctx, f.store, sh, res.Delta, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.TransitionShard(ctx, store.TransitionShardParams{JobID: jobID, Index: 0, To: store.ShardCompleted, At: f.clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := f.ctl.Resume(ctx, jobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Job.Status != store.JobCompleted {
+		t.Fatalf("after resume the job is %s with its only shard %s; want completed", v.Job.Status, v.Shards[0].Status)
+	}
+}

@@ -220,6 +220,14 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 	} else if n > 0 {
 		log.Info("resuming shard turns held before the restart", slog.Int("turns", n))
 	}
+	// Likewise the reconciler's lease: its holder died with the previous
+	// life, and waiting out the lease would stop reconciliation for minutes.
+	if n, err := st.ReleaseAbandonedLeases(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("release leases held before a restart: %w", err)
+	} else if n > 0 {
+		log.Info("released the reconciler lease held before the restart")
+	}
 
 	s.Token, s.TokenGenerated = cfg.Token, cfg.Token == ""
 	if s.Token == "" {

@@ -52,3 +52,21 @@ func (s *Store) ReleaseLease(ctx context.Context, p store.ReleaseLeaseParams) er
 		return nil
 	})
 }
+
+// ReleaseAbandonedLeases frees every lease, keeping its cursor. Only the
+// process that owns the data directory alone (the local stack, which locks
+// it) may call it, at start: whatever held a lease then died with the
+// previous life of the process, and waiting out the lease would stop the
+// reconciler for minutes after a crash.
+func (s *Store) ReleaseAbandonedLeases(ctx context.Context) (int, error) {
+	var n int64
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE leases SET holder = '', until = 0 WHERE holder <> ''`)
+		if err != nil {
+			return fmt.Errorf("release abandoned leases: %w", err)
+		}
+		n, _ = res.RowsAffected()
+		return nil
+	})
+	return int(n), err
+}

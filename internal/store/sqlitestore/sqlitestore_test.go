@@ -420,3 +420,34 @@ VALUES (1, 0, 0, 2, 1, 0, 7, 'c1', NULL, NULL, NULL, 'acct', 'u0', NULL),
 		t.Errorf("ListItems(ref) on migrated items = %+v, %v", refs, err)
 	}
 }
+
+// TestReleaseAbandonedLeases: a lease held by a process that died is free
+// for the next life of the local stack at once, its cursor kept.
+func TestReleaseAbandonedLeases(t *testing.T) {
+	ctx := t.Context()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "store.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if _, err := s.AcquireLease(ctx, store.AcquireLeaseParams{Name: "reconciler", Holder: "dead", Now: now, Until: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ReleaseLease(ctx, store.ReleaseLeaseParams{Name: "reconciler", Holder: "dead", Cursor: "page-7"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AcquireLease(ctx, store.AcquireLeaseParams{Name: "reconciler", Holder: "dead-2", Now: now, Until: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AcquireLease(ctx, store.AcquireLeaseParams{Name: "reconciler", Holder: "next", Now: now, Until: now.Add(time.Hour)}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("a held lease was taken: %v", err)
+	}
+	if n, err := s.ReleaseAbandonedLeases(ctx); err != nil || n != 1 {
+		t.Fatalf("ReleaseAbandonedLeases = %d, %v; want 1", n, err)
+	}
+	l, err := s.AcquireLease(ctx, store.AcquireLeaseParams{Name: "reconciler", Holder: "next", Now: now, Until: now.Add(time.Hour)})
+	if err != nil || l.Cursor != "page-7" {
+		t.Fatalf("after the release: %+v, %v; want the lease with its cursor", l, err)
+	}
+}
