@@ -403,9 +403,11 @@ func (r *Reconciler) apply(ctx context.Context, k shardKey, ups []store.ItemUpda
 	}
 	res, err := r.Store.UpdateItems(ctx, store.UpdateItemsParams{JobID: k.job, Index: k.shard, Updates: ups, At: now})
 	if err != nil {
+		r.repairCounts(ctx, k)
 		return nil, fmt.Errorf("settle items of shard %s/%d: %w", k.job, k.shard, err)
 	}
 	if _, err := store.FoldOutsideTurn(ctx, r.Store, sh, res.Delta, res.FailuresDelta); err != nil {
+		r.repairCounts(ctx, k)
 		return nil, fmt.Errorf("fold settled counts of shard %s/%d: %w", k.job, k.shard, err)
 	}
 	var repended []int64
@@ -415,6 +417,20 @@ func (r *Reconciler) apply(ctx context.Context, k shardKey, ups []store.ItemUpda
 		}
 	}
 	return repended, nil
+}
+
+// repairCounts makes a shard's counts true from its items after a settle
+// failed between marking the shard dirty and folding its counts: the item
+// writes may have been applied although their answer was lost. A turn
+// would recount the dirty shard at its start, but a shard that is final
+// (its job cancelled while items awaited the look-up) gets no more turns,
+// and the next pass does not look at items it already settled. Best
+// effort: a store that keeps failing leaves the shard dirty.
+func (r *Reconciler) repairCounts(ctx context.Context, k shardKey) {
+	if _, err := r.Store.RecountShard(context.WithoutCancel(ctx), k.job, k.shard); err != nil {
+		r.log().Warn("cannot recount a shard after a failed settle; it stays dirty",
+			slog.String("job", k.job), slog.Int("shard", k.shard), slog.Any("err", err))
+	}
 }
 
 // afterRepend gives back the budget the re-pended items' lost sends had

@@ -17,6 +17,7 @@ import (
 	"github.com/qunfa/qunfa/internal/provider"
 	"github.com/qunfa/qunfa/internal/queue/sqlitequeue"
 	"github.com/qunfa/qunfa/internal/reconcile"
+	"github.com/qunfa/qunfa/internal/sender"
 	"github.com/qunfa/qunfa/internal/store"
 	"github.com/qunfa/qunfa/internal/store/sqlitestore"
 	"github.com/qunfa/qunfa/internal/store/storetest"
@@ -372,5 +373,54 @@ func TestBoundedPassesResume(t *testing.T) {
 	}
 	if len(f.prov.calls) != 30 {
 		t.Fatalf("%d keys looked up, want 30", len(f.prov.calls))
+	}
+}
+
+// lostSettle applies the first item update and then reports it failed, as
+// a store whose answer is lost does.
+type lostSettle struct {
+	store.Store
+	once sync.Once
+}
+
+func (l *lostSettle) UpdateItems(ctx context.Context, p store.UpdateItemsParams) (store.UpdateItemsResult, error) {
+	res, err := l.Store.UpdateItems(ctx, p)
+	lost := false
+	l.once.Do(func() { lost = true })
+	if lost && err == nil {
+		return store.UpdateItemsResult{}, errors.New("answer lost after the write")
+	}
+	return res, err
+}
+
+// TestSettleWithLostAnswerLeavesTrueCounts (found by the chaos suite): a
+// job cancelled while items awaited their look-up has a final shard that
+// gets no more turns; when the settle's item write is applied but its
+// answer lost, the counts must still come out true, not stay at
+// "submitted" for ever.
+func TestSettleWithLostAnswerLeavesTrueCounts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	id := f.job(t, 1, 2, 2, 0)
+	for seq := range int64(4) {
+		f.prov.delivered[sender.MessageKey(id, seq)] = true
+	}
+	if _, err := f.store.TransitionJob(ctx, store.TransitionJobParams{JobID: id, To: store.JobCancelled, At: f.clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.TransitionShard(ctx, store.TransitionShardParams{JobID: id, Index: 0, To: store.ShardCancelled, At: f.clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	f.clk.Advance(2 * time.Minute)
+	f.rec.Store = &lostSettle{Store: f.store}
+	_, _ = f.rec.Run(ctx) // the pass reports the lost answer
+	f.rec.Store = f.store
+	if _, err := f.rec.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v := f.view(t, id)
+	if c := v.Counts(); c.Confirmed != 2 || c.Submitted != 0 {
+		t.Fatalf("counts %+v after the look-ups confirmed both items; want 2 confirmed", c)
 	}
 }
