@@ -165,6 +165,19 @@ func (c *Controller) kickAll(ctx context.Context, view store.JobView) error {
 	return nil
 }
 
+// repairCounts makes a shard's counts true from its items after an
+// operator's change failed between marking the shard dirty and folding its
+// counts (the item write may have been applied with its answer lost). A
+// running shard's next turn would recount it, but a final one (a cancelled
+// job's, say) gets no more turns. Best effort: a store that keeps failing
+// leaves the shard dirty.
+func (c *Controller) repairCounts(ctx context.Context, jobID string, index int) {
+	if _, err := c.Store.RecountShard(context.WithoutCancel(ctx), jobID, index); err != nil {
+		c.logger().Warn("cannot recount a shard after a failed change; it stays dirty",
+			slog.String("job", jobID), slog.Int("shard", index), slog.Any("err", err))
+	}
+}
+
 func mapErr(err error) error {
 	if errors.Is(err, store.ErrInvalidTransition) {
 		return fmt.Errorf("%w: %w", ErrNotAllowed, err)
@@ -250,9 +263,11 @@ func (c *Controller) repend(ctx context.Context, jobID string, index int, from s
 		}
 		res, err := c.Store.UpdateItems(ctx, store.UpdateItemsParams{JobID: jobID, Index: index, Updates: ups, At: now})
 		if err != nil {
+			c.repairCounts(ctx, jobID, index)
 			return n, fmt.Errorf("redrive items: %w", err)
 		}
 		if _, err := store.FoldOutsideTurn(ctx, c.Store, sh, res.Delta, res.FailuresDelta); err != nil {
+			c.repairCounts(ctx, jobID, index)
 			return n, fmt.Errorf("fold redrive counts: %w", err)
 		}
 		n += len(ups) - len(res.Rejected)
@@ -331,16 +346,19 @@ func (c *Controller) Resolve(ctx context.Context, jobID string, seq int64, r Res
 	}
 	res, err := c.Store.UpdateItems(ctx, store.UpdateItemsParams{JobID: jobID, Index: it.Shard, Updates: []store.ItemUpdate{u}, At: now})
 	if err != nil {
+		c.repairCounts(ctx, jobID, it.Shard)
 		return store.Item{}, err
 	}
 	if len(res.Rejected) > 0 {
 		// Nothing changed; fold the empty delta to clear our mark.
 		if _, err := store.FoldOutsideTurn(ctx, c.Store, sh, res.Delta, res.FailuresDelta); err != nil {
+			c.repairCounts(ctx, jobID, it.Shard)
 			return store.Item{}, err
 		}
 		return store.Item{}, fmt.Errorf("%w: it changed meanwhile", ErrNotUnderReview)
 	}
 	if _, err := store.FoldOutsideTurn(ctx, c.Store, sh, res.Delta, res.FailuresDelta); err != nil {
+		c.repairCounts(ctx, jobID, it.Shard)
 		return store.Item{}, err
 	}
 	if u.To == store.ItemPending {

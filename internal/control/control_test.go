@@ -210,3 +210,43 @@ func TestResumeFinishesAJobWhoseShardsAllEnded(t *testing.T) {
 		t.Fatalf("after resume the job is %s with its only shard %s; want completed", v.Job.Status, v.Shards[0].Status)
 	}
 }
+
+// lostWrite applies item writes and then reports them failed, as a store
+// whose answer is lost does.
+type lostWrite struct{ store.Store }
+
+func (l lostWrite) UpdateItems(ctx context.Context, p store.UpdateItemsParams) (store.UpdateItemsResult, error) {
+	if _, err := l.Store.UpdateItems(ctx, p); err != nil {
+		return store.UpdateItemsResult{}, err
+	}
+	return store.UpdateItemsResult{}, errors.New("answer lost after the write")
+}
+
+// TestResolveWithLostAnswerLeavesTrueCounts (found by the chaos suite): in
+// a cancelled job, whose shard gets no more turns to recount it, an
+// operator's "delivered" whose item write was applied but answered with an
+// error must not leave the counts at "submitted".
+func TestResolveWithLostAnswerLeavesTrueCounts(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	jobID, items := f.runningJob(t, 2)
+	f.mark(t, jobID, store.ItemError{Category: store.CategoryUncertain, Message: "response timeout"}, items[0].Seq)
+	if _, err := f.store.TransitionJob(ctx, store.TransitionJobParams{JobID: jobID, To: store.JobCancelled, At: f.clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.TransitionShard(ctx, store.TransitionShardParams{JobID: jobID, Index: 0, To: store.ShardCancelled, At: f.clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	lossy := &control.Controller{Store: lostWrite{f.store}, Queue: f.ctl.Queue, Clock: f.clk}
+	if _, err := lossy.Resolve(ctx, jobID, items[0].Seq, control.Delivered); err == nil {
+		t.Fatal("the lost answer was not reported")
+	}
+	sh, err := f.store.GetShard(ctx, jobID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sh.Counts.Confirmed != 1 || sh.Counts.Submitted != 1 {
+		t.Fatalf("counts %+v; want the confirmed item counted (1 confirmed, 1 submitted)", sh.Counts)
+	}
+}
