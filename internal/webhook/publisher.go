@@ -95,14 +95,17 @@ func (p *Publisher) Deliver(ctx context.Context, src Source) (int, error) {
 }
 
 // behindPending is when a new delivery to h may be tried: now, or, while
-// the webhook's latest delivery is still pending (being retried), not
-// before it, so that one webhook gets its events in order.
+// the webhook's latest delivery is waiting to be retried after a failed
+// attempt, not before it, so that one webhook gets its events in order. A
+// delivery whose first attempt is in flight (claimed: its next attempt is
+// the claim's lease) is not waited for: the new one goes after it in the
+// next round, instead of two minutes later.
 func (p *Publisher) behindPending(ctx context.Context, h store.Webhook, now time.Time) (time.Time, error) {
 	last, err := p.Store.ListDeliveries(ctx, store.ListDeliveriesParams{Tenant: h.Tenant, WebhookID: h.ID, Limit: 1})
 	if err != nil {
 		return time.Time{}, fmt.Errorf("latest delivery of webhook %s: %w", h.ID, err)
 	}
-	if len(last) == 1 && last[0].Status == store.DeliveryPending && last[0].NextAttemptAt.After(now) {
+	if len(last) == 1 && last[0].Status == store.DeliveryPending && last[0].Attempts > 0 && last[0].NextAttemptAt.After(now) {
 		return last[0].NextAttemptAt, nil
 	}
 	return now, nil

@@ -405,3 +405,35 @@ func TestTwoDeliverersNeverPostTheSameAttemptTwice(t *testing.T) {
 		}
 	}
 }
+
+// TestEventDuringAnAttemptInFlightIsNotHeldBack: a delivery being posted is
+// claimed (its next attempt pushed out by the claim's lease); an event
+// published meanwhile must be tried at the next round, not when that lease
+// would end (job.finished arrived two minutes late behind an in-flight
+// items.outcomes).
+func TestEventDuringAnAttemptInFlightIsNotHeldBack(t *testing.T) {
+	f := newFixture(t)
+	f.addWebhook(t, "acme", "wh", webhook.JobFinished, webhook.JobStarted)
+	started := alert.Event{Type: alert.JobStarted, Tenant: "acme", Time: t0, Detail: alert.JobStartedDetail{JobID: "j1"}}
+	if err := f.pub.Publish(t.Context(), started); err != nil {
+		t.Fatal(err)
+	}
+	// The deliverer claims it, as attempt does before posting.
+	ds := f.deliveries(t, "acme", "wh")
+	claim := ds[0]
+	claim.NextAttemptAt = f.clk.Now().Add(2 * time.Minute)
+	if _, err := f.st.UpdateDelivery(t.Context(), claim); err != nil {
+		t.Fatal(err)
+	}
+	f.clk.Advance(time.Millisecond)
+	done := finished("j1")
+	done.Time = f.clk.Now()
+	if err := f.pub.Publish(t.Context(), done); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range f.deliveries(t, "acme", "wh") {
+		if d.EventType == string(webhook.JobFinished) && d.NextAttemptAt.After(f.clk.Now()) {
+			t.Fatalf("job.finished waits until %v behind an attempt in flight (now %v)", d.NextAttemptAt, f.clk.Now())
+		}
+	}
+}
