@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 )
 
@@ -86,4 +88,21 @@ func ProvisionedToken(hash, tenant string) APIToken {
 		id = id[:16]
 	}
 	return APIToken{ID: "tok_" + id, Tenant: tenant, Name: "provisioned", Role: RoleAdmin, Hash: hash}
+}
+
+// PutProvisionedToken binds a token hash to a tenant as its admin token
+// (operator provisioning, Store.PutToken): idempotent for the same tenant,
+// ErrConflict when the hash is bound to another — never rebound.
+func PutProvisionedToken(ctx context.Context, ts TenantStore, hash, tenant string) error {
+	if hash == "" || tenant == "" {
+		return fmt.Errorf("put token: %w: empty hash or tenant", ErrInvalidArgument)
+	}
+	err := ts.CreateToken(ctx, ProvisionedToken(hash, tenant))
+	if errors.Is(err, ErrConflict) {
+		if cur, rerr := ts.TokenByHash(ctx, hash); rerr == nil && cur.Tenant == tenant {
+			return nil
+		}
+		return fmt.Errorf("put token: bound to another tenant: %w", ErrConflict)
+	}
+	return err
 }

@@ -2,7 +2,6 @@ package dynamostore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -173,17 +172,7 @@ func (s *Store) AccountOwner(ctx context.Context, account string) (string, error
 // provisioning); a hash bound to another tenant is refused (ErrConflict),
 // never silently rebound.
 func (s *Store) PutToken(ctx context.Context, tokenHash, tenant string) error {
-	if tokenHash == "" || tenant == "" {
-		return fmt.Errorf("put token: %w: hash and tenant are required", store.ErrInvalidArgument)
-	}
-	err := s.CreateToken(ctx, store.ProvisionedToken(tokenHash, tenant))
-	if errors.Is(err, store.ErrConflict) {
-		if cur, rerr := s.TokenByHash(ctx, tokenHash); rerr == nil && cur.Tenant == tenant {
-			return nil
-		}
-		return fmt.Errorf("put token: bound to another tenant: %w", store.ErrConflict)
-	}
-	return err
+	return store.PutProvisionedToken(ctx, s, tokenHash, tenant)
 }
 
 // TenantForToken reads the tenant of a token hash.

@@ -125,17 +125,7 @@ func (s *Store) AccountOwner(ctx context.Context, account string) (string, error
 // (how tokens were provisioned before roles); binding a hash already bound
 // to another tenant is refused (ErrConflict).
 func (s *Store) PutToken(ctx context.Context, tokenHash, tenant string) error {
-	if tokenHash == "" || tenant == "" {
-		return fmt.Errorf("put token: %w: empty hash or tenant", store.ErrInvalidArgument)
-	}
-	err := s.CreateToken(ctx, store.ProvisionedToken(tokenHash, tenant))
-	if errors.Is(err, store.ErrConflict) {
-		if cur, rerr := s.TokenByHash(ctx, tokenHash); rerr == nil && cur.Tenant == tenant {
-			return nil
-		}
-		return fmt.Errorf("put token: bound to another tenant: %w", store.ErrConflict)
-	}
-	return err
+	return store.PutProvisionedToken(ctx, s, tokenHash, tenant)
 }
 
 // TenantForToken returns the tenant owning a token hash.
