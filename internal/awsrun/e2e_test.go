@@ -29,7 +29,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/qunfa/qunfa/internal/api"
@@ -211,22 +210,7 @@ func TestLambdaHandlersOnAWSAdapters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	table, qname := uniqueName("qunfa-e2e-"), uniqueName("qunfa-e2e-")
-	if err := dynamostore.CreateTable(ctx, admin.DynamoDB, table); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = admin.DynamoDB.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
-	})
-	queueURL, dlqURL, err := sqsqueue.CreateQueues(ctx, admin.SQS, qname, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, u := range []string{queueURL, dlqURL} {
-			_, _ = admin.SQS.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(u)})
-		}
-	})
+	table, queueURL, bus := stackInfra(t, ctx, admin, "qunfa-e2e-")
 	logPath := filepath.Join(t.TempDir(), "deliveries.jsonl")
 	mock, err := mockprovider.New(mockprovider.Config{LogPath: logPath, Logger: log})
 	if err != nil {
@@ -258,13 +242,7 @@ func TestLambdaHandlersOnAWSAdapters(t *testing.T) {
 		}
 	})
 
-	bus, rulePrefix := uniqueName("qunfa-e2e-alerts-"), uniqueName("qe2e")+"-c-"
-	if _, err := admin.EventBridge.CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: aws.String(bus)}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = admin.EventBridge.DeleteEventBus(context.Background(), &eventbridge.DeleteEventBusInput{Name: aws.String(bus)})
-	})
+	rulePrefix := uniqueName("qe2e") + "-c-"
 	const submitARN = "arn:aws:lambda:us-east-1:123456789012:function:qunfa-e2e-SubmitFunction"
 
 	env := map[string]string{

@@ -61,28 +61,7 @@ func TestManyAccountsOnAWSAdapters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	table, qname, bus := uniqueName("qunfa-many-"), uniqueName("qunfa-many-"), uniqueName("qunfa-many-alerts-")
-	if err := dynamostore.CreateTable(ctx, admin.DynamoDB, table); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = admin.DynamoDB.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
-	})
-	queueURL, dlqURL, err := sqsqueue.CreateQueues(ctx, admin.SQS, qname, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, u := range []string{queueURL, dlqURL} {
-			_, _ = admin.SQS.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(u)})
-		}
-	})
-	if _, err := admin.EventBridge.CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: aws.String(bus)}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = admin.EventBridge.DeleteEventBus(context.Background(), &eventbridge.DeleteEventBusInput{Name: aws.String(bus)})
-	})
+	table, queueURL, bus := stackInfra(t, ctx, admin, "qunfa-many-")
 	logPath := filepath.Join(t.TempDir(), "deliveries.jsonl")
 	mock, err := mockprovider.New(mockprovider.Config{LogPath: logPath, Logger: log})
 	if err != nil {
@@ -236,6 +215,36 @@ func TestManyAccountsOnAWSAdapters(t *testing.T) {
 			}
 		}
 	}
+}
+
+// stackInfra makes what template.yaml declares for a stack — the table,
+// the FIFO work queue and its dead-letter queue, the alert bus — on the
+// emulators, removed when the test ends.
+func stackInfra(t *testing.T, ctx context.Context, admin awsrun.Clients, prefix string) (table, queueURL, bus string) {
+	t.Helper()
+	table, bus = uniqueName(prefix), uniqueName(prefix+"alerts-")
+	if err := dynamostore.CreateTable(ctx, admin.DynamoDB, table); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.DynamoDB.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	})
+	queueURL, dlqURL, err := sqsqueue.CreateQueues(ctx, admin.SQS, uniqueName(prefix), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, u := range []string{queueURL, dlqURL} {
+			_, _ = admin.SQS.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(u)})
+		}
+	})
+	if _, err := admin.EventBridge.CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: aws.String(bus)}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.EventBridge.DeleteEventBus(context.Background(), &eventbridge.DeleteEventBusInput{Name: aws.String(bus)})
+	})
+	return table, queueURL, bus
 }
 
 // eventCounter counts the events put on the bus (one PutEvents entry each).
