@@ -305,6 +305,12 @@ func (s *Store) ListJobs(ctx context.Context, p store.ListJobsParams) (store.Lis
 		if err := decodeCursor(p.Cursor, &c); err != nil {
 			return store.ListJobsResult{}, err
 		}
+		// A cursor is ours only if it names a job key of this tenant's
+		// index: anything else would reach DynamoDB as a malformed start
+		// key (a 500), or page through another partition.
+		if len(c) != 4 || c["g1pk"] != tenantPK(p.Tenant) || c["g1sk"] == "" || !strings.HasPrefix(c[attrPK], "JOB#") || c[attrSK] != skJob {
+			return store.ListJobsResult{}, fmt.Errorf("%w: bad cursor", store.ErrInvalidArgument)
+		}
 		in.ExclusiveStartKey = c.key()
 	}
 	keys, err := s.query(ctx, in, limit+1)
