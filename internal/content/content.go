@@ -86,3 +86,23 @@ func (t Template) Render(vars map[string]string) (string, error) {
 	}
 	return b.String(), nil
 }
+
+// RenderedLen is the byte length Render would produce, found without
+// building the message: validating a large job costs time in the number of
+// placeholders, not in the rendered bytes (a 16 KiB template of `{{a}}`
+// with a 1 KiB variable renders 3 MiB).
+func (t Template) RenderedLen(vars map[string]string) (int, error) {
+	n := 0
+	for _, p := range t.parts {
+		if !p.isVar {
+			n += len(p.text)
+			continue
+		}
+		v, ok := vars[p.text]
+		if !ok {
+			return 0, &MissingVarError{Var: p.text}
+		}
+		n += len(v)
+	}
+	return n, nil
+}

@@ -77,3 +77,21 @@ func FuzzParseRender(f *testing.F) {
 		}
 	})
 }
+
+// TestRenderedLenIsRendersLength: RenderedLen agrees with Render, and
+// reports a missing variable the same way.
+func TestRenderedLenIsRendersLength(t *testing.T) {
+	tmpl, err := Parse("Hi {{name}}, {{ name }} — 你好 {{city}}!")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{"name": "李雷", "city": "上海"}
+	r, _ := tmpl.Render(vars)
+	if n, err := tmpl.RenderedLen(vars); err != nil || n != len(r) {
+		t.Fatalf("RenderedLen = %d, %v; Render gave %d bytes", n, err, len(r))
+	}
+	var missing *MissingVarError
+	if _, err := tmpl.RenderedLen(map[string]string{"name": "x"}); !errors.As(err, &missing) || missing.Var != "city" {
+		t.Fatalf("RenderedLen without city: %v", err)
+	}
+}

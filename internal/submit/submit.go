@@ -116,6 +116,12 @@ type Limits struct {
 	MaxTemplateBytes int
 	// MaxFieldBytes bounds name, account, to and each variable (default 1 KiB).
 	MaxFieldBytes int
+	// MaxVars bounds a recipient's variables (default 32), MaxVarNameBytes
+	// each name (default 64).
+	MaxVars, MaxVarNameBytes int
+	// MaxContentBytes bounds a recipient's rendered message (default
+	// 4 KiB, what a WeCom text message takes).
+	MaxContentBytes int
 	// PlanGroup bounds the recipients a planning step holds in memory to
 	// drop duplicates across a staged job's parts (default 200,000): the
 	// shards are planned in groups of about that many recipients, each
@@ -135,6 +141,15 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxFieldBytes <= 0 {
 		l.MaxFieldBytes = 1 << 10
+	}
+	if l.MaxVars <= 0 {
+		l.MaxVars = 32
+	}
+	if l.MaxVarNameBytes <= 0 {
+		l.MaxVarNameBytes = 64
+	}
+	if l.MaxContentBytes <= 0 {
+		l.MaxContentBytes = 4 << 10
 	}
 	if l.PlanGroup <= 0 {
 		l.PlanGroup = 200_000
@@ -392,7 +407,15 @@ func (s *Submitter) checkRecipient(ctx context.Context, tenant string, lim Limit
 	} else if !utf8.ValidString(rc.Ref) {
 		add(f+".ref", "is not valid UTF-8")
 	}
+	if len(rc.Vars) > lim.MaxVars {
+		add(f+".vars", "has %d variables, more than %d", len(rc.Vars), lim.MaxVars)
+		return nil // the names and values are not worth reading one by one
+	}
 	for k, v := range rc.Vars {
+		if len(k) > lim.MaxVarNameBytes {
+			add(f+".vars", "has a variable name longer than %d bytes", lim.MaxVarNameBytes)
+			continue
+		}
 		text(f+".vars."+k, v)
 	}
 	if rc.Account != "" {
@@ -416,13 +439,15 @@ func (s *Submitter) checkRecipient(ctx context.Context, tenant string, lim Limit
 			accounts[rc.Account] = a
 		}
 	}
-	if _, err := tmpl.Render(rc.Vars); err != nil {
-		var missing *content.MissingVarError
-		if errors.As(err, &missing) {
-			add(f+".vars."+missing.Var, "recipient %d has no variable %q used by the template", i, missing.Var)
-		} else {
-			add(f, "%v", err)
-		}
+	n, err := tmpl.RenderedLen(rc.Vars)
+	var missing *content.MissingVarError
+	switch {
+	case errors.As(err, &missing):
+		add(f+".vars."+missing.Var, "recipient %d has no variable %q used by the template", i, missing.Var)
+	case err != nil:
+		add(f, "%v", err)
+	case n > lim.MaxContentBytes:
+		add(f, "renders a message of %d bytes, more than %d", n, lim.MaxContentBytes)
 	}
 	return nil
 }

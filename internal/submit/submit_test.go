@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -89,6 +90,15 @@ func TestValidationErrorsStoreNothing(t *testing.T) {
 		{"too long", submit.Request{Template: "x", Recipients: []submit.Recipient{{Account: "acct-a", To: long}}}, "recipients[0].to", "longer"},
 		{"negative budget", submit.Request{Template: "x", Recipients: rcpts("acct-a", 1), Budget: -1}, "budget", "positive"},
 		{"negative rate", submit.Request{Template: "x", Recipients: rcpts("acct-a", 1), RatePerSec: -2}, "rate_per_sec", "positive"},
+		// Amplification: a 16 KiB template of {{a}} and a 1 KiB variable
+		// would render 3 MiB per recipient.
+		{"rendered too large", submit.Request{Template: strings.Repeat("{{a}}", 3000),
+			Recipients: []submit.Recipient{{Account: "acct-a", To: "u", Vars: map[string]string{"a": strings.Repeat("y", 1000)}}}},
+			"recipients[0]", "renders a message of 3000000 bytes, more than 4096"},
+		{"too many variables", submit.Request{Template: "x", Recipients: []submit.Recipient{{Account: "acct-a", To: "u", Vars: manyVars(33)}}},
+			"recipients[0].vars", "has 33 variables, more than 32"},
+		{"variable name too long", submit.Request{Template: "x", Recipients: []submit.Recipient{{Account: "acct-a", To: "u",
+			Vars: map[string]string{strings.Repeat("k", 65): "v"}}}}, "recipients[0].vars", "name longer than 64 bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -416,5 +426,38 @@ func TestMetadataAndRefs(t *testing.T) {
 	if _, err := f.sub.Submit(ctx, submit.Params{Tenant: "t1", Request: submit.Request{Template: "hi", Metadata: edge,
 		Recipients: []submit.Recipient{{Account: "acct-a", To: "u9", Ref: strings.Repeat("r", submit.MaxRefChars)}}}}); err != nil {
 		t.Errorf("metadata and ref at the bounds: %v", err)
+	}
+}
+
+func manyVars(n int) map[string]string {
+	m := map[string]string{}
+	for i := range n {
+		m[fmt.Sprint("v", i)] = "x"
+	}
+	return m
+}
+
+// TestHostileBodyIsRefusedCheaply: validating a body built to amplify
+// rendering (1,000 recipients of a 15 KB template of placeholders and
+// 1 KB variables: 3 GB if rendered) renders nothing: the bytes it
+// allocates stay far below even one recipient's rendered message per
+// recipient (measured in bytes allocated, not in time).
+func TestHostileBodyIsRefusedCheaply(t *testing.T) {
+	f := newFixture(t, submit.Limits{})
+	req := submit.Request{Template: strings.Repeat("{{a}}", 3000)}
+	for i := range 1000 {
+		req.Recipients = append(req.Recipients, submit.Recipient{Account: "acct-a", To: fmt.Sprint("u", i),
+			Vars: map[string]string{"a": strings.Repeat("y", 1000)}})
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := f.sub.Submit(context.Background(), submit.Params{Tenant: "t1", Request: req})
+	runtime.ReadMemStats(&after)
+	var ve *submit.ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("err = %v, want a ValidationError", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 100<<20 {
+		t.Errorf("validation allocated %d MB for 1,000 recipients (a rendered message is 3 MB)", got>>20)
 	}
 }
