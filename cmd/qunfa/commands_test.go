@@ -254,3 +254,20 @@ func TestEveryReadCommandTakesOutputJSON(t *testing.T) {
 		}
 	}
 }
+
+func TestTokensCommand(t *testing.T) {
+	srv := newAPIServer(t)
+	ctx := context.Background()
+	r := runCLI(ctx, srv, "", "tokens", "create", "--name", "crm", "--role", "operate", "--expires-in", "720h")
+	r.want(t, 0, []string{"token tok_", "(crm, operate): qf_", "shown once"}, nil)
+	id := strings.Fields(r.stdout)[1]
+	secret := strings.Fields(r.stdout)[4]
+	runCLI(ctx, srv, "", "tokens").want(t, 0, []string{"ID", "ROLE", id, "crm", "operate"}, nil)
+	if l := runCLI(ctx, srv, "", "tokens", "list", "--output", "json"); strings.Contains(l.stdout, secret) || !strings.Contains(l.stdout, `"tokens"`) {
+		t.Errorf("tokens list --output json shows a secret or no tokens: %s", l.stdout)
+	}
+	runCLI(ctx, srv, "", "tokens", "create", "--name", "x", "--role", "root").want(t, 1, nil, []string{"(HTTP 422)", "  role"})
+	runCLI(ctx, srv, "", "tokens", "create", "--name", "x").want(t, 2, nil, []string{"give --name and --role"})
+	runCLI(ctx, srv, "", "tokens", "revoke", id).want(t, 0, []string{"token " + id + " revoked"}, nil)
+	runCLI(ctx, srv, "", "tokens", "revoke", id).want(t, 1, nil, []string{"(HTTP 404)"})
+}

@@ -163,6 +163,15 @@ func init() {
 			subs:    []string{"list", "create", "delete", "deliveries", "redeliver"},
 			read:    true,
 		},
+		"tokens": {
+			usage: "[list] [--output table|json]\n" +
+				"       qunfa tokens create --name N --role read|operate|admin [--expires-in 720h]\n" +
+				"       qunfa tokens revoke TOKEN-ID",
+			summary: "your tenant's API tokens (admin): list, create (the secret is shown once), revoke",
+			run:     (*cli).tokens,
+			subs:    []string{"list", "create", "revoke"},
+			read:    true,
+		},
 		"completion": {
 			usage:   "bash|zsh|fish",
 			summary: "print a shell completion script (bash: source <(qunfa completion bash))",
