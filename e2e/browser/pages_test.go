@@ -137,6 +137,19 @@ func TestDashboardPages(t *testing.T) {
 	b.do("redeliver", chromedp.Click(chromedp.CSS(`#deliveries-body tr button.redeliver`)))
 	b.waitJS("redelivery is confirmed", `document.getElementById('delivery-msg').textContent.includes('queued again')`)
 
+	// Tokens: create one (its secret shown once), see it listed, revoke it.
+	b.do("open tokens", chromedp.Click(chromedp.CSS("#nav-tokens")))
+	b.waitJS("the tokens are listed", `document.querySelectorAll('#tokens-body tr').length > 0`)
+	b.do("name a token", chromedp.SendKeys(`#tok-form input[name=name]`, "dashboard reader"))
+	b.choose("#tok-role", "read")
+	b.do("create it", chromedp.Click(chromedp.CSS("#tok-create")))
+	b.waitJS("its secret is shown once", `document.getElementById('tok-secret').textContent.includes('qf_')`)
+	b.waitJS("it is listed", `[...document.querySelectorAll('#tokens-body tr')].some((r) => r.textContent.includes('dashboard reader'))`)
+	b.do("revoke it", chromedp.Evaluate(`[...document.querySelectorAll('#tokens-body tr')].find((r) => r.textContent.includes('dashboard reader')).querySelector('button.revoke').click()`, nil))
+	b.waitJS("the revoke dialog opens", `document.getElementById('confirm').open`)
+	b.do("confirm the revoke", chromedp.Click(chromedp.CSS("#confirm-yes")))
+	b.waitJS("it is gone", `![...document.querySelectorAll('#tokens-body tr')].some((r) => r.textContent.includes('dashboard reader'))`)
+
 	// Accounts: send rate against the batch rate.
 	b.do("open accounts", chromedp.Click(chromedp.CSS("#nav-accounts")))
 	sel := `section[data-account="` + account + `"]`
@@ -154,6 +167,7 @@ func TestDashboardPages(t *testing.T) {
 		{"webhooks", "#/webhooks", `document.querySelectorAll('#hooks-body tr').length > 0`},
 		{"deliveries", "#/webhooks/" + hook.ID, `document.querySelectorAll('#deliveries-body tr').length > 0`},
 		{"accounts", "#/accounts", `document.querySelector('.rate-chart svg') !== null`},
+		{"tokens", "#/tokens", `document.querySelectorAll('#tokens-body tr').length > 0`},
 	}
 	for _, lang := range []string{"en", "zh"} {
 		b.choose("#lang", lang)
@@ -161,7 +175,7 @@ func TestDashboardPages(t *testing.T) {
 			b.do("open "+p.name, chromedp.Navigate(st.apiURL+"/ui/"+p.hash))
 			b.waitJS(p.name+" in "+lang, p.ready+` && document.documentElement.lang === '`+map[string]string{"en": "en", "zh": "zh-CN"}[lang]+`'`)
 			// Event types (job.started…) are data, shown as they are.
-			raw := evalJS[string](b, `(document.body.innerText.match(/\b(?:nav|camp|supp|hook|newjob|acct|summary|csv|dstatus|job|jobs|items|act|fail|chart)\.[a-zA-Z][\w.]*/g) || [])
+			raw := evalJS[string](b, `(document.body.innerText.match(/\b(?:nav|camp|supp|hook|newjob|acct|summary|csv|dstatus|job|jobs|items|act|fail|chart|tok|role)\.[a-zA-Z][\w.]*/g) || [])
 				.filter((k) => !/^(job\.(started|paused|canary_ready|finished|dead_letters|items_need_review)|items\.outcomes)$/.test(k))[0] || ''`)
 			if raw != "" {
 				t.Errorf("%s in %s shows the untranslated key %q", p.name, lang, raw)

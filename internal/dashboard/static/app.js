@@ -372,6 +372,7 @@
     if ((m = hash.match(/^#\/campaigns\/([^/?]+)$/))) return show(campaignPage(decodeURIComponent(m[1])));
     if (hash === '#/suppressions') return show(suppressionsPage());
     if (hash === '#/webhooks') return show(webhooksPage());
+    if (hash === '#/tokens') return show(tokensPage());
     if ((m = hash.match(/^#\/webhooks\/([^/?]+)$/))) return show(webhookPage(decodeURIComponent(m[1])));
     if (hash === '#/new-job') return show(newJobPage());
     if (hash !== '#/jobs') { location.replace('#/jobs'); return; }
@@ -1500,6 +1501,75 @@
           empty, h('div', { class: 'pager' }, more), addForm, impForm);
         load(true).catch((e) => showBanner(t('err.poll', { msg: errorText(e) })));
       },
+    };
+  }
+
+  // ------------------------------------------------------------ tokens
+
+  // The tenant's API tokens (admin tokens only; others see why not): list,
+  // create (the secret is shown once), revoke.
+  function tokensPage() {
+    let tbody, empty, denied;
+    async function refresh() {
+      let res;
+      try {
+        res = await api('GET', '/v1/tokens');
+      } catch (e) {
+        if (e instanceof APIError && e.status === 403) { denied.hidden = false; return; }
+        throw e;
+      }
+      denied.hidden = true;
+      empty.hidden = res.tokens.length > 0;
+      syncRows(tbody, res.tokens, (k) => k.id, (k) => h('tr', { 'data-token': k.id },
+        h('td', { class: 'mono' }, k.id), h('td', {}, k.name), h('td', {}, tOr('role.', k.role)),
+        h('td', {}, fmtTime(k.created_at)), h('td', {}, k.expires_at ? fmtTime(k.expires_at) : t('tok.never')),
+        h('td', {}, h('button', { type: 'button', class: 'danger revoke', 'aria-label': t('tok.revokeFor', { name: k.name }), onclick: () => revoke(k) }, t('tok.revoke')))),
+      () => {});
+    }
+    async function revoke(k) {
+      const ok = await confirmDialog({ title: t('tok.revoke.title', { name: k.name }), body: [t('tok.revoke.body')], yes: t('tok.revoke'), danger: true });
+      if (!ok) return;
+      try {
+        await api('DELETE', '/v1/tokens/' + enc(k.id));
+        announce(t('tok.revoked'));
+        tbody.replaceChildren();
+        await refresh();
+      } catch (ex) { showBanner(t('err.action', { msg: errorText(ex) })); }
+    }
+    return {
+      nav: '#/tokens',
+      render() {
+        tbody = h('tbody', { id: 'tokens-body' });
+        empty = h('p', { class: 'muted', id: 'tokens-empty', hidden: true }, t('tok.none'));
+        denied = h('p', { class: 'muted', id: 'tokens-denied', hidden: true }, t('tok.denied'));
+        const msg = h('p', { class: 'msg', role: 'status', id: 'tok-msg' });
+        const secretOut = h('p', { id: 'tok-secret', class: 'mono', hidden: true });
+        const role = h('select', { name: 'role', id: 'tok-role' }, ['read', 'operate', 'admin'].map((r) => h('option', { value: r }, tOr('role.', r))));
+        const form = h('form', { id: 'tok-form', class: 'card', novalidate: true }, h('h2', {}, t('tok.new')),
+          field('tok-name', 'tok.name', h('input', { name: 'name', type: 'text', required: true, maxlength: 100 })),
+          field('tok-role', 'tok.role', role),
+          field('tok-expires', 'tok.expires', h('input', { name: 'expires', type: 'date' }), 'tok.expires.help'),
+          h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary', id: 'tok-create' }, t('tok.create'))), msg, secretOut);
+        form.addEventListener('submit', async (e) => {
+          e.preventDefault();
+          const body = { name: form.elements.name.value.trim(), role: form.elements.role.value };
+          if (form.elements.expires.value) body.expires_at = new Date(form.elements.expires.value + 'T00:00:00Z').toISOString();
+          try {
+            const k = await api('POST', '/v1/tokens', body);
+            setText(msg, t('tok.created', { id: k.id }));
+            secretOut.hidden = false;
+            setText(secretOut, t('tok.secretShown', { token: k.token }));
+            announce(msg.textContent);
+            form.reset();
+            await refresh();
+          } catch (ex) { formError(form, msg, ex); }
+        });
+        main().replaceChildren(h('h1', {}, t('tok.title')), h('p', { class: 'muted' }, t('tok.help')), denied,
+          h('div', { class: 'scroll' }, h('table', { id: 'tokens-table' }, h('caption', { class: 'sr-only' }, t('tok.title')),
+            h('thead', {}, h('tr', {}, ['tok.id', 'tok.name', 'tok.role', 'tok.createdAt', 'tok.expiresAt', 'tok.actions'].map((k) => h('th', { scope: 'col' }, t(k))))), tbody)),
+          empty, form);
+      },
+      poll: refresh,
     };
   }
 
