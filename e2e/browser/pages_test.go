@@ -145,7 +145,7 @@ func TestDashboardPages(t *testing.T) {
 	b.do("create it", chromedp.Click(chromedp.CSS("#tok-create")))
 	b.waitJS("its secret is shown once", `document.getElementById('tok-secret').textContent.includes('qf_')`)
 	b.waitJS("it is listed", `[...document.querySelectorAll('#tokens-body tr')].some((r) => r.textContent.includes('dashboard reader'))`)
-	b.do("revoke it", chromedp.Evaluate(`[...document.querySelectorAll('#tokens-body tr')].find((r) => r.textContent.includes('dashboard reader')).querySelector('button.revoke').click()`, nil))
+	evalJS[bool](b, `(() => { [...document.querySelectorAll('#tokens-body tr')].find((r) => r.textContent.includes('dashboard reader')).querySelector('button.revoke').click(); return true; })()`)
 	b.waitJS("the revoke dialog opens", `document.getElementById('confirm').open`)
 	b.do("confirm the revoke", chromedp.Click(chromedp.CSS("#confirm-yes")))
 	b.waitJS("it is gone", `![...document.querySelectorAll('#tokens-body tr')].some((r) => r.textContent.includes('dashboard reader'))`)
