@@ -222,6 +222,7 @@ const (
 	ProblemTypeUrnQunfaProblemMethodNotAllowed     ProblemType = "urn:qunfa:problem:method-not-allowed"
 	ProblemTypeUrnQunfaProblemNotAllowed           ProblemType = "urn:qunfa:problem:not-allowed"
 	ProblemTypeUrnQunfaProblemNotFound             ProblemType = "urn:qunfa:problem:not-found"
+	ProblemTypeUrnQunfaProblemQuotaExceeded        ProblemType = "urn:qunfa:problem:quota-exceeded"
 	ProblemTypeUrnQunfaProblemUnauthorized         ProblemType = "urn:qunfa:problem:unauthorized"
 	ProblemTypeUrnQunfaProblemUnsupportedMediaType ProblemType = "urn:qunfa:problem:unsupported-media-type"
 	ProblemTypeUrnQunfaProblemValidation           ProblemType = "urn:qunfa:problem:validation"
@@ -245,6 +246,8 @@ func (e ProblemType) Valid() bool {
 	case ProblemTypeUrnQunfaProblemNotAllowed:
 		return true
 	case ProblemTypeUrnQunfaProblemNotFound:
+		return true
+	case ProblemTypeUrnQunfaProblemQuotaExceeded:
 		return true
 	case ProblemTypeUrnQunfaProblemUnauthorized:
 		return true
@@ -887,6 +890,20 @@ type Problem struct {
 // ProblemType The kind of problem, urn:qunfa:problem:<kind>.
 type ProblemType string
 
+// Quota A tenant's quota as the platform operator set it (0: unlimited; never set: both 0 and updated_at null).
+type Quota struct {
+	MaxRecipientsPerDay int64      `json:"max_recipients_per_day"`
+	MaxRunningJobs      int64      `json:"max_running_jobs"`
+	Tenant              string     `json:"tenant"`
+	UpdatedAt           *time.Time `json:"updated_at"`
+}
+
+// QuotaRequest A tenant's quota; 0 is unlimited. Active jobs (starting, running, paused) count against max_running_jobs; creating and staging jobs do not. Recipients accepted into jobs in a UTC day (a staged job's as uploaded, when it is started) count against max_recipients_per_day.
+type QuotaRequest struct {
+	MaxRecipientsPerDay int64 `json:"max_recipients_per_day"`
+	MaxRunningJobs      int64 `json:"max_running_jobs"`
+}
+
 // Recipient defines model for Recipient.
 type Recipient struct {
 	// Account A sending account of the tenant.
@@ -1192,6 +1209,9 @@ type NotAllowed = Problem
 // NotFound An RFC 9457 problem details document.
 type NotFound = Problem
 
+// QuotaExceeded An RFC 9457 problem details document.
+type QuotaExceeded = Problem
+
 // TooLarge An RFC 9457 problem details document.
 type TooLarge = Problem
 
@@ -1308,6 +1328,9 @@ type ImportSuppressionsJSONRequestBody = SuppressionImport
 
 // SuppressRecipientJSONRequestBody defines body for SuppressRecipient for application/json ContentType.
 type SuppressRecipientJSONRequestBody = SuppressionRequest
+
+// PutTenantQuotaJSONRequestBody defines body for PutTenantQuota for application/json ContentType.
+type PutTenantQuotaJSONRequestBody = QuotaRequest
 
 // CreateTenantTokenJSONRequestBody defines body for CreateTenantToken for application/json ContentType.
 type CreateTenantTokenJSONRequestBody = TokenRequest
@@ -1678,6 +1701,29 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /v1/tenants/{tenant}/accounts/{account} (the `GrantAccount` operationId).
 	GrantAccount(ctx context.Context, tenant Tenant, account AccountID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetTenantQuota Read a tenant's quota (platform token only)
+	//
+	// Corresponds with GET /v1/tenants/{tenant}/quota (the `GetTenantQuota` operationId).
+	GetTenantQuota(ctx context.Context, tenant Tenant, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutTenantQuotaWithBody Set a tenant's quota (platform token only)
+	//
+	// Over the quota, POST /v1/jobs and starting a staged job answer 429 with Retry-After, and store nothing.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/tenants/{tenant}/quota (the `PutTenantQuota` operationId).
+	PutTenantQuotaWithBody(ctx context.Context, tenant Tenant, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutTenantQuota Set a tenant's quota (platform token only)
+	//
+	// Over the quota, POST /v1/jobs and starting a staged job answer 429 with Retry-After, and store nothing.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/tenants/{tenant}/quota (the `PutTenantQuota` operationId).
+	PutTenantQuota(ctx context.Context, tenant Tenant, body PutTenantQuotaJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateTenantTokenWithBody Create a tenant's token, e.g. its first admin token (platform token only)
 	//
@@ -2445,6 +2491,59 @@ func (c *Client) SuppressRecipient(ctx context.Context, account SuppressedAccoun
 // Corresponds with PUT /v1/tenants/{tenant}/accounts/{account} (the `GrantAccount` operationId).
 func (c *Client) GrantAccount(ctx context.Context, tenant Tenant, account AccountID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGrantAccountRequest(c.Server, tenant, account)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetTenantQuota Read a tenant's quota (platform token only)
+//
+// Corresponds with GET /v1/tenants/{tenant}/quota (the `GetTenantQuota` operationId).
+func (c *Client) GetTenantQuota(ctx context.Context, tenant Tenant, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetTenantQuotaRequest(c.Server, tenant)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutTenantQuotaWithBody Set a tenant's quota (platform token only)
+//
+// Over the quota, POST /v1/jobs and starting a staged job answer 429 with Retry-After, and store nothing.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/tenants/{tenant}/quota (the `PutTenantQuota` operationId).
+func (c *Client) PutTenantQuotaWithBody(ctx context.Context, tenant Tenant, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutTenantQuotaRequestWithBody(c.Server, tenant, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutTenantQuota Set a tenant's quota (platform token only)
+//
+// Over the quota, POST /v1/jobs and starting a staged job answer 429 with Retry-After, and store nothing.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/tenants/{tenant}/quota (the `PutTenantQuota` operationId).
+func (c *Client) PutTenantQuota(ctx context.Context, tenant Tenant, body PutTenantQuotaJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutTenantQuotaRequest(c.Server, tenant, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4080,6 +4179,87 @@ func NewGrantAccountRequest(server string, tenant Tenant, account AccountID) (*h
 	return req, nil
 }
 
+// NewGetTenantQuotaRequest constructs an http.Request for the GetTenantQuota method
+func NewGetTenantQuotaRequest(server string, tenant Tenant) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "tenant", tenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tenants/%s/quota", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutTenantQuotaRequest calls the generic PutTenantQuota builder with application/json body
+func NewPutTenantQuotaRequest(server string, tenant Tenant, body PutTenantQuotaJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutTenantQuotaRequestWithBody(server, tenant, "application/json", bodyReader)
+}
+
+// NewPutTenantQuotaRequestWithBody constructs an http.Request for the PutTenantQuota method, with any body, and a specified content type
+func NewPutTenantQuotaRequestWithBody(server string, tenant Tenant, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "tenant", tenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tenants/%s/quota", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewCreateTenantTokenRequest calls the generic CreateTenantToken builder with application/json body
 func NewCreateTenantTokenRequest(server string, tenant Tenant, body CreateTenantTokenJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -4815,6 +4995,31 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /v1/tenants/{tenant}/accounts/{account} (the `GrantAccount` operationId).
 	GrantAccountWithResponse(ctx context.Context, tenant Tenant, account AccountID, reqEditors ...RequestEditorFn) (*GrantAccountResponse, error)
+
+	// GetTenantQuotaWithResponse Read a tenant's quota (platform token only)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/tenants/{tenant}/quota (the `GetTenantQuota` operationId).
+	GetTenantQuotaWithResponse(ctx context.Context, tenant Tenant, reqEditors ...RequestEditorFn) (*GetTenantQuotaResponse, error)
+
+	// PutTenantQuotaWithBodyWithResponse Set a tenant's quota (platform token only)
+	//
+	// Over the quota, POST /v1/jobs and starting a staged job answer 429 with Retry-After, and store nothing.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/tenants/{tenant}/quota (the `PutTenantQuota` operationId).
+	PutTenantQuotaWithBodyWithResponse(ctx context.Context, tenant Tenant, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutTenantQuotaResponse, error)
+
+	// PutTenantQuotaWithResponse Set a tenant's quota (platform token only)
+	//
+	// Over the quota, POST /v1/jobs and starting a staged job answer 429 with Retry-After, and store nothing.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/tenants/{tenant}/quota (the `PutTenantQuota` operationId).
+	PutTenantQuotaWithResponse(ctx context.Context, tenant Tenant, body PutTenantQuotaJSONRequestBody, reqEditors ...RequestEditorFn) (*PutTenantQuotaResponse, error)
 
 	// CreateTenantTokenWithBodyWithResponse Create a tenant's token, e.g. its first admin token (platform token only)
 	//
@@ -5751,6 +5956,11 @@ type SubmitJobResponse415Headers struct {
 	Accept string
 }
 
+// SubmitJobResponse429Headers the declared response headers of an HTTP 429 response for SubmitJob
+type SubmitJobResponse429Headers struct {
+	RetryAfter int64
+}
+
 type SubmitJobResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -5772,6 +5982,8 @@ type SubmitJobResponse struct {
 	ApplicationproblemJSON415 *UnsupportedMediaType
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *Validation
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *QuotaExceeded
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
 	// Headers201 the parsed response headers for an HTTP 201 response
@@ -5782,6 +5994,8 @@ type SubmitJobResponse struct {
 	Headers401 *SubmitJobResponse401Headers
 	// Headers415 the parsed response headers for an HTTP 415 response
 	Headers415 *SubmitJobResponse415Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SubmitJobResponse429Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -5827,6 +6041,11 @@ func (r SubmitJobResponse) GetApplicationproblemJSON415() *UnsupportedMediaType 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
 func (r SubmitJobResponse) GetApplicationproblemJSON422() *Validation {
 	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r SubmitJobResponse) GetApplicationproblemJSON429() *QuotaExceeded {
+	return r.ApplicationproblemJSON429
 }
 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
@@ -6884,6 +7103,11 @@ type StartJobResponse415Headers struct {
 	Accept string
 }
 
+// StartJobResponse429Headers the declared response headers of an HTTP 429 response for StartJob
+type StartJobResponse429Headers struct {
+	RetryAfter int64
+}
+
 type StartJobResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -6905,12 +7129,16 @@ type StartJobResponse struct {
 	ApplicationproblemJSON415 *UnsupportedMediaType
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *Validation
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *QuotaExceeded
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *StartJobResponse401Headers
 	// Headers415 the parsed response headers for an HTTP 415 response
 	Headers415 *StartJobResponse415Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *StartJobResponse429Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -6956,6 +7184,11 @@ func (r StartJobResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
 func (r StartJobResponse) GetApplicationproblemJSON422() *Validation {
 	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r StartJobResponse) GetApplicationproblemJSON429() *QuotaExceeded {
+	return r.ApplicationproblemJSON429
 }
 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
@@ -7498,6 +7731,186 @@ func (r GrantAccountResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GrantAccountResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetTenantQuotaResponse401Headers the declared response headers of an HTTP 401 response for GetTenantQuota
+type GetTenantQuotaResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type GetTenantQuotaResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Quota
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetTenantQuotaResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetTenantQuotaResponse) GetJSON200() *Quota {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetTenantQuotaResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetTenantQuotaResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetTenantQuotaResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetTenantQuotaResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetTenantQuotaResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetTenantQuotaResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetTenantQuotaResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetTenantQuotaResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PutTenantQuotaResponse401Headers the declared response headers of an HTTP 401 response for PutTenantQuota
+type PutTenantQuotaResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// PutTenantQuotaResponse415Headers the declared response headers of an HTTP 415 response for PutTenantQuota
+type PutTenantQuotaResponse415Headers struct {
+	Accept string
+}
+
+type PutTenantQuotaResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Quota
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Validation
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PutTenantQuotaResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *PutTenantQuotaResponse415Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutTenantQuotaResponse) GetJSON200() *Quota {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PutTenantQuotaResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PutTenantQuotaResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PutTenantQuotaResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r PutTenantQuotaResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r PutTenantQuotaResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PutTenantQuotaResponse) GetApplicationproblemJSON422() *Validation {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PutTenantQuotaResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PutTenantQuotaResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutTenantQuotaResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutTenantQuotaResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutTenantQuotaResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -8819,6 +9232,49 @@ func (c *ClientWithResponses) GrantAccountWithResponse(ctx context.Context, tena
 	return ParseGrantAccountResponse(rsp)
 }
 
+// GetTenantQuotaWithResponse Read a tenant's quota (platform token only)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/tenants/{tenant}/quota (the `GetTenantQuota` operationId).
+func (c *ClientWithResponses) GetTenantQuotaWithResponse(ctx context.Context, tenant Tenant, reqEditors ...RequestEditorFn) (*GetTenantQuotaResponse, error) {
+	rsp, err := c.GetTenantQuota(ctx, tenant, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetTenantQuotaResponse(rsp)
+}
+
+// PutTenantQuotaWithBodyWithResponse Set a tenant's quota (platform token only)
+//
+// Over the quota, POST /v1/jobs and starting a staged job answer 429 with Retry-After, and store nothing.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/tenants/{tenant}/quota (the `PutTenantQuota` operationId).
+func (c *ClientWithResponses) PutTenantQuotaWithBodyWithResponse(ctx context.Context, tenant Tenant, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutTenantQuotaResponse, error) {
+	rsp, err := c.PutTenantQuotaWithBody(ctx, tenant, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutTenantQuotaResponse(rsp)
+}
+
+// PutTenantQuotaWithResponse Set a tenant's quota (platform token only)
+//
+// Over the quota, POST /v1/jobs and starting a staged job answer 429 with Retry-After, and store nothing.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/tenants/{tenant}/quota (the `PutTenantQuota` operationId).
+func (c *ClientWithResponses) PutTenantQuotaWithResponse(ctx context.Context, tenant Tenant, body PutTenantQuotaJSONRequestBody, reqEditors ...RequestEditorFn) (*PutTenantQuotaResponse, error) {
+	rsp, err := c.PutTenantQuota(ctx, tenant, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutTenantQuotaResponse(rsp)
+}
+
 // CreateTenantTokenWithBodyWithResponse Create a tenant's token, e.g. its first admin token (platform token only)
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -9790,6 +10246,13 @@ func ParseSubmitJobResponse(rsp *http.Response) (*SubmitJobResponse, error) {
 		}
 		response.ApplicationproblemJSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest QuotaExceeded
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -9854,6 +10317,16 @@ func ParseSubmitJobResponse(rsp *http.Response) (*SubmitJobResponse, error) {
 			headers.Accept = value
 		}
 		response.Headers415 = &headers
+	case rsp.StatusCode == 429:
+		var headers SubmitJobResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -10860,6 +11333,13 @@ func ParseStartJobResponse(rsp *http.Response) (*StartJobResponse, error) {
 		}
 		response.ApplicationproblemJSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest QuotaExceeded
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -10890,6 +11370,16 @@ func ParseStartJobResponse(rsp *http.Response) (*StartJobResponse, error) {
 			headers.Accept = value
 		}
 		response.Headers415 = &headers
+	case rsp.StatusCode == 429:
+		var headers StartJobResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -11332,6 +11822,171 @@ func ParseGrantAccountResponse(rsp *http.Response) (*GrantAccountResponse, error
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetTenantQuotaResponse parses an HTTP response from a GetTenantQuotaWithResponse call
+func ParseGetTenantQuotaResponse(rsp *http.Response) (*GetTenantQuotaResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetTenantQuotaResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Quota
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetTenantQuotaResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePutTenantQuotaResponse parses an HTTP response from a PutTenantQuotaWithResponse call
+func ParsePutTenantQuotaResponse(rsp *http.Response) (*PutTenantQuotaResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutTenantQuotaResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Quota
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Validation
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers PutTenantQuotaResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers PutTenantQuotaResponse415Headers
+		if values := rsp.Header.Values("Accept"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Accept = value
+		}
+		response.Headers415 = &headers
 	}
 
 	return response, nil

@@ -358,6 +358,13 @@ func TestGeneratedClientDrivesEveryOperation(t *testing.T) {
 	if tt.JSON201 == nil || tt.JSON201.Token == "" {
 		t.Errorf("createTenantToken: %s", tt.Body)
 	}
+	pq, err := platform.PutTenantQuotaWithResponse(ctx, "tenant-z", apiclient.QuotaRequest{MaxRunningJobs: 3, MaxRecipientsPerDay: 1000})
+	want("putTenantQuota", pq, err, 200)
+	gq, err := platform.GetTenantQuotaWithResponse(ctx, "tenant-z")
+	want("getTenantQuota", gq, err, 200)
+	if gq.JSON200 == nil || gq.JSON200.MaxRunningJobs != 3 || gq.JSON200.MaxRecipientsPerDay != 1000 {
+		t.Errorf("getTenantQuota: %s", gq.Body)
+	}
 
 	// The audit log (admin): the calls above are in it.
 	al, err := cl.ListAuditWithResponse(ctx, &apiclient.ListAuditParams{Job: &job.Id})

@@ -156,6 +156,7 @@ func New(deps Deps) http.Handler {
 	s.handle("DELETE /v1/campaigns/{id}", s.deleteCampaign)
 	s.routeWebhooks()
 	s.routeTokens()
+	s.routeQuotas()
 	s.handleRole("GET /v1/audit", store.RoleAdmin, s.listAudit)
 	return s
 }

@@ -65,6 +65,9 @@ func (s *server) submitJob(w http.ResponseWriter, r *http.Request, tenant string
 	for try := 0; try < 3 && errors.Is(err, store.ErrInvalidTransition); try++ {
 		res, err = s.Submitter.Submit(r.Context(), params)
 	}
+	if p := quotaProblem(w, err); p != nil {
+		return p
+	}
 	var verr *submit.ValidationError
 	switch {
 	case errors.As(err, &verr):

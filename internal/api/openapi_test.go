@@ -522,6 +522,29 @@ func TestOpenAPIConformance(t *testing.T) {
 		c.run(s, specCall{method: method, path: path, token: tokenARead, body: `{}`, want: 403})
 	}
 
+	// Quotas (tenant B: one running job).
+	c.run(s,
+		specCall{method: "PUT", path: "/v1/tenants/tenant-b/quota", token: platformToken, body: `{"max_running_jobs": 1, "max_recipients_per_day": 0}`, want: 200},
+		specCall{method: "PUT", path: "/v1/tenants/tenant-b/quota", token: platformToken, body: `{"max_running_jobs": -1, "max_recipients_per_day": 0}`, want: 422},
+		specCall{method: "PUT", path: "/v1/tenants/tenant-b/quota", token: platformToken, body: `{"max_running_jobs": "1"}`, want: 400},
+		specCall{method: "PUT", path: "/v1/tenants/tenant-b/quota", token: platformToken, body: `{}`, headers: []string{"Content-Type", "text/plain"}, want: 415},
+		specCall{method: "PUT", path: "/v1/tenants/tenant-b/quota", token: tokenB, body: `{"max_running_jobs": 0, "max_recipients_per_day": 0}`, want: 403},
+		specCall{method: "PUT", path: "/v1/tenants/tenant-b/quota", body: `{"max_running_jobs": 0, "max_recipients_per_day": 0}`, want: 401},
+		specCall{method: "GET", path: "/v1/tenants/tenant-b/quota", token: platformToken, want: 200},
+		specCall{method: "GET", path: "/v1/tenants/tenant%20b/quota", token: platformToken, want: 400},
+		specCall{method: "GET", path: "/v1/tenants/tenant-b/quota", token: tokenB, want: 403},
+		specCall{method: "GET", path: "/v1/tenants/tenant-b/quota", want: 401},
+		specCall{method: "POST", path: "/v1/jobs", token: tokenB, body: jobBodyOn(2, tenantBAccounts[0], tenantBAccounts[1]), want: 202},
+		specCall{method: "POST", path: "/v1/jobs", token: tokenB, body: jobBodyOn(2, tenantBAccounts[0], tenantBAccounts[1]), want: 429},
+	)
+	var stagedB api.Job
+	c.run(s, specCall{method: "POST", path: "/v1/jobs", token: tokenB, body: `{"name": "big", "template": "Hi {{name}}", "staged": true}`, want: 201})[0].json(t, &stagedB)
+	c.run(s,
+		specCall{method: "PUT", path: "/v1/jobs/" + stagedB.ID + "/recipients/1", token: tokenB, body: `{"account": "acct-b1", "to": "u1", "vars": {"name": "A"}}` + "\n",
+			headers: []string{"Content-Type", "application/x-ndjson"}, want: 200},
+		specCall{method: "POST", path: "/v1/jobs/" + stagedB.ID + "/start", token: tokenB, body: `{"parts": 1}`, want: 429},
+	)
+
 	// Bodies over the limit.
 	small := newStack(t, func(d *api.Deps) { d.MaxBodyBytes = 256 })
 	padded := func(body string) string { return body[:len(body)-1] + strings.Repeat(" ", 300) + "}" }
@@ -539,6 +562,7 @@ func TestOpenAPIConformance(t *testing.T) {
 		specCall{method: "POST", path: "/v1/webhooks", token: tokenA, body: padded(`{"url": "x"}`), want: 413},
 		specCall{method: "POST", path: "/v1/tokens", token: tokenA, body: padded(`{"name": "x"}`), want: 413},
 		specCall{method: "POST", path: "/v1/tenants/tenant-c/tokens", token: platformToken, body: padded(`{"name": "x"}`), want: 413},
+		specCall{method: "PUT", path: "/v1/tenants/tenant-c/quota", token: platformToken, body: padded(`{"max_running_jobs": 1}`), want: 413},
 	)
 
 	// Paths and methods the description does not have: 404 and 405 problems.

@@ -57,6 +57,7 @@ const (
 	kindConflict     = "not-allowed"
 	kindInternal     = "internal"
 	kindForbidden    = "forbidden"
+	kindQuota        = "quota-exceeded"
 )
 
 var problemTitles = map[string]string{
@@ -71,6 +72,7 @@ var problemTitles = map[string]string{
 	kindConflict:     "Not allowed in the job's current status",
 	kindInternal:     "Internal error",
 	kindForbidden:    "Not allowed for this token",
+	kindQuota:        "Over the tenant's quota",
 }
 
 func newProblem(status int, kind, detail string, errs ...submit.FieldError) *Problem {

@@ -151,6 +151,9 @@ func (s *server) startJob(w http.ResponseWriter, r *http.Request, tenant string)
 		return p
 	}
 	after, err := s.Submitter.Start(r.Context(), v.Job, req.Parts)
+	if p := quotaProblem(w, err); p != nil {
+		return p
+	}
 	var verr *submit.ValidationError
 	switch {
 	case errors.As(err, &verr):

@@ -206,7 +206,7 @@ func (s *server) platformOnly(r *http.Request) *Problem {
 		return nil
 	}
 	if _, p := s.authenticate(r); p == nil {
-		return newProblem(http.StatusForbidden, kindForbidden, "only the platform token may grant accounts and create tenants' first tokens")
+		return newProblem(http.StatusForbidden, kindForbidden, "only the platform token may grant accounts, set quotas and create tenants' first tokens")
 	}
 	return newProblem(http.StatusUnauthorized, kindUnauthorized, "the platform token is not known")
 }

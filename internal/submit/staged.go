@@ -268,6 +268,24 @@ func (s *Submitter) Start(ctx context.Context, job store.Job, parts int) (store.
 		}
 		return store.JobView{}, &ValidationError{Errors: []FieldError{{Field: "parts", Message: msg + " have not been uploaded"}}}
 	}
+	// The quota counts the recipients as uploaded, before duplicates and
+	// suppressions are dropped (the planner has not read them yet).
+	var recipients int64
+	for _, pi := range stored {
+		if pi.Number <= parts {
+			recipients += int64(pi.Recipients)
+		}
+	}
+	release, err := s.reserveQuota(ctx, job.Tenant, recipients)
+	if err != nil {
+		return store.JobView{}, err
+	}
+	started := false
+	defer func() {
+		if !started {
+			release(ctx)
+		}
+	}()
 	state, _ := json.Marshal(planState{Parts: parts, Attempted: -1, SavedAt: s.Clock.Now().UnixNano()})
 	prev, err := ss.GetPlanState(ctx, job.ID)
 	switch {
@@ -285,6 +303,7 @@ func (s *Submitter) Start(ctx context.Context, job store.Job, parts int) (store.
 	}); err != nil {
 		return store.JobView{}, fmt.Errorf("start job %s: %w", job.ID, err)
 	}
+	started = true
 	if err := dispatch.SendPlan(ctx, s.Queue, job.ID, saved.Version); err != nil {
 		return store.JobView{}, err
 	}

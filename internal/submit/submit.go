@@ -170,6 +170,9 @@ type Submitter struct {
 	// Staging keeps staged jobs' parts (nil: Store, when it implements
 	// store.StagingStore).
 	Staging store.StagingStore
+	// Quotas holds tenants' quotas, checked before a job is stored or a
+	// staged job started (nil: Store, when it implements store.QuotaStore).
+	Quotas store.QuotaStore
 }
 
 // planned is a validated, cleaned submission.
@@ -217,7 +220,14 @@ func (s *Submitter) Submit(ctx context.Context, p Params) (Result, error) {
 		plan.shards[i].JobID = job.ID
 		plan.shards[i].LastAdvancedAt = now
 	}
+	release, err := s.reserveQuota(ctx, p.Tenant, int64(len(plan.items)))
+	if err != nil {
+		return Result{}, err
+	}
 	created, err := s.Store.CreateJob(ctx, store.CreateJobParams{Job: job, Shards: plan.shards})
+	if err != nil || !created.Created {
+		release(ctx) // a replay's recipients were counted by its first submission
+	}
 	if errors.Is(err, store.ErrConflict) {
 		return Result{}, ErrIdempotencyConflict
 	}

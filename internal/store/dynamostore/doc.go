@@ -36,6 +36,9 @@
 //	campaign          TENANT#<tenant>     CAMPAIGN#<id>          request (B), schedule, …; g1pk CAMPAIGNS, g1sk <tenant>#<id>
 //	suppression       SUPP#<tenant>       <hex(account)>.<to>    account, to, reason, createdAt
 //	API token         TOKEN#<hash>        _                      tenant
+//	quota             TENANT#<tenant>     QUOTA                  maxRun, maxRcpt (quota.go)
+//	daily recipients  TENANT#<tenant>     RCPT#<yyyy-mm-dd>      n (one conditional ADD per job)
+//	                  (an active job's record: g4pk ACTIVE#<tenant>, g4sk <job>; see quota.go)
 //
 // Indexes: tenantJobs (g1pk, g1sk) lists a tenant's jobs newest first, and
 // under g1pk = CAMPAIGNS every tenant's campaigns; running (g2pk, g2sk) holds

@@ -45,6 +45,9 @@ func jobItem(j store.Job) map[string]types.AttributeValue {
 		m["g2pk"] = attrS(stagingPK)
 		m["g2sk"] = attrS(stagingKey(nanos(j.CreatedAt), j.ID))
 	}
+	if store.JobActive(j.Status) {
+		m["g4pk"], m["g4sk"] = activeKeys(j)
+	}
 	if len(j.Meta) > 0 {
 		m["meta"] = stringMap(j.Meta)
 	}
@@ -377,6 +380,13 @@ func (s *Store) TransitionJob(ctx context.Context, p store.TransitionJobParams) 
 			values[":stpk"] = attrS(startingPK)
 		case j.Status == store.JobStaging, j.Status == store.JobStarting:
 			remove = append(remove, "g2pk", "g2sk") // leaves the staging (starting) index
+		}
+		switch {
+		case store.JobActive(p.To): // counted by the running-jobs quota (quota.go)
+			set = append(set, "g4pk = :apk", "g4sk = :ask")
+			values[":apk"], values[":ask"] = activeKeys(j)
+		case store.JobActive(j.Status):
+			remove = append(remove, "g4pk", "g4sk")
 		}
 		if p.To == store.JobRunning && j.StartedAt.IsZero() {
 			set = append(set, "startedAt = :at")

@@ -277,13 +277,15 @@ func (s *Store) ReleasePlannedJob(ctx context.Context, p store.ReleasePlannedJob
 		return store.Job{}, fmt.Errorf("release job %s: shards: %w", p.JobID, err)
 	}
 	status, finished := store.JobRunning, int64(0)
+	leave := "g2pk, g2sk" // leaves the starting index
 	if len(p.Shards) == 0 {
 		status, finished = store.JobCompleted, nanos(p.At)
+		leave += ", g4pk, g4sk" // and, final, the active jobs (quota.go)
 	}
 	rec, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
 		Key: key(jobPK(p.JobID), skJob),
 		UpdateExpression: aws.String("SET #st = :to, #tot = :t, #sup = :sp, #sh = :n, " +
-			"startedAt = :at, finishedAt = :fin REMOVE g2pk, g2sk"), // leaves the starting index
+			"startedAt = :at, finishedAt = :fin REMOVE " + leave),
 		ConditionExpression:      aws.String("#st = :from"),
 		ExpressionAttributeNames: map[string]string{"#st": "status", "#tot": "total", "#sup": "suppressed", "#sh": "shards"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{

@@ -282,6 +282,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"Accounts", testAccounts},
 		{"APITokens", testAPITokens},
 		{"Tenants", testTenants},
+		{"Quotas", testQuotas},
 		{"Audit", testAudit},
 		{"Breakers", testBreakers},
 		{"SaveBreakerConcurrent", testSaveBreakerConcurrent},
