@@ -718,6 +718,15 @@ type TransitionJobParams struct {
 	At              time.Time
 }
 
+// IdempotencyLookup finds the job an idempotency key made, without
+// creating one: a submission refused for a quota may be the replay of one
+// that was accepted, and a replay is answered with its job.
+type IdempotencyLookup interface {
+	// JobByIdempotencyKey returns the job a tenant's key made (ErrNotFound
+	// if none).
+	JobByIdempotencyKey(ctx context.Context, tenant, key string) (Job, error)
+}
+
 // BudgetGrant is what ReserveBudget did.
 type BudgetGrant struct {
 	// Granted was added to BudgetUsed (negative when budget was given back).

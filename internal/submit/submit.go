@@ -221,6 +221,13 @@ func (s *Submitter) Submit(ctx context.Context, p Params) (Result, error) {
 		plan.shards[i].LastAdvancedAt = now
 	}
 	release, err := s.reserveQuota(ctx, p.Tenant, int64(len(plan.items)))
+	var qerr *QuotaError
+	if errors.As(err, &qerr) && key != "" {
+		// A replay of an accepted submission gets its job, quota or not.
+		if res, ok, rerr := s.replay(ctx, p.Tenant, key, job.RequestHash); rerr != nil || ok {
+			return res, rerr
+		}
+	}
 	if err != nil {
 		return Result{}, err
 	}
@@ -289,6 +296,32 @@ func (s *Submitter) Submit(ctx context.Context, p Params) (Result, error) {
 		}
 	}
 	return Result{Job: view, Created: created.Created}, nil
+}
+
+// replay answers a submission whose idempotency key already made a job:
+// that job (ok true) when the request is the same, ErrIdempotencyConflict
+// when it is not, ok false when the key made no job yet.
+func (s *Submitter) replay(ctx context.Context, tenant, key, hash string) (Result, bool, error) {
+	lookup, ok := s.Store.(store.IdempotencyLookup)
+	if !ok {
+		return Result{}, false, nil
+	}
+	j, err := lookup.JobByIdempotencyKey(ctx, tenant, key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return Result{}, false, nil
+	case err != nil:
+		return Result{}, false, fmt.Errorf("look up idempotency key: %w", err)
+	case j.RequestHash != hash:
+		return Result{}, false, ErrIdempotencyConflict
+	case j.Status == store.JobCreating:
+		return Result{}, false, nil // interrupted: finishing it is a new acceptance
+	}
+	view, err := s.Store.GetJob(ctx, j.ID)
+	if err != nil {
+		return Result{}, false, fmt.Errorf("read job %s: %w", j.ID, err)
+	}
+	return Result{Job: view}, true, nil
 }
 
 // checkSamePlan fails an interrupted job whose stored shards differ from

@@ -461,3 +461,34 @@ func TestHostileBodyIsRefusedCheaply(t *testing.T) {
 		t.Errorf("validation allocated %d MB for 1,000 recipients (a rendered message is 3 MB)", got>>20)
 	}
 }
+
+// TestReplayAtTheQuotaGetsItsJob: a tenant at its running-jobs quota that
+// retries an accepted submission (same Idempotency-Key and body) gets the
+// job it made, not a 429 (DESIGN rule 7); a new job is refused, and the
+// same key with another body is still a conflict.
+func TestReplayAtTheQuotaGetsItsJob(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, submit.Limits{})
+	ctx := context.Background()
+	if err := f.st.PutQuota(ctx, store.Quota{Tenant: "t1", MaxRunningJobs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	req := submit.Request{Template: "x", Recipients: rcpts("acct-a", 2)}
+	first, err := f.sub.Submit(ctx, submit.Params{Tenant: "t1", IdempotencyKey: "k1", Request: req})
+	if err != nil || !first.Created {
+		t.Fatalf("first submission: %+v, %v", first.Created, err)
+	}
+	again, err := f.sub.Submit(ctx, submit.Params{Tenant: "t1", IdempotencyKey: "k1", Request: req})
+	if err != nil || again.Created || again.Job.Job.ID != first.Job.Job.ID {
+		t.Fatalf("replay at the quota: created %v, job %s, err %v; want the first job %s", again.Created, again.Job.Job.ID, err, first.Job.Job.ID)
+	}
+	var qerr *submit.QuotaError
+	if _, err := f.sub.Submit(ctx, submit.Params{Tenant: "t1", IdempotencyKey: "k2", Request: req}); !errors.As(err, &qerr) {
+		t.Fatalf("a new job over the quota: %v, want a QuotaError", err)
+	}
+	other := req
+	other.Template = "y"
+	if _, err := f.sub.Submit(ctx, submit.Params{Tenant: "t1", IdempotencyKey: "k1", Request: other}); !errors.Is(err, submit.ErrIdempotencyConflict) {
+		t.Fatalf("the same key, another body, at the quota: %v, want ErrIdempotencyConflict", err)
+	}
+}

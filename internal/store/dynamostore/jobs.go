@@ -777,3 +777,20 @@ func mapsEqual(a, b map[string]string) bool {
 	}
 	return true
 }
+
+var _ store.IdempotencyLookup = (*Store)(nil)
+
+// JobByIdempotencyKey reads the key's idempotency record, then its job.
+func (s *Store) JobByIdempotencyKey(ctx context.Context, tenant, key string) (store.Job, error) {
+	if key == "" {
+		return store.Job{}, fmt.Errorf("job by idempotency key: %w", store.ErrNotFound)
+	}
+	rec, err := s.getItem(ctx, idemPK(tenant, key), skSingle)
+	if err != nil {
+		return store.Job{}, fmt.Errorf("read idempotency record: %w", err)
+	}
+	if rec == nil {
+		return store.Job{}, fmt.Errorf("job by idempotency key: %w", store.ErrNotFound)
+	}
+	return s.getJobRecord(ctx, getS(rec, "job"))
+}

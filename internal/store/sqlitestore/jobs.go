@@ -445,3 +445,19 @@ VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, 0, '', 0, ?, ?, ?)`,
 	}
 	return nil
 }
+
+var _ store.IdempotencyLookup = (*Store)(nil)
+
+// JobByIdempotencyKey returns the job a tenant's idempotency key made.
+func (s *Store) JobByIdempotencyKey(ctx context.Context, tenant, key string) (store.Job, error) {
+	if key == "" {
+		return store.Job{}, fmt.Errorf("job by idempotency key: %w", store.ErrNotFound)
+	}
+	var j store.Job
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		var err error
+		_, j, err = scanJob(tx.QueryRowContext(ctx, `SELECT `+jobCols+` FROM jobs WHERE tenant = ? AND idem_key = ?`, tenant, key))
+		return err
+	})
+	return j, err
+}

@@ -669,3 +669,25 @@ func testReserveBudgetConcurrent(t *testing.T, s store.Store, caps Capabilities)
 		})
 	}
 }
+
+// testJobByIdempotencyKey: the job a tenant's key made is found without
+// creating anything; another tenant's key, or none, is ErrNotFound.
+func testJobByIdempotencyKey(t *testing.T, s store.Store, _ Capabilities) {
+	lookup, ok := s.(store.IdempotencyLookup)
+	if !ok {
+		t.Fatalf("%T does not implement store.IdempotencyLookup", s)
+	}
+	ctx := ctxOf(t)
+	p, _ := NewJob("tenant-a", 1, 1)
+	p.Job.IdempotencyKey = "order-42"
+	createJob(t, s, p, nil)
+	j, err := lookup.JobByIdempotencyKey(ctx, "tenant-a", "order-42")
+	if err != nil || j.ID != p.Job.ID || j.RequestHash != p.Job.RequestHash {
+		t.Fatalf("JobByIdempotencyKey = %+v, %v; want job %s", j, err, p.Job.ID)
+	}
+	for _, c := range []struct{ tenant, key string }{{"tenant-b", "order-42"}, {"tenant-a", "order-43"}, {"tenant-a", ""}} {
+		if _, err := lookup.JobByIdempotencyKey(ctx, c.tenant, c.key); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("JobByIdempotencyKey(%s, %q) error = %v, want ErrNotFound", c.tenant, c.key, err)
+		}
+	}
+}

@@ -284,6 +284,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"Tenants", testTenants},
 		{"Quotas", testQuotas},
 		{"Audit", testAudit},
+		{"JobByIdempotencyKey", testJobByIdempotencyKey},
 		{"Breakers", testBreakers},
 		{"SaveBreakerConcurrent", testSaveBreakerConcurrent},
 		{"ListBreakers", testListBreakers},
