@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"github.com/qunfa/qunfa/internal/netguard"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -101,6 +103,18 @@ func (s *server) putCampaign(w http.ResponseWriter, r *http.Request, tenant stri
 	}
 	c.Request, _ = json.Marshal(req.Request)
 	err := campaign.Validate(r.Context(), s.Submitter, c)
+	if err == nil && c.Source != "" {
+		// The source is dialled only to public addresses (httpsource checks
+		// every connection); a source that names a private one now is
+		// refused now.
+		var res netguard.Resolver = net.DefaultResolver
+		if s.Resolver != nil {
+			res = s.Resolver
+		}
+		if gerr := netguard.CheckURL(r.Context(), c.Source, res, s.AllowPrivateURLs); gerr != nil {
+			err = &submit.ValidationError{Errors: []submit.FieldError{{Field: "source", Message: gerr.Error()}}}
+		}
+	}
 	var verr *submit.ValidationError
 	switch {
 	case errors.As(err, &verr):

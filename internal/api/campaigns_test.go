@@ -117,3 +117,27 @@ func TestCampaigns(t *testing.T) {
 		t.Errorf("tenant B's rule was deleted")
 	}
 }
+
+// TestRequerySourceMustBePublic (issue 12, SSRF): a requery campaign whose
+// source names a loopback, private, link-local or unique-local address, or
+// a name that resolves to one, is refused when saved (422 on source) and
+// not stored.
+func TestRequerySourceMustBePublic(t *testing.T) {
+	s := newStack(t, func(d *api.Deps) { d.Resolver = resolver{"loopy.example": "127.0.0.1", "crm.example": "93.184.215.14"} })
+	for _, src := range []string{"https://127.0.0.1/r", "https://10.0.0.5/r", "https://169.254.169.254/latest", "https://[fc00::1]/r", "https://loopy.example/r"} {
+		body := `{"id": "vips", "name": "vips", "schedule": "rate(1 hour)", "mode": "requery", "source": "` + src + `",
+			"request": {"template": "Hi {{name}}"}}`
+		p := wantProblem(t, s.do("POST", "/v1/campaigns", tokenA, body), http.StatusUnprocessableEntity)
+		if len(p.Errors) != 1 || p.Errors[0].Field != "source" {
+			t.Errorf("source %s: %+v", src, p)
+		}
+	}
+	if _, err := s.store.GetCampaign(context.Background(), "tenant-a", "vips"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a refused campaign was stored: %v", err)
+	}
+	ok := `{"id": "vips", "name": "vips", "schedule": "rate(1 hour)", "mode": "requery", "source": "https://crm.example/r?token=s3cret",
+		"request": {"template": "Hi {{name}}"}}`
+	if r := s.do("POST", "/v1/campaigns", tokenA, ok); r.status != http.StatusCreated {
+		t.Fatalf("a public source: %d %s", r.status, r.body)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -346,8 +347,22 @@ func (c *Campaigns) buildRequest(ctx context.Context, cmp store.Campaign) (submi
 		seen[page.NextCursor] = true
 		cursor = page.NextCursor
 	}
-	meta[MetaQuery] = cmp.Source
+	meta[MetaQuery] = RedactQuery(cmp.Source) // its query may hold the tenant's credentials
 	meta[MetaCursor] = cursor
 	meta[MetaPages] = strconv.Itoa(pages)
 	return req, meta, nil
+}
+
+// RedactQuery is a source URL without its query string, which may hold
+// the tenant's credentials for its source: fit for logs and job meta.
+func RedactQuery(src string) string {
+	u, err := url.Parse(src)
+	if err != nil {
+		return "(unparsable source)"
+	}
+	if u.RawQuery != "" {
+		u.RawQuery = "…"
+	}
+	u.User, u.Fragment = nil, ""
+	return u.String()
 }

@@ -318,7 +318,9 @@ func TestFireRequeryPages(t *testing.T) {
 		t.Errorf("cursors asked %q, want \",10,20\"", got)
 	}
 	m := res.Job.Meta
-	if m[campaign.MetaQuery] != srv.URL+"/recipients?segment=vip" || m[campaign.MetaCursor] != "20" || m[campaign.MetaPages] != "3" || m[campaign.MetaMode] != "requery" {
+	// The source's query (it may hold the tenant's credentials) is not
+	// kept in the job's meta.
+	if m[campaign.MetaQuery] != srv.URL+"/recipients?…" || m[campaign.MetaCursor] != "20" || m[campaign.MetaPages] != "3" || m[campaign.MetaMode] != "requery" {
 		t.Errorf("meta %v", m)
 	}
 	items, err := f.store.ListItems(ctx, store.ListItemsParams{JobID: res.Job.ID, Limit: 100})

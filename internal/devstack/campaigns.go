@@ -18,7 +18,7 @@ const CampaignTick = time.Second
 // the stack's submitter, requery recipients over HTTPS, skips alerted.
 func (s *Stack) newCampaigns() *campaign.Campaigns {
 	return &campaign.Campaigns{
-		Store: s.Store, Submitter: s.Submitter, Source: httpsource.New(httpsource.Config{}),
+		Store: s.Store, Submitter: s.Submitter, Source: httpsource.New(httpsource.Config{AllowPrivate: s.Config.AllowPrivateURLs}),
 		Clock: s.Submitter.Clock, Alerts: s.Submitter.Alerts, Log: s.Log,
 	}
 }

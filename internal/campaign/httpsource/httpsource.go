@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/qunfa/qunfa/internal/campaign"
+	"github.com/qunfa/qunfa/internal/netguard"
 )
 
 // Config configures a Source.
@@ -35,6 +36,11 @@ type Config struct {
 	Timeout time.Duration
 	// MaxPageBytes bounds one page's body (default 8 MiB).
 	MaxPageBytes int64
+	// AllowPrivate lets sources reach loopback and private addresses
+	// (`qunfa dev --allow-private-urls`); otherwise every connection is
+	// checked after DNS, at dial time, so a name that resolves (or
+	// re-resolves) to a private address is refused too.
+	AllowPrivate bool
 }
 
 // Source fetches recipients over HTTPS.
@@ -56,9 +62,14 @@ func New(cfg Config) *Source {
 	}
 	client := cfg.Client
 	if client == nil {
+		dialer := &net.Dialer{Timeout: 5 * time.Second}
+		if !cfg.AllowPrivate {
+			dialer.Control = netguard.Control
+		}
 		client = &http.Client{Transport: &http.Transport{
-			Proxy:                 http.ProxyFromEnvironment,
-			DialContext:           (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+			// No proxy: a proxy would dial for us, past the address check.
+			Proxy:                 nil,
+			DialContext:           dialer.DialContext,
 			TLSHandshakeTimeout:   5 * time.Second,
 			ResponseHeaderTimeout: cfg.Timeout,
 			MaxIdleConnsPerHost:   2,

@@ -2,6 +2,7 @@ package httpsource_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/qunfa/qunfa/internal/campaign"
 	"github.com/qunfa/qunfa/internal/campaign/httpsource"
+	"github.com/qunfa/qunfa/internal/netguard"
 )
 
 func TestFetchPage(t *testing.T) {
@@ -54,5 +56,30 @@ func TestFetchPage(t *testing.T) {
 	}
 	if _, err := src.FetchPage(ctx, campaign.FetchParams{Source: "http://127.0.0.1:1/"}); err == nil || !strings.Contains(err.Error(), "https") {
 		t.Errorf("plain http: %v", err)
+	}
+}
+
+// TestSourcesReachOnlyPublicAddresses: with the default client, a source
+// is dialled only to public addresses, checked on the address actually
+// dialled (after DNS): loopback, private, link-local (the cloud metadata
+// endpoint) and unique-local addresses, and a name that resolves to
+// loopback, are all refused before any byte is sent.
+func TestSourcesReachOnlyPublicAddresses(t *testing.T) {
+	hit := false
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hit = true }))
+	defer srv.Close()
+	src := httpsource.New(httpsource.Config{Timeout: time.Second})
+	for _, u := range []string{
+		srv.URL + "/r", // 127.0.0.1
+		"https://localhost:" + strings.TrimPrefix(srv.URL, "https://127.0.0.1:") + "/r",
+		"https://10.1.2.3/r", "https://169.254.169.254/latest/meta-data", "https://[fc00::1]/r", "https://[::1]/r",
+	} {
+		_, err := src.FetchPage(context.Background(), campaign.FetchParams{Source: u})
+		if !errors.Is(err, netguard.ErrBlocked) {
+			t.Errorf("source %s: err = %v, want refused for its address", u, err)
+		}
+	}
+	if hit {
+		t.Error("the loopback source was reached")
 	}
 }
