@@ -195,6 +195,7 @@ func (e JobStatus) Valid() bool {
 const (
 	Breaker PauseReason = "breaker"
 	Budget  PauseReason = "budget"
+	Canary  PauseReason = "canary"
 	Manual  PauseReason = "manual"
 )
 
@@ -204,6 +205,8 @@ func (e PauseReason) Valid() bool {
 	case Breaker:
 		return true
 	case Budget:
+		return true
+	case Canary:
 		return true
 	case Manual:
 		return true
@@ -620,6 +623,15 @@ type CampaignRequest struct {
 // CampaignRequestMode defines model for CampaignRequest.Mode.
 type CampaignRequestMode string
 
+// CanaryRequest Send the job's first items only (spread over its shards), then pause with reason canary until resume (approve) or cancel. Exactly one of count and percent (else 422). Part of the request an Idempotency-Key stands for. A staged job takes count only.
+type CanaryRequest struct {
+	// Count Canary items (capped at the job's recipients).
+	Count *int64 `json:"count,omitempty"`
+
+	// Percent Canary items as a percentage of the job's recipients, rounded up.
+	Percent *float64 `json:"percent,omitempty"`
+}
+
 // Counts Items by status.
 type Counts struct {
 	Abandoned int64 `json:"abandoned"`
@@ -715,6 +727,9 @@ type Job struct {
 	// BudgetUsed Items claimed against the budget.
 	BudgetUsed int64 `json:"budget_used"`
 
+	// Canary The job's canary; null when it has none.
+	Canary *JobCanary `json:"canary,omitempty"`
+
 	// ConfirmedAfterRetry Confirmed items that needed more than one attempt ("15 of the delivered needed retries"); 0 in job listings, like the counts.
 	ConfirmedAfterRetry int64 `json:"confirmed_after_retry"`
 
@@ -756,6 +771,15 @@ type Job struct {
 
 // JobStatus defines model for Job.Status.
 type JobStatus string
+
+// JobCanary A job's canary: its size and its results (confirmed; failed or abandoned but not cancelled) — live until approved, then as they were at approval.
+type JobCanary struct {
+	// Approved An operator resumed the canary pause.
+	Approved  bool  `json:"approved"`
+	Confirmed int64 `json:"confirmed"`
+	Count     int64 `json:"count"`
+	Failed    int64 `json:"failed"`
+}
 
 // JobList One page of jobs, newest first.
 type JobList struct {
@@ -820,6 +844,9 @@ type JobPreviewSample struct {
 type JobRequest struct {
 	// Budget Most items to send; 0 = no budget.
 	Budget *int64 `json:"budget,omitempty"`
+
+	// Canary Send the job's first items only (spread over its shards), then pause with reason canary until resume (approve) or cancel. Exactly one of count and percent (else 422). Part of the request an Idempotency-Key stands for. A staged job takes count only.
+	Canary *CanaryRequest `json:"canary,omitempty"`
 
 	// Metadata The submitter's own key-value pairs, kept and shown back as given, to match jobs with business records: at most 50 keys, keys of 1 to 40 characters, values of at most 500 characters (422 naming metadata or metadata.<key> otherwise). Part of the idempotency hash: the same Idempotency-Key with other metadata is a 409.
 	Metadata *Metadata `json:"metadata,omitempty"`
@@ -914,7 +941,7 @@ type PartResponse struct {
 	Recipients int64 `json:"recipients"`
 }
 
-// PauseReason Why the job or shard is paused.
+// PauseReason Why the job or shard is paused. canary: the job's canary items were sent; resume approves the rest, cancel stops it.
 type PauseReason string
 
 // Problem An RFC 9457 problem details document.
@@ -1669,6 +1696,8 @@ type ClientInterface interface {
 
 	// ResumeJob Resume a paused job
 	//
+	// Resuming a job paused for its canary (pause_reason canary) approves the canary: the rest of the job is sent.
+	//
 	// Corresponds with POST /v1/jobs/{id}/resume (the `ResumeJob` operationId).
 	ResumeJob(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -2369,6 +2398,8 @@ func (c *Client) RedriveJob(ctx context.Context, id JobID, body RedriveJobJSONRe
 }
 
 // ResumeJob Resume a paused job
+//
+// Resuming a job paused for its canary (pause_reason canary) approves the canary: the rest of the job is sent.
 //
 // Corresponds with POST /v1/jobs/{id}/resume (the `ResumeJob` operationId).
 func (c *Client) ResumeJob(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4947,6 +4978,8 @@ type ClientWithResponsesInterface interface {
 	RedriveJobWithResponse(ctx context.Context, id JobID, body RedriveJobJSONRequestBody, reqEditors ...RequestEditorFn) (*RedriveJobResponse, error)
 
 	// ResumeJobWithResponse Resume a paused job
+	//
+	// Resuming a job paused for its canary (pause_reason canary) approves the canary: the rest of the job is sent.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -9104,6 +9137,8 @@ func (c *ClientWithResponses) RedriveJobWithResponse(ctx context.Context, id Job
 }
 
 // ResumeJobWithResponse Resume a paused job
+//
+// Resuming a job paused for its canary (pause_reason canary) approves the canary: the rest of the job is sent.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -205,6 +205,8 @@ func TestOpenAPIConformance(t *testing.T) {
 		specCall{method: "POST", path: "/v1/jobs", token: tokenA, body: `{"template": "Hi", "recipients": [`, want: 400},
 		specCall{method: "POST", path: "/v1/jobs", token: tokenA, body: `{"template": "Hi {{name}}", "recipients": [{"account": "ghost", "to": "u1"}]}`, want: 422},
 		specCall{method: "POST", path: "/v1/jobs", token: tokenA, body: `{"template": "", "recipients": []}`, want: 422},
+		specCall{method: "POST", path: "/v1/jobs", token: tokenA, body: `{"template": "Hi", "canary": {"count": 1, "percent": 5}, "recipients": [{"account": "acct-a", "to": "u1"}]}`, want: 422},
+		specCall{method: "POST", path: "/v1/jobs", token: tokenA, body: `{"template": "Hi", "canary": {"count": 1}, "recipients": [{"account": "acct-a", "to": "u1"}, {"account": "acct-b", "to": "u2"}]}`, want: 202},
 		specCall{method: "POST", path: "/v1/jobs", token: tokenA, body: jobBody(2), want: 202},
 	)
 	// Staged submission: a job in parts.

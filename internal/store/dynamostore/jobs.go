@@ -45,6 +45,9 @@ func jobItem(j store.Job) map[string]types.AttributeValue {
 		m["g2pk"] = attrS(stagingPK)
 		m["g2sk"] = attrS(stagingKey(nanos(j.CreatedAt), j.ID))
 	}
+	if j.Canary > 0 {
+		m["canary"] = attrN(j.Canary)
+	}
 	if len(j.Meta) > 0 {
 		m["meta"] = stringMap(j.Meta)
 	}
@@ -90,6 +93,9 @@ func jobFrom(m map[string]types.AttributeValue) store.Job {
 	}
 	j.Meta = getStringMap(m, "meta")
 	j.Metadata = getStringMap(m, "md")
+	j.Canary = getN(m, "canary")
+	j.CanaryApproved = getN(m, "canaryOk") == 1
+	j.CanaryConfirmed, j.CanaryFailed = getN(m, "canaryConf"), getN(m, "canaryFail")
 	return j
 }
 
@@ -377,6 +383,15 @@ func (s *Store) TransitionJob(ctx context.Context, p store.TransitionJobParams) 
 			values[":stpk"] = attrS(startingPK)
 		case j.Status == store.JobStaging, j.Status == store.JobStarting:
 			remove = append(remove, "g2pk", "g2sk") // leaves the staging (starting) index
+		}
+		if p.ApproveCanary && j.Status == store.JobPaused && j.PauseReason == store.PauseCanary {
+			// The pause reason cannot change while the status stays paused,
+			// but a resume and a new pause could come in between: condition
+			// on it.
+			set = append(set, "canaryOk = :one", "canaryConf = :cc", "canaryFail = :cf")
+			cond += " AND pause = :canary"
+			values[":one"], values[":cc"], values[":cf"] = attrN(1), attrN(p.CanaryConfirmed), attrN(p.CanaryFailed)
+			values[":canary"] = attrS(string(store.PauseCanary))
 		}
 		if p.To == store.JobRunning && j.StartedAt.IsZero() {
 			set = append(set, "startedAt = :at")
