@@ -195,6 +195,7 @@ func (e JobStatus) Valid() bool {
 const (
 	Breaker PauseReason = "breaker"
 	Budget  PauseReason = "budget"
+	Canary  PauseReason = "canary"
 	Manual  PauseReason = "manual"
 )
 
@@ -204,6 +205,8 @@ func (e PauseReason) Valid() bool {
 	case Breaker:
 		return true
 	case Budget:
+		return true
+	case Canary:
 		return true
 	case Manual:
 		return true
@@ -623,6 +626,15 @@ type CampaignRequest struct {
 // CampaignRequestMode defines model for CampaignRequest.Mode.
 type CampaignRequestMode string
 
+// CanaryRequest Send the job's first items only (spread over its shards), then pause with reason canary until resume (approve) or cancel. Exactly one of count and percent (else 422). Part of the request an Idempotency-Key stands for. A staged job takes count only.
+type CanaryRequest struct {
+	// Count Canary items (capped at the job's recipients).
+	Count *int64 `json:"count,omitempty"`
+
+	// Percent Canary items as a percentage of the job's recipients, rounded up.
+	Percent *float64 `json:"percent,omitempty"`
+}
+
 // Counts Items by status.
 type Counts struct {
 	Abandoned int64 `json:"abandoned"`
@@ -718,6 +730,9 @@ type Job struct {
 	// BudgetUsed Items claimed against the budget.
 	BudgetUsed int64 `json:"budget_used"`
 
+	// Canary The job's canary; null when it has none.
+	Canary *JobCanary `json:"canary,omitempty"`
+
 	// ConfirmedAfterRetry Confirmed items that needed more than one attempt ("15 of the delivered needed retries"); 0 in job listings, like the counts.
 	ConfirmedAfterRetry int64 `json:"confirmed_after_retry"`
 
@@ -760,6 +775,15 @@ type Job struct {
 // JobStatus defines model for Job.Status.
 type JobStatus string
 
+// JobCanary A job's canary: its size and its results (confirmed; failed or abandoned but not cancelled) — live until approved, then as they were at approval.
+type JobCanary struct {
+	// Approved An operator resumed the canary pause.
+	Approved  bool  `json:"approved"`
+	Confirmed int64 `json:"confirmed"`
+	Count     int64 `json:"count"`
+	Failed    int64 `json:"failed"`
+}
+
 // JobList One page of jobs, newest first.
 type JobList struct {
 	Jobs []Job `json:"jobs"`
@@ -768,10 +792,64 @@ type JobList struct {
 	NextCursor string `json:"next_cursor"`
 }
 
+// JobPreview What a job would send (POST /v1/jobs/preview, POST /v1/jobs/{id}/preview).
+type JobPreview struct {
+	// ByAccount One entry per account, by account.
+	ByAccount []JobPreviewAccount `json:"by_account"`
+
+	// Dropped Recipients the job would drop.
+	Dropped JobPreviewDropped `json:"dropped"`
+
+	// MaxContentBytes Bytes of the largest rendered message among the recipients kept.
+	MaxContentBytes int64 `json:"max_content_bytes"`
+
+	// Samples The first five recipients kept, their messages rendered.
+	Samples []JobPreviewSample `json:"samples"`
+
+	// Total Recipients the job would send to, after the drops.
+	Total int64 `json:"total"`
+}
+
+// JobPreviewAccount One account's share of a previewed job.
+type JobPreviewAccount struct {
+	Account string `json:"account"`
+
+	// BatchRatePerSec The rate the account's shards would send at: its batch rate (rate_per_sec minus online_reserve_per_sec), capped by the job's rate_per_sec.
+	BatchRatePerSec float64 `json:"batch_rate_per_sec"`
+
+	// EstSeconds recipients / batch_rate_per_sec, rounded up; 0 when the rate is 0.
+	EstSeconds int64 `json:"est_seconds"`
+
+	// Recipients Recipients of this account the job would send to.
+	Recipients int64 `json:"recipients"`
+}
+
+// JobPreviewDropped Recipients the job would drop.
+type JobPreviewDropped struct {
+	// Duplicate Repeats of an (account, to) pair already in the job.
+	Duplicate int64 `json:"duplicate"`
+
+	// FrequencyCapped Over their account's frequency_cap at the time of the preview.
+	FrequencyCapped int64 `json:"frequency_capped"`
+
+	// Suppressed On the tenant's suppression list.
+	Suppressed int64 `json:"suppressed"`
+}
+
+// JobPreviewSample One recipient's message, rendered.
+type JobPreviewSample struct {
+	Account string `json:"account"`
+	Content string `json:"content"`
+	To      string `json:"to"`
+}
+
 // JobRequest The body of POST /v1/jobs. Either recipients (at most what one request carries), or "staged": true and no recipients: the job is created staging and its recipients are uploaded in parts (PUT /v1/jobs/{id}/recipients/{part}), then started (POST /v1/jobs/{id}/start); a job of any size.
 type JobRequest struct {
 	// Budget Most items to send; 0 = no budget.
 	Budget *int64 `json:"budget,omitempty"`
+
+	// Canary Send the job's first items only (spread over its shards), then pause with reason canary until resume (approve) or cancel. Exactly one of count and percent (else 422). Part of the request an Idempotency-Key stands for. A staged job takes count only.
+	Canary *CanaryRequest `json:"canary,omitempty"`
 
 	// Metadata The submitter's own key-value pairs, kept and shown back as given, to match jobs with business records: at most 50 keys, keys of 1 to 40 characters, values of at most 500 characters (422 naming metadata or metadata.<key> otherwise). Part of the idempotency hash: the same Idempotency-Key with other metadata is a 409.
 	Metadata *Metadata `json:"metadata,omitempty"`
@@ -866,7 +944,7 @@ type PartResponse struct {
 	Recipients int64 `json:"recipients"`
 }
 
-// PauseReason Why the job or shard is paused.
+// PauseReason Why the job or shard is paused. canary: the job's canary items were sent; resume approves the rest, cancel stops it.
 type PauseReason string
 
 // Problem An RFC 9457 problem details document.
@@ -1308,6 +1386,9 @@ type PutCampaignJSONRequestBody = CampaignRequest
 // SubmitJobJSONRequestBody defines body for SubmitJob for application/json ContentType.
 type SubmitJobJSONRequestBody = JobRequest
 
+// PreviewJobJSONRequestBody defines body for PreviewJob for application/json ContentType.
+type PreviewJobJSONRequestBody = JobRequest
+
 // UpdateJobLimitsJSONRequestBody defines body for UpdateJobLimits for application/json ContentType.
 type UpdateJobLimitsJSONRequestBody = LimitsRequest
 
@@ -1516,6 +1597,24 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/jobs (the `SubmitJob` operationId).
 	SubmitJob(ctx context.Context, params *SubmitJobParams, body SubmitJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// PreviewJobWithBody Preview a job without sending or storing anything
+	//
+	// Takes the body of POST /v1/jobs and validates it the same way (422 with field errors). Answers what the job would send: recipients after dropping duplicates, suppressed and frequency-capped ones; per account the recipients, the batch rate its shards would send at (capped by the job's rate_per_sec) and the estimated duration; the first five messages rendered; the largest rendered message. Sends nothing, stores nothing (not even an audit entry).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/jobs/preview (the `PreviewJob` operationId).
+	PreviewJobWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PreviewJob Preview a job without sending or storing anything
+	//
+	// Takes the body of POST /v1/jobs and validates it the same way (422 with field errors). Answers what the job would send: recipients after dropping duplicates, suppressed and frequency-capped ones; per account the recipients, the batch rate its shards would send at (capped by the job's rate_per_sec) and the estimated duration; the first five messages rendered; the largest rendered message. Sends nothing, stores nothing (not even an audit entry).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/jobs/preview (the `PreviewJob` operationId).
+	PreviewJob(ctx context.Context, body PreviewJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetJob Read a job with its shards
 	//
 	// Corresponds with GET /v1/jobs/{id} (the `GetJob` operationId).
@@ -1568,6 +1667,13 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/jobs/{id}/pause (the `PauseJob` operationId).
 	PauseJob(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// PreviewStagedJob Preview a staging job over the parts uploaded so far
+	//
+	// The same answer as POST /v1/jobs/preview, over every part stored so far (duplicates across parts dropped). No body. Sends nothing, stores nothing. A job that is no longer staging: 409.
+	//
+	// Corresponds with POST /v1/jobs/{id}/preview (the `PreviewStagedJob` operationId).
+	PreviewStagedJob(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListJobParts List the parts of a staging job uploaded so far
 	//
 	// The stored parts by number, with their recipients, bytes and digest (hex SHA-256 of the part's media type, a newline and its body), so an uploader resumes with the parts still missing. Empty once the job is planned, cancelled or expired.
@@ -1612,6 +1718,8 @@ type ClientInterface interface {
 	RedriveJob(ctx context.Context, id JobID, body RedriveJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ResumeJob Resume a paused job
+	//
+	// Resuming a job paused for its canary (pause_reason canary) approves the canary: the rest of the job is sent.
 	//
 	// Corresponds with POST /v1/jobs/{id}/resume (the `ResumeJob` operationId).
 	ResumeJob(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2055,6 +2163,44 @@ func (c *Client) SubmitJob(ctx context.Context, params *SubmitJobParams, body Su
 	return c.Client.Do(req)
 }
 
+// PreviewJobWithBody Preview a job without sending or storing anything
+//
+// Takes the body of POST /v1/jobs and validates it the same way (422 with field errors). Answers what the job would send: recipients after dropping duplicates, suppressed and frequency-capped ones; per account the recipients, the batch rate its shards would send at (capped by the job's rate_per_sec) and the estimated duration; the first five messages rendered; the largest rendered message. Sends nothing, stores nothing (not even an audit entry).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/jobs/preview (the `PreviewJob` operationId).
+func (c *Client) PreviewJobWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPreviewJobRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PreviewJob Preview a job without sending or storing anything
+//
+// Takes the body of POST /v1/jobs and validates it the same way (422 with field errors). Answers what the job would send: recipients after dropping duplicates, suppressed and frequency-capped ones; per account the recipients, the batch rate its shards would send at (capped by the job's rate_per_sec) and the estimated duration; the first five messages rendered; the largest rendered message. Sends nothing, stores nothing (not even an audit entry).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/jobs/preview (the `PreviewJob` operationId).
+func (c *Client) PreviewJob(ctx context.Context, body PreviewJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPreviewJobRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetJob Read a job with its shards
 //
 // Corresponds with GET /v1/jobs/{id} (the `GetJob` operationId).
@@ -2187,6 +2333,23 @@ func (c *Client) PauseJob(ctx context.Context, id JobID, reqEditors ...RequestEd
 	return c.Client.Do(req)
 }
 
+// PreviewStagedJob Preview a staging job over the parts uploaded so far
+//
+// The same answer as POST /v1/jobs/preview, over every part stored so far (duplicates across parts dropped). No body. Sends nothing, stores nothing. A job that is no longer staging: 409.
+//
+// Corresponds with POST /v1/jobs/{id}/preview (the `PreviewStagedJob` operationId).
+func (c *Client) PreviewStagedJob(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPreviewStagedJobRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListJobParts List the parts of a staging job uploaded so far
 //
 // The stored parts by number, with their recipients, bytes and digest (hex SHA-256 of the part's media type, a newline and its body), so an uploader resumes with the parts still missing. Empty once the job is planned, cancelled or expired.
@@ -2281,6 +2444,8 @@ func (c *Client) RedriveJob(ctx context.Context, id JobID, body RedriveJobJSONRe
 }
 
 // ResumeJob Resume a paused job
+//
+// Resuming a job paused for its canary (pause_reason canary) approves the canary: the rest of the job is sent.
 //
 // Corresponds with POST /v1/jobs/{id}/resume (the `ResumeJob` operationId).
 func (c *Client) ResumeJob(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3282,6 +3447,46 @@ func NewSubmitJobRequestWithBody(server string, params *SubmitJobParams, content
 	return req, nil
 }
 
+// NewPreviewJobRequest calls the generic PreviewJob builder with application/json body
+func NewPreviewJobRequest(server string, body PreviewJobJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPreviewJobRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPreviewJobRequestWithBody constructs an http.Request for the PreviewJob method, with any body, and a specified content type
+func NewPreviewJobRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/preview")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewGetJobRequest constructs an http.Request for the GetJob method
 func NewGetJobRequest(server string, id JobID) (*http.Request, error) {
 	var err error
@@ -3589,6 +3794,40 @@ func NewPauseJobRequest(server string, id JobID) (*http.Request, error) {
 	}
 
 	operationPath := fmt.Sprintf("/v1/jobs/%s/pause", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPreviewStagedJobRequest constructs an http.Request for the PreviewStagedJob method
+func NewPreviewStagedJobRequest(server string, id JobID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/%s/preview", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -4786,6 +5025,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/jobs (the `SubmitJob` operationId).
 	SubmitJobWithResponse(ctx context.Context, params *SubmitJobParams, body SubmitJobJSONRequestBody, reqEditors ...RequestEditorFn) (*SubmitJobResponse, error)
 
+	// PreviewJobWithBodyWithResponse Preview a job without sending or storing anything
+	//
+	// Takes the body of POST /v1/jobs and validates it the same way (422 with field errors). Answers what the job would send: recipients after dropping duplicates, suppressed and frequency-capped ones; per account the recipients, the batch rate its shards would send at (capped by the job's rate_per_sec) and the estimated duration; the first five messages rendered; the largest rendered message. Sends nothing, stores nothing (not even an audit entry).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/jobs/preview (the `PreviewJob` operationId).
+	PreviewJobWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PreviewJobResponse, error)
+
+	// PreviewJobWithResponse Preview a job without sending or storing anything
+	//
+	// Takes the body of POST /v1/jobs and validates it the same way (422 with field errors). Answers what the job would send: recipients after dropping duplicates, suppressed and frequency-capped ones; per account the recipients, the batch rate its shards would send at (capped by the job's rate_per_sec) and the estimated duration; the first five messages rendered; the largest rendered message. Sends nothing, stores nothing (not even an audit entry).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/jobs/preview (the `PreviewJob` operationId).
+	PreviewJobWithResponse(ctx context.Context, body PreviewJobJSONRequestBody, reqEditors ...RequestEditorFn) (*PreviewJobResponse, error)
+
 	// GetJobWithResponse Read a job with its shards
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -4846,6 +5103,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/jobs/{id}/pause (the `PauseJob` operationId).
 	PauseJobWithResponse(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*PauseJobResponse, error)
 
+	// PreviewStagedJobWithResponse Preview a staging job over the parts uploaded so far
+	//
+	// The same answer as POST /v1/jobs/preview, over every part stored so far (duplicates across parts dropped). No body. Sends nothing, stores nothing. A job that is no longer staging: 409.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/jobs/{id}/preview (the `PreviewStagedJob` operationId).
+	PreviewStagedJobWithResponse(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*PreviewStagedJobResponse, error)
+
 	// ListJobPartsWithResponse List the parts of a staging job uploaded so far
 	//
 	// The stored parts by number, with their recipients, bytes and digest (hex SHA-256 of the part's media type, a newline and its body), so an uploader resumes with the parts still missing. Empty once the job is planned, cancelled or expired.
@@ -4892,6 +5158,8 @@ type ClientWithResponsesInterface interface {
 	RedriveJobWithResponse(ctx context.Context, id JobID, body RedriveJobJSONRequestBody, reqEditors ...RequestEditorFn) (*RedriveJobResponse, error)
 
 	// ResumeJobWithResponse Resume a paused job
+	//
+	// Resuming a job paused for its canary (pause_reason canary) approves the canary: the rest of the job is sent.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6082,6 +6350,110 @@ func (r SubmitJobResponse) ContentType() string {
 	return ""
 }
 
+// PreviewJobResponse401Headers the declared response headers of an HTTP 401 response for PreviewJob
+type PreviewJobResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// PreviewJobResponse415Headers the declared response headers of an HTTP 415 response for PreviewJob
+type PreviewJobResponse415Headers struct {
+	Accept string
+}
+
+type PreviewJobResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *JobPreview
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Validation
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PreviewJobResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *PreviewJobResponse415Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PreviewJobResponse) GetJSON200() *JobPreview {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PreviewJobResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PreviewJobResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PreviewJobResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r PreviewJobResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r PreviewJobResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PreviewJobResponse) GetApplicationproblemJSON422() *Validation {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PreviewJobResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PreviewJobResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PreviewJobResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PreviewJobResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PreviewJobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetJobResponse401Headers the declared response headers of an HTTP 401 response for GetJob
 type GetJobResponse401Headers struct {
 	WWWAuthenticate string
@@ -6623,6 +6995,89 @@ func (r PauseJobResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PauseJobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PreviewStagedJobResponse401Headers the declared response headers of an HTTP 401 response for PreviewStagedJob
+type PreviewStagedJobResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type PreviewStagedJobResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *JobPreview
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *NotAllowed
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PreviewStagedJobResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PreviewStagedJobResponse) GetJSON200() *JobPreview {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PreviewStagedJobResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PreviewStagedJobResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PreviewStagedJobResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PreviewStagedJobResponse) GetApplicationproblemJSON409() *NotAllowed {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PreviewStagedJobResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PreviewStagedJobResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PreviewStagedJobResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PreviewStagedJobResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PreviewStagedJobResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -8866,6 +9321,36 @@ func (c *ClientWithResponses) SubmitJobWithResponse(ctx context.Context, params 
 	return ParseSubmitJobResponse(rsp)
 }
 
+// PreviewJobWithBodyWithResponse Preview a job without sending or storing anything
+//
+// Takes the body of POST /v1/jobs and validates it the same way (422 with field errors). Answers what the job would send: recipients after dropping duplicates, suppressed and frequency-capped ones; per account the recipients, the batch rate its shards would send at (capped by the job's rate_per_sec) and the estimated duration; the first five messages rendered; the largest rendered message. Sends nothing, stores nothing (not even an audit entry).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/jobs/preview (the `PreviewJob` operationId).
+func (c *ClientWithResponses) PreviewJobWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PreviewJobResponse, error) {
+	rsp, err := c.PreviewJobWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePreviewJobResponse(rsp)
+}
+
+// PreviewJobWithResponse Preview a job without sending or storing anything
+//
+// Takes the body of POST /v1/jobs and validates it the same way (422 with field errors). Answers what the job would send: recipients after dropping duplicates, suppressed and frequency-capped ones; per account the recipients, the batch rate its shards would send at (capped by the job's rate_per_sec) and the estimated duration; the first five messages rendered; the largest rendered message. Sends nothing, stores nothing (not even an audit entry).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/jobs/preview (the `PreviewJob` operationId).
+func (c *ClientWithResponses) PreviewJobWithResponse(ctx context.Context, body PreviewJobJSONRequestBody, reqEditors ...RequestEditorFn) (*PreviewJobResponse, error) {
+	rsp, err := c.PreviewJob(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePreviewJobResponse(rsp)
+}
+
 // GetJobWithResponse Read a job with its shards
 //
 // Returns a wrapper object for the known response body format(s).
@@ -8974,6 +9459,21 @@ func (c *ClientWithResponses) PauseJobWithResponse(ctx context.Context, id JobID
 	return ParsePauseJobResponse(rsp)
 }
 
+// PreviewStagedJobWithResponse Preview a staging job over the parts uploaded so far
+//
+// The same answer as POST /v1/jobs/preview, over every part stored so far (duplicates across parts dropped). No body. Sends nothing, stores nothing. A job that is no longer staging: 409.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/jobs/{id}/preview (the `PreviewStagedJob` operationId).
+func (c *ClientWithResponses) PreviewStagedJobWithResponse(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*PreviewStagedJobResponse, error) {
+	rsp, err := c.PreviewStagedJob(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePreviewStagedJobResponse(rsp)
+}
+
 // ListJobPartsWithResponse List the parts of a staging job uploaded so far
 //
 // The stored parts by number, with their recipients, bytes and digest (hex SHA-256 of the part's media type, a newline and its body), so an uploader resumes with the parts still missing. Empty once the job is planned, cancelled or expired.
@@ -9050,6 +9550,8 @@ func (c *ClientWithResponses) RedriveJobWithResponse(ctx context.Context, id Job
 }
 
 // ResumeJobWithResponse Resume a paused job
+//
+// Resuming a job paused for its canary (pause_reason canary) approves the canary: the rest of the job is sent.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -10332,6 +10834,104 @@ func ParseSubmitJobResponse(rsp *http.Response) (*SubmitJobResponse, error) {
 	return response, nil
 }
 
+// ParsePreviewJobResponse parses an HTTP response from a PreviewJobWithResponse call
+func ParsePreviewJobResponse(rsp *http.Response) (*PreviewJobResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PreviewJobResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest JobPreview
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Validation
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers PreviewJobResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers PreviewJobResponse415Headers
+		if values := rsp.Header.Values("Accept"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Accept = value
+		}
+		response.Headers415 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetJobResponse parses an HTTP response from a GetJobWithResponse call
 func ParseGetJobResponse(rsp *http.Response) (*GetJobResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -10818,6 +11418,80 @@ func ParsePauseJobResponse(rsp *http.Response) (*PauseJobResponse, error) {
 	switch {
 	case rsp.StatusCode == 401:
 		var headers PauseJobResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePreviewStagedJobResponse parses an HTTP response from a PreviewStagedJobWithResponse call
+func ParsePreviewStagedJobResponse(rsp *http.Response) (*PreviewStagedJobResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PreviewStagedJobResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest JobPreview
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest NotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers PreviewStagedJobResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {

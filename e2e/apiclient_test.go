@@ -291,6 +291,17 @@ func TestGeneratedClientDrivesEveryOperation(t *testing.T) {
 	dw, err := cl.DeleteWebhookWithResponse(ctx, hook.Id)
 	want("deleteWebhook", dw, err, 204)
 
+	// Preview: what a job would send, nothing sent or stored.
+	pv, err := cl.PreviewJobWithResponse(ctx, apiclient.JobRequest{Name: &name, Template: "Hi {{name}}", Recipients: &[]apiclient.Recipient{
+		{Account: "acct-fast", To: "pv-1", Vars: &map[string]string{"name": "A"}},
+		{Account: "acct-fast", To: "pv-1", Vars: &map[string]string{"name": "A"}},
+	}})
+	want("previewJob", pv, err, 200)
+	if pv.JSON200 == nil || pv.JSON200.Total != 1 || pv.JSON200.Dropped.Duplicate != 1 || len(pv.JSON200.Samples) != 1 ||
+		pv.JSON200.Samples[0].Content != "Hi A" || len(pv.JSON200.ByAccount) != 1 {
+		t.Errorf("previewJob: %s", pv.Body)
+	}
+
 	// Staged submission: a staging job, two parts in two formats, start.
 	stagedKey, staged := "typed-staged", true
 	sg, err := cl.SubmitJobWithResponse(ctx, &apiclient.SubmitJobParams{IdempotencyKey: &stagedKey},
@@ -313,6 +324,11 @@ func TestGeneratedClientDrivesEveryOperation(t *testing.T) {
 	if lp.JSON200 == nil || len(lp.JSON200.Parts) != 2 || lp.JSON200.Parts[0].Part != 1 || lp.JSON200.Parts[1].Bytes != int64(len(csv)) ||
 		lp.JSON200.Parts[1].Digest != submit.PartDigest("text/csv", []byte(csv)) {
 		t.Errorf("listJobParts: %s", lp.Body)
+	}
+	spv, err := cl.PreviewStagedJobWithResponse(ctx, sg.JSON201.Id)
+	want("previewStagedJob", spv, err, 200)
+	if spv.JSON200 == nil || spv.JSON200.Total != 3 || spv.JSON200.Dropped.Duplicate != 1 {
+		t.Errorf("previewStagedJob: %s", spv.Body)
 	}
 	st, err := cl.StartJobWithResponse(ctx, sg.JSON201.Id, apiclient.StartRequest{Parts: 2})
 	want("startJob", st, err, 202)

@@ -9,10 +9,20 @@ import "time"
 // the alert log or the dashboard feed.
 const ItemOutcomes Type = "ItemOutcomes"
 
-// CanaryReady: a job's canary batch was sent and the job waits for
-// approval before the rest. The engine does not publish it yet; webhooks
-// already deliver it as job.canary_ready.
+// CanaryReady: a job's canary items were sent and the job paused (reason
+// canary) for an operator to approve (resume) or cancel it. Webhooks
+// deliver it as job.canary_ready.
 const CanaryReady Type = "CanaryReady"
+
+// CanaryReadyDetail: the job whose canary is ready and the canary's
+// results when it paused (items still awaiting their answer are in
+// neither count).
+type CanaryReadyDetail struct {
+	JobID     string `json:"job_id"`
+	Canary    int64  `json:"canary"`
+	Confirmed int64  `json:"confirmed"`
+	Failed    int64  `json:"failed"`
+}
 
 // ItemOutcomesDetail: the items of one batch whose outcome was recorded as
 // final (confirmed, failed or abandoned).

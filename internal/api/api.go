@@ -133,6 +133,8 @@ func New(deps Deps) http.Handler {
 	s.handle("GET /v1/accounts/{account}/series", s.accountSeries)
 
 	s.handle("POST /v1/jobs", s.submitJob)
+	s.handle("POST /v1/jobs/preview", s.previewJob)
+	s.handle("POST /v1/jobs/{id}/preview", s.previewStaged)
 	s.handle("GET /v1/jobs", s.listJobs)
 	s.handle("GET /v1/jobs/{id}", s.getJob)
 	s.handle("PATCH /v1/jobs/{id}", s.updateLimits)

@@ -42,7 +42,7 @@ var auditSeq atomic.Int64
 // touched. A failure to record is logged, never turned into an error: the
 // change has happened.
 func (s *server) audit(r *http.Request, route string, who store.APIToken, tenant string, status int, header http.Header) {
-	if s.Audit == nil || r.Method == http.MethodGet || status >= 400 {
+	if s.Audit == nil || r.Method == http.MethodGet || status >= 400 || readOnlyPost(route) {
 		return
 	}
 	b := make([]byte, 4)
@@ -63,6 +63,12 @@ func (s *server) audit(r *http.Request, route string, who store.APIToken, tenant
 	if err := s.Audit.AppendAudit(r.Context(), e); err != nil {
 		s.Logger.Error("record audit entry", slog.String("route", route), slog.String("tenant", tenant), slog.Any("err", err))
 	}
+}
+
+// readOnlyPost reports whether route is a POST that changes nothing (a
+// preview): it is not recorded, since it stores nothing.
+func readOnlyPost(route string) bool {
+	return strings.HasSuffix(route, "/preview")
 }
 
 // AuditEntry is one entry of GET /v1/audit.

@@ -205,6 +205,8 @@ func TestOpenAPIConformance(t *testing.T) {
 		specCall{method: "POST", path: "/v1/jobs", token: tokenA, body: `{"template": "Hi", "recipients": [`, want: 400},
 		specCall{method: "POST", path: "/v1/jobs", token: tokenA, body: `{"template": "Hi {{name}}", "recipients": [{"account": "ghost", "to": "u1"}]}`, want: 422},
 		specCall{method: "POST", path: "/v1/jobs", token: tokenA, body: `{"template": "", "recipients": []}`, want: 422},
+		specCall{method: "POST", path: "/v1/jobs", token: tokenA, body: `{"template": "Hi", "canary": {"count": 1, "percent": 5}, "recipients": [{"account": "acct-a", "to": "u1"}]}`, want: 422},
+		specCall{method: "POST", path: "/v1/jobs", token: tokenA, body: `{"template": "Hi", "canary": {"count": 1}, "recipients": [{"account": "acct-a", "to": "u1"}, {"account": "acct-b", "to": "u2"}]}`, want: 202},
 		specCall{method: "POST", path: "/v1/jobs", token: tokenA, body: jobBody(2), want: 202},
 	)
 	// Staged submission: a job in parts.
@@ -230,6 +232,8 @@ func TestOpenAPIConformance(t *testing.T) {
 		specCall{method: "GET", path: "/v1/jobs/" + staged.ID + "/recipients", token: tokenA, want: 200},
 		specCall{method: "GET", path: "/v1/jobs/" + staged.ID + "/recipients", token: tokenB, want: 404},
 		specCall{method: "GET", path: "/v1/jobs/" + staged.ID + "/recipients", want: 401},
+		specCall{method: "POST", path: "/v1/jobs/" + staged.ID + "/preview", token: tokenA, want: 200},
+		specCall{method: "POST", path: "/v1/jobs/" + staged.ID + "/preview", token: tokenB, want: 404},
 		specCall{method: "POST", path: "/v1/jobs/" + staged.ID + "/start", token: tokenA, body: `{"parts": 3}`, want: 422},
 		specCall{method: "POST", path: "/v1/jobs/" + staged.ID + "/start", token: tokenA, body: `{"parts": "3"}`, want: 400},
 		specCall{method: "POST", path: "/v1/jobs/" + staged.ID + "/start", token: tokenA, body: `{"parts": 3}`, headers: []string{"Content-Type", "text/csv"}, want: 415},
@@ -238,6 +242,14 @@ func TestOpenAPIConformance(t *testing.T) {
 		specCall{method: "POST", path: "/v1/jobs/" + staged.ID + "/start", token: tokenA, body: `{"parts": 2}`, want: 202},
 		specCall{method: "POST", path: "/v1/jobs/" + staged.ID + "/start", token: tokenA, body: `{"parts": 1}`, want: 409},
 		specCall{method: "PUT", path: parts + "3", token: tokenA, body: nd, headers: []string{"Content-Type", "application/x-ndjson"}, want: 409},
+		specCall{method: "POST", path: "/v1/jobs/" + staged.ID + "/preview", token: tokenA, want: 409},
+	)
+	// Preview: the body of POST /v1/jobs, nothing stored.
+	c.run(s,
+		specCall{method: "POST", path: "/v1/jobs/preview", token: tokenA, body: jobBody(6), want: 200},
+		specCall{method: "POST", path: "/v1/jobs/preview", token: tokenA, body: `{"template": "Hi", "recipients": [`, want: 400},
+		specCall{method: "POST", path: "/v1/jobs/preview", token: tokenA, body: `{"template": "Hi {{name}}", "recipients": [{"account": "ghost", "to": "u1"}]}`, want: 422},
+		specCall{method: "POST", path: "/v1/jobs/preview", token: tokenA, body: body, headers: []string{"Content-Type", "text/csv"}, want: 415},
 	)
 	// Metadata and refs: shown on the job and its items, searchable.
 	tagged := `{"name": "tagged", "template": "Hi", "metadata": {"order": "A-1", "crm": "42"},
@@ -553,6 +565,7 @@ func TestOpenAPIConformance(t *testing.T) {
 	c.run(small,
 		specCall{method: "PUT", path: "/v1/accounts/acct-a", token: tokenA, body: padded(`{"rate_per_sec": 1}`), want: 413},
 		specCall{method: "POST", path: "/v1/jobs", token: tokenA, body: jobBody(20), want: 413},
+		specCall{method: "POST", path: "/v1/jobs/preview", token: tokenA, body: jobBody(20), want: 413},
 		specCall{method: "PATCH", path: smallPath, token: tokenA, body: padded(`{"budget": 1}`), want: 413},
 		specCall{method: "POST", path: smallPath + "/redrive", token: tokenA, body: padded(`{"category": "permanent"}`), want: 413},
 		specCall{method: "POST", path: smallPath + "/items/0/resolve", token: tokenA, body: padded(`{"outcome": "resend"}`), want: 413},

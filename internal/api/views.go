@@ -33,6 +33,18 @@ type Job struct {
 	CreatedBy  string  `json:"created_by"`
 	// Metadata is the submitter's metadata, as given ({} when none).
 	Metadata map[string]string `json:"metadata"`
+	// Canary is the job's canary (null when it has none).
+	Canary *JobCanary `json:"canary"`
+}
+
+// JobCanary is the canary of a job: its size and results (live until it
+// is approved, then as they were at approval).
+type JobCanary struct {
+	Count     int64 `json:"count"`
+	Confirmed int64 `json:"confirmed"`
+	Failed    int64 `json:"failed"`
+	// Approved: an operator resumed the canary pause.
+	Approved bool `json:"approved"`
 }
 
 // Shard is the JSON view of one shard of a job.
@@ -166,6 +178,15 @@ func jobView(v store.JobView) Job {
 	j.Counts = v.Counts()
 	j.Failures = v.Failures()
 	j.ConfirmedAfterRetry = v.ConfirmedAfterRetry()
+	if v.Job.Canary > 0 {
+		c := &JobCanary{Count: v.Job.Canary, Approved: v.Job.CanaryApproved}
+		if c.Approved {
+			c.Confirmed, c.Failed = v.Job.CanaryConfirmed, v.Job.CanaryFailed
+		} else {
+			c.Confirmed, c.Failed = store.CanaryResults(v)
+		}
+		j.Canary = c
+	}
 	j.Shards = make([]Shard, 0, len(v.Shards))
 	for _, s := range v.Shards {
 		j.Shards = append(j.Shards, Shard{

@@ -60,9 +60,18 @@ func (c *Controller) Pause(ctx context.Context, jobID string) (store.JobView, er
 // the budget first — or breaker) and resumes its breaker-paused shards.
 func (c *Controller) Resume(ctx context.Context, jobID string) (store.JobView, error) {
 	now := c.Clock.Now()
-	if _, err := c.Store.TransitionJob(ctx, store.TransitionJobParams{
-		JobID: jobID, From: []store.JobStatus{store.JobPaused}, To: store.JobRunning, At: now,
-	}); err != nil {
+	tp := store.TransitionJobParams{JobID: jobID, From: []store.JobStatus{store.JobPaused}, To: store.JobRunning, At: now}
+	before, err := c.Store.GetJob(ctx, jobID)
+	if err != nil {
+		return store.JobView{}, mapErr(err)
+	}
+	if before.Job.Status == store.JobPaused && before.Job.PauseReason == store.PauseCanary {
+		// Resuming a canary pause approves the canary: the job sends the
+		// rest, and shows the canary's results as they were.
+		tp.ApproveCanary = true
+		tp.CanaryConfirmed, tp.CanaryFailed = store.CanaryResults(before)
+	}
+	if _, err := c.Store.TransitionJob(ctx, tp); err != nil {
 		return store.JobView{}, mapErr(err)
 	}
 	view, err := c.Store.GetJob(ctx, jobID)

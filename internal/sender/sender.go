@@ -305,6 +305,11 @@ type turn struct {
 	tokenWaiting bool
 	stateReadAt  time.Time
 
+	// canaryBase is the shard's first seq and canaryEnd one past its last
+	// canary seq, once canaryKnown.
+	canaryBase, canaryEnd int64
+	canaryKnown           bool
+
 	// progress not yet folded into the shard
 	delta    store.Counts
 	failures map[string]int64
@@ -379,6 +384,16 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 				continue
 			}
 			want = min(want, breaker.ProbeSize)
+		}
+		if tr.inCanary() {
+			left, err := tr.canaryLeft(ctx)
+			if err != nil {
+				return Result{}, err
+			}
+			if left <= 0 {
+				return tr.canarySent(ctx)
+			}
+			want = min(want, int(left))
 		}
 		if wait := tr.spacing(now) - spacingLead; wait > 0 {
 			if res, done, err := tr.wait(stopCtx, wait, "spacing sends"); done || err != nil {

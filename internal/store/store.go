@@ -357,6 +357,9 @@ const (
 	PauseManual  PauseReason = "manual"
 	PauseBudget  PauseReason = "budget"
 	PauseBreaker PauseReason = "breaker"
+	// PauseCanary: the job's canary items were sent; it waits for an
+	// operator to approve (resume) or cancel it.
+	PauseCanary PauseReason = "canary"
 )
 
 // jobTransitions lists the allowed job status changes. Partial and failed
@@ -558,6 +561,42 @@ type Job struct {
 	// Metadata is the submitter's own key-value pairs (the "metadata" of
 	// the job request), kept and shown back as given; nil = none.
 	Metadata map[string]string
+	// Canary is how many items the job sends before it pauses for an
+	// operator's approval (PauseCanary), spread over the shards by
+	// CanaryQuotas; 0 = no canary. CanaryApproved is set when the operator
+	// resumed the canary pause, with the canary's results at that moment.
+	Canary                        int64
+	CanaryApproved                bool
+	CanaryConfirmed, CanaryFailed int64
+}
+
+// CanaryResults counts the canary's outcomes in a job view while the canary
+// is not approved (every item sent so far is a canary item): confirmed,
+// and failed or abandoned (but not cancelled).
+func CanaryResults(v JobView) (confirmed, failed int64) {
+	c := v.Counts()
+	return c.Confirmed, c.Failed + c.Abandoned - v.Failures()[CategoryCancelled]
+}
+
+// CanaryQuotas spreads a canary of n items over shards of the given sizes:
+// one item per shard in turn (never more than a shard holds) until n are
+// placed. A shard's canary is its first quota items by seq.
+func CanaryQuotas(sizes []int64, n int64) []int64 {
+	q := make([]int64, len(sizes))
+	for n > 0 {
+		placed := false
+		for i := range sizes {
+			if n > 0 && q[i] < sizes[i] {
+				q[i]++
+				n--
+				placed = true
+			}
+		}
+		if !placed {
+			break
+		}
+	}
+	return q
 }
 
 // Shard is the unit of parallelism, rate and rerun: one account's slice of
@@ -716,6 +755,11 @@ type TransitionJobParams struct {
 	To              JobStatus
 	PauseReason     PauseReason // for To == JobPaused
 	At              time.Time
+	// ApproveCanary: when the job is paused for its canary (PauseCanary),
+	// the transition also marks the canary approved and records
+	// CanaryConfirmed and CanaryFailed as its results.
+	ApproveCanary                 bool
+	CanaryConfirmed, CanaryFailed int64
 }
 
 // IdempotencyLookup finds the job an idempotency key made, without

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -60,7 +61,7 @@ func (s *Submitter) CreateStaged(ctx context.Context, p Params) (Result, error) 
 		ID: newID(now), Tenant: p.Tenant, Name: p.Request.Name, Template: p.Request.Template,
 		IdempotencyKey: key, RequestHash: RequestHash(p.Request), Status: store.JobStaging,
 		Budget: p.Request.Budget, RatePerSec: p.Request.RatePerSec, CreatedBy: p.CreatedBy, CreatedAt: now,
-		Meta: p.Meta, Metadata: p.Request.Metadata,
+		Meta: p.Meta, Metadata: p.Request.Metadata, Canary: p.Request.Canary.canaryCount(math.MaxInt64),
 	}})
 	if errors.Is(err, store.ErrConflict) {
 		return Result{}, ErrIdempotencyConflict
@@ -99,6 +100,7 @@ func (s *Submitter) checkJobFields(r Request, lim Limits) error {
 		add("rate_per_sec", "must be 0 (none) or positive")
 	}
 	checkMetadata(r.Metadata, add)
+	checkCanary(r.Canary, true, add)
 	if len(errs) > 0 {
 		return &ValidationError{Errors: errs}
 	}

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,6 +49,51 @@ type Request struct {
 	// Staged asks for a staged job (DESIGN.md, "Staged submission"): no
 	// recipients here, they are uploaded in parts (CreateStaged).
 	Staged bool `json:"staged,omitempty"`
+	// Canary asks the job to send its first items only, then pause for
+	// approval (DESIGN.md, "Preview, canary, frequency caps, warm-up").
+	// Left out of the JSON when absent, so requests without it hash as
+	// they always did.
+	Canary *Canary `json:"canary,omitempty"`
+}
+
+// Canary is the job option "canary": how many of the job's first items
+// (spread over its shards) are sent before the job pauses with reason
+// canary; exactly one of Count and Percent.
+type Canary struct {
+	Count   int64   `json:"count,omitempty"`
+	Percent float64 `json:"percent,omitempty"`
+}
+
+// canaryCount is the canary's size for a job of total items (0: none).
+func (c *Canary) canaryCount(total int64) int64 {
+	switch {
+	case c == nil:
+		return 0
+	case c.Count > 0:
+		return min(c.Count, total)
+	case c.Percent > 0:
+		return min(int64(math.Ceil(float64(total)*c.Percent/100)), total)
+	}
+	return 0
+}
+
+// checkCanary reports what is wrong with a canary option.
+func checkCanary(c *Canary, staged bool, add func(field, format string, args ...any)) {
+	if c == nil {
+		return
+	}
+	switch {
+	case c.Count != 0 && c.Percent != 0:
+		add("canary", "takes count or percent, not both")
+	case c.Count < 0:
+		add("canary.count", "must be positive")
+	case c.Percent < 0 || c.Percent >= 100 || math.IsNaN(c.Percent):
+		add("canary.percent", "must be more than 0 and less than 100")
+	case c.Count == 0 && c.Percent == 0:
+		add("canary", "needs count or percent")
+	case staged && c.Percent != 0:
+		add("canary.percent", "is not supported for a staged job yet; give count")
+	}
 }
 
 // Bounds of metadata and references (Stripe's, for metadata).
@@ -215,6 +261,7 @@ func (s *Submitter) Submit(ctx context.Context, p Params) (Result, error) {
 		CreatedAt:      now,
 		Meta:           p.Meta,
 		Metadata:       p.Request.Metadata,
+		Canary:         p.Request.Canary.canaryCount(int64(len(plan.items))),
 	}
 	for i := range plan.shards {
 		plan.shards[i].JobID = job.ID
@@ -406,6 +453,7 @@ func (s *Submitter) validate(ctx context.Context, p Params, lim Limits) (map[str
 		add("rate_per_sec", "must be 0 (none) or positive")
 	}
 	checkMetadata(r.Metadata, add)
+	checkCanary(r.Canary, false, add)
 	switch {
 	case len(r.Recipients) == 0:
 		add("recipients", "must not be empty")

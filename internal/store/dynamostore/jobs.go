@@ -48,6 +48,9 @@ func jobItem(j store.Job) map[string]types.AttributeValue {
 	if store.JobActive(j.Status) {
 		m["g4pk"], m["g4sk"] = activeKeys(j)
 	}
+	if j.Canary > 0 {
+		m["canary"] = attrN(j.Canary)
+	}
 	if len(j.Meta) > 0 {
 		m["meta"] = stringMap(j.Meta)
 	}
@@ -93,6 +96,9 @@ func jobFrom(m map[string]types.AttributeValue) store.Job {
 	}
 	j.Meta = getStringMap(m, "meta")
 	j.Metadata = getStringMap(m, "md")
+	j.Canary = getN(m, "canary")
+	j.CanaryApproved = getN(m, "canaryOk") == 1
+	j.CanaryConfirmed, j.CanaryFailed = getN(m, "canaryConf"), getN(m, "canaryFail")
 	return j
 }
 
@@ -387,6 +393,15 @@ func (s *Store) TransitionJob(ctx context.Context, p store.TransitionJobParams) 
 			values[":apk"], values[":ask"] = activeKeys(j)
 		case store.JobActive(j.Status):
 			remove = append(remove, "g4pk", "g4sk")
+		}
+		if p.ApproveCanary && j.Status == store.JobPaused && j.PauseReason == store.PauseCanary {
+			// The pause reason cannot change while the status stays paused,
+			// but a resume and a new pause could come in between: condition
+			// on it.
+			set = append(set, "canaryOk = :one", "canaryConf = :cc", "canaryFail = :cf")
+			cond += " AND pause = :canary"
+			values[":one"], values[":cc"], values[":cf"] = attrN(1), attrN(p.CanaryConfirmed), attrN(p.CanaryFailed)
+			values[":canary"] = attrS(string(store.PauseCanary))
 		}
 		if p.To == store.JobRunning && j.StartedAt.IsZero() {
 			set = append(set, "startedAt = :at")

@@ -21,7 +21,7 @@ const (
 
 const jobCols = `no, id, tenant, idem_key, request_hash, name, template, status, pause_reason,
 total, suppressed, shard_count, budget, budget_used, rate_per_sec, created_by,
-created_at, started_at, finished_at, meta, metadata`
+created_at, started_at, finished_at, meta, metadata, canary, canary_ok, canary_confirmed, canary_failed`
 
 // scanJob reads a row of jobCols.
 func scanJob(row interface{ Scan(...any) error }) (int64, store.Job, error) {
@@ -34,7 +34,8 @@ func scanJob(row interface{ Scan(...any) error }) (int64, store.Job, error) {
 	)
 	err := row.Scan(&no, &j.ID, &j.Tenant, &j.IdempotencyKey, &j.RequestHash, &j.Name, &j.Template,
 		&status, &reason, &j.Total, &j.Suppressed, &j.ShardCount, &j.Budget, &j.BudgetUsed,
-		&j.RatePerSec, &j.CreatedBy, &created, &started, &finished, &meta, &metadata)
+		&j.RatePerSec, &j.CreatedBy, &created, &started, &finished, &meta, &metadata,
+		&j.Canary, &j.CanaryApproved, &j.CanaryConfirmed, &j.CanaryFailed)
 	if err != nil {
 		return 0, j, err
 	}
@@ -133,9 +134,9 @@ func (s *Store) CreateJob(ctx context.Context, p store.CreateJobParams) (store.C
 		}
 		r, err := tx.ExecContext(ctx, `INSERT INTO jobs (id, tenant, idem_key, request_hash, name, template,
 status, pause_reason, total, suppressed, shard_count, budget, budget_used, rate_per_sec, created_by,
-created_at, started_at, finished_at, meta, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, 0, ?, ?, ?, 0, 0, ?, ?)`,
+created_at, started_at, finished_at, meta, metadata, canary) VALUES (?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, 0, ?, ?, ?, 0, 0, ?, ?, ?)`,
 			j.ID, j.Tenant, j.IdempotencyKey, j.RequestHash, j.Name, j.Template, string(j.Status),
-			j.Total, j.Suppressed, j.ShardCount, j.Budget, j.RatePerSec, j.CreatedBy, toNanos(j.CreatedAt), meta, metadata)
+			j.Total, j.Suppressed, j.ShardCount, j.Budget, j.RatePerSec, j.CreatedBy, toNanos(j.CreatedAt), meta, metadata, j.Canary)
 		if err != nil {
 			return fmt.Errorf("create job %q: %w", j.ID, mapErr(err))
 		}
@@ -320,6 +321,9 @@ func (s *Store) TransitionJob(ctx context.Context, p store.TransitionJobParams) 
 		if p.FromPauseReason != "" && (j.Status != store.JobPaused || j.PauseReason != p.FromPauseReason) {
 			return fmt.Errorf("job %q is not paused for %s: %w", p.JobID, p.FromPauseReason, store.ErrInvalidTransition)
 		}
+		if p.ApproveCanary && j.Status == store.JobPaused && j.PauseReason == store.PauseCanary {
+			j.CanaryApproved, j.CanaryConfirmed, j.CanaryFailed = true, p.CanaryConfirmed, p.CanaryFailed
+		}
 		j.Status = p.To
 		j.PauseReason = ""
 		if p.To == store.JobPaused {
@@ -334,8 +338,10 @@ func (s *Store) TransitionJob(ctx context.Context, p store.TransitionJobParams) 
 		} else {
 			j.FinishedAt = time.Time{}
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE jobs SET status = ?, pause_reason = ?, started_at = ?, finished_at = ? WHERE no = ?`,
-			string(j.Status), string(j.PauseReason), toNanos(j.StartedAt), toNanos(j.FinishedAt), no)
+		_, err = tx.ExecContext(ctx, `UPDATE jobs SET status = ?, pause_reason = ?, started_at = ?, finished_at = ?,
+canary_ok = ?, canary_confirmed = ?, canary_failed = ? WHERE no = ?`,
+			string(j.Status), string(j.PauseReason), toNanos(j.StartedAt), toNanos(j.FinishedAt),
+			j.CanaryApproved, j.CanaryConfirmed, j.CanaryFailed, no)
 		if err != nil {
 			return fmt.Errorf("transition job %q: %w", p.JobID, err)
 		}

@@ -40,7 +40,7 @@ var _ store.Store = (*Store)(nil)
 // schemaVersion is the version of the schema (schema plus migrations),
 // kept in PRAGMA user_version. Open refuses a file written by a newer
 // version.
-const schemaVersion = 11
+const schemaVersion = 12
 
 // busyTimeout is how long a write waits for another process's write lock.
 const busyTimeout = 30 * time.Second
@@ -183,6 +183,14 @@ CREATE TABLE api_tokens (
 var migrations = map[int]string{
 	// 11: tenants' quotas and their daily recipients counters (quota.go).
 	11: quotaSchema,
+	// 12: canary (issue 13): a job's canary size, whether an operator
+	// approved it, and the canary's results at approval.
+	12: `
+ALTER TABLE jobs ADD COLUMN canary INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN canary_ok INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN canary_confirmed INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN canary_failed INTEGER NOT NULL DEFAULT 0;
+`,
 	// 10: the audit log of state-changing API calls (audit.go).
 	10: auditSchema,
 	// 9: tenants (issue 12). API tokens get an id, a name, a role and an

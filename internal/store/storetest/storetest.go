@@ -245,6 +245,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"TransitionJobFromAndTimes", testTransitionJobFromAndTimes},
 		{"TransitionJobConcurrent", testTransitionJobConcurrent},
 		{"TransitionJobFromPauseReason", testTransitionJobFromPauseReason},
+		{"Canary", testCanary},
 		{"UpdateJobLimits", testUpdateJobLimits},
 		{"ReserveBudget", testReserveBudget},
 		{"ReserveBudgetConcurrent", testReserveBudgetConcurrent},
