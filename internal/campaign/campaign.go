@@ -322,7 +322,7 @@ func (c *Campaigns) buildRequest(ctx context.Context, cmp store.Campaign) (submi
 	seen := map[string]bool{}
 	for {
 		if pages == lim.MaxPages {
-			return req, nil, fmt.Errorf("source %s: more than %d pages", cmp.Source, lim.MaxPages)
+			return req, nil, fmt.Errorf("source %s: more than %d pages", RedactQuery(cmp.Source), lim.MaxPages)
 		}
 		page, err := c.Source.FetchPage(ctx, FetchParams{Source: cmp.Source, Cursor: cursor})
 		if err != nil {
@@ -330,7 +330,7 @@ func (c *Campaigns) buildRequest(ctx context.Context, cmp store.Campaign) (submi
 		}
 		pages++
 		if len(req.Recipients)+len(page.Recipients) > lim.MaxRecipients {
-			return req, nil, fmt.Errorf("source %s: more than %d recipients", cmp.Source, lim.MaxRecipients)
+			return req, nil, fmt.Errorf("source %s: more than %d recipients", RedactQuery(cmp.Source), lim.MaxRecipients)
 		}
 		for i, r := range page.Recipients {
 			if r.Account == "" || r.To == "" {

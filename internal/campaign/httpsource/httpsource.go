@@ -91,7 +91,7 @@ type page struct {
 func (s *Source) FetchPage(ctx context.Context, p campaign.FetchParams) (campaign.Page, error) {
 	u, err := url.Parse(p.Source)
 	if err != nil || u.Scheme != "https" || u.Host == "" {
-		return campaign.Page{}, fmt.Errorf("source %q is not an https URL", p.Source)
+		return campaign.Page{}, fmt.Errorf("source %q is not an https URL", campaign.RedactQuery(p.Source))
 	}
 	q := u.Query()
 	q.Set("cursor", p.Cursor)
@@ -106,6 +106,12 @@ func (s *Source) FetchPage(ctx context.Context, p campaign.FetchParams) (campaig
 	req.Header.Set("User-Agent", "qunfa-campaign")
 	resp, err := s.client.Do(req)
 	if err != nil {
+		// The client's error repeats the whole URL, query (credentials)
+		// included: keep only its cause.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return campaign.Page{}, fmt.Errorf("GET %s: %w", redact(u), err)
 	}
 	defer resp.Body.Close()

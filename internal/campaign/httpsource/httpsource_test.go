@@ -72,11 +72,14 @@ func TestSourcesReachOnlyPublicAddresses(t *testing.T) {
 	for _, u := range []string{
 		srv.URL + "/r", // 127.0.0.1
 		"https://localhost:" + strings.TrimPrefix(srv.URL, "https://127.0.0.1:") + "/r",
-		"https://10.1.2.3/r", "https://169.254.169.254/latest/meta-data", "https://[fc00::1]/r", "https://[::1]/r",
+		"https://10.1.2.3/r?token=s3cret", "https://169.254.169.254/latest/meta-data", "https://[fc00::1]/r", "https://[::1]/r",
 	} {
 		_, err := src.FetchPage(context.Background(), campaign.FetchParams{Source: u})
 		if !errors.Is(err, netguard.ErrBlocked) {
 			t.Errorf("source %s: err = %v, want refused for its address", u, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("the error repeats the source's query: %v", err)
 		}
 	}
 	if hit {
