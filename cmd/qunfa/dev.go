@@ -39,6 +39,7 @@ func runDev(ctx context.Context, args []string) error {
 	demo := fs.Bool("demo", false, "configure demo accounts and submit a demo campaign")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	pprofFlag := fs.String("pprof", "", "serve runtime profiles (/debug/pprof/) on this loopback address, e.g. 127.0.0.1:6060 (debugging; also QUNFA_PPROF; off by default)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return usagef("%s", flagUsage(fs))
@@ -76,6 +77,13 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	log := slog.New(h)
 	slog.SetDefault(log)
+	if addr := pprofAddr(*pprofFlag); addr != "" {
+		at, err := startPprof(addr, log)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		fmt.Fprintf(os.Stderr, "  pprof:      http://%s/debug/pprof/\n", at)
+	}
 	cfg.Token = os.Getenv("QUNFA_API_TOKEN")
 	cfg.AdminToken = os.Getenv("QUNFA_ADMIN_TOKEN")
 	cfg.ProviderToken = os.Getenv("QUNFA_PROVIDER_TOKEN")

@@ -199,6 +199,18 @@ func appendJSONString(dst []byte, s string) []byte {
 	return append(dst, b...)
 }
 
+// appendStored appends a split line in the stored encoding.
+func appendStored(dst []byte, l storedLine) []byte {
+	dst = append(dst, l.account...)
+	dst = append(dst, '\t')
+	dst = append(dst, l.to...)
+	dst = append(dst, '\t')
+	dst = append(dst, l.ref...)
+	dst = append(dst, '\t')
+	dst = append(dst, l.vars...)
+	return append(dst, '\n')
+}
+
 // storedLine is one recipient of a stored part, split but not decoded.
 type storedLine struct {
 	account, to, ref, vars []byte

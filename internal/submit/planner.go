@@ -1,6 +1,7 @@
 package submit
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -229,13 +230,14 @@ func (s *Submitter) planCount(ctx context.Context, ss store.StagingStore, job st
 	return s.savePlan(ctx, ss, job.ID, lp)
 }
 
-// shardOf is the shard of a recipient in the layout.
-func shardOf(accounts []planAccount, account, to string) int {
-	i, found := slices.BinarySearchFunc(accounts, account, func(a planAccount, t string) int {
+// shardOf is the shard of a recipient in the layout (account and to as
+// their decoded bytes), -1 for an account not in it.
+func shardOf(accounts []planAccount, account, to []byte) int {
+	i, found := slices.BinarySearchFunc(accounts, account, func(a planAccount, t []byte) int {
 		switch {
-		case a.Account < t:
+		case a.Account < string(t):
 			return -1
-		case a.Account > t:
+		case a.Account > string(t):
 			return 1
 		}
 		return 0
@@ -248,8 +250,29 @@ func shardOf(accounts []planAccount, account, to string) int {
 		return a.First
 	}
 	h := fnv.New32a()
-	h.Write([]byte(to))
+	h.Write(to)
 	return a.First + int(h.Sum32()%uint32(a.Shards))
+}
+
+// rawString is the decoded content of a stored JSON string, the stored
+// bytes themselves when it has no escapes (most do): a planning pass
+// decodes every recipient of the job and keeps only its group's.
+func rawString(b []byte) ([]byte, error) {
+	if len(b) >= 2 && b[0] == '"' && b[len(b)-1] == '"' && bytes.IndexByte(b, '\\') < 0 {
+		return b[1 : len(b)-1], nil
+	}
+	s, err := jsonString(b)
+	return []byte(s), err
+}
+
+// groupShard holds one shard's distinct recipients during a group step:
+// their stored lines back to back, and the recipients seen (the account
+// is the shard's, so the recipient alone is the key). About 100 bytes a
+// recipient.
+type groupShard struct {
+	lines []byte
+	n     int64
+	seen  map[string]struct{}
 }
 
 // planGroup writes the items of the next group of shards.
@@ -266,16 +289,14 @@ func (s *Submitter) planGroup(ctx context.Context, ss store.StagingStore, job st
 		}
 		st = &lp.state
 	}
-	type key struct{ account, to string }
-	seen := map[key]struct{}{}
-	lines := make([][]storedLine, to-from)
+	shards := make([]groupShard, to-from)
 	var dups int64
 	err := eachPart(ctx, ss, job.ID, st.Parts, func(l storedLine) error {
-		account, err := jsonString(l.account)
+		account, err := rawString(l.account)
 		if err != nil {
 			return err
 		}
-		rto, err := jsonString(l.to)
+		rto, err := rawString(l.to)
 		if err != nil {
 			return err
 		}
@@ -283,21 +304,27 @@ func (s *Submitter) planGroup(ctx context.Context, ss store.StagingStore, job st
 		if sh < from || sh >= to {
 			return nil
 		}
-		k := key{account, rto}
-		if _, dup := seen[k]; dup {
+		g := &shards[sh-from]
+		if g.seen == nil {
+			g.seen = map[string]struct{}{}
+		}
+		if _, dup := g.seen[string(rto)]; dup {
 			dups++
 			return nil
 		}
-		seen[k] = struct{}{}
-		// Keep the rest of the line (vars, ref) as its own bytes: the
-		// part's buffer is dropped after the pass.
-		lines[sh-from] = append(lines[sh-from], storedLine{ref: clone(l.ref), vars: clone(l.vars), account: l.account[:0], to: []byte(rto)})
+		g.seen[string(rto)] = struct{}{}
+		// The line as stored, copied: the part's buffer is dropped after
+		// the pass.
+		g.lines = appendStored(g.lines, l)
+		g.n++
 		return nil
 	})
 	if err != nil {
 		return lp, err
 	}
-	seen = nil
+	for i := range shards {
+		shards[i].seen = nil
+	}
 	var page []store.Item
 	flush := func() error {
 		if len(page) == 0 {
@@ -310,52 +337,78 @@ func (s *Submitter) planGroup(ctx context.Context, ss store.StagingStore, job st
 		return nil
 	}
 	var suppressed int64
-	for i, shardLines := range lines {
+	chunk := make([]storedLine, 0, store.MaxPutItems)
+	for i := range shards {
 		sh := from + i
 		account := accountOf(st.Accounts, sh)
 		base := st.NextSeq
 		st.Bases[sh] = base
-		var written int64
-		for start := 0; start < len(shardLines); start += store.MaxPutItems {
-			chunk := shardLines[start:min(start+store.MaxPutItems, len(shardLines))]
+		var written, next int64
+		// writeChunk writes the recipients in chunk, the next ones of the
+		// shard, less the suppressed.
+		writeChunk := func() error {
 			var supp map[store.RecipientKey]bool
+			tos := make([]string, len(chunk))
+			for j, l := range chunk {
+				var err error
+				if tos[j], err = jsonString(l.to); err != nil {
+					return err
+				}
+			}
 			if !repeated {
 				keys := make([]store.RecipientKey, len(chunk))
-				for j, l := range chunk {
-					keys[j] = store.RecipientKey{Account: account, To: string(l.to)}
+				for j := range chunk {
+					keys[j] = store.RecipientKey{Account: account, To: tos[j]}
 				}
 				var err error
 				if supp, err = s.Store.SuppressedAmong(ctx, job.Tenant, keys); err != nil {
-					return lp, fmt.Errorf("suppression look-up: %w", err)
+					return fmt.Errorf("suppression look-up: %w", err)
 				}
 			}
 			for j, l := range chunk {
-				seq := base + int64(start+j)
-				if supp[store.RecipientKey{Account: account, To: string(l.to)}] {
+				seq := base + next
+				next++
+				if supp[store.RecipientKey{Account: account, To: tos[j]}] {
 					suppressed++
 					continue
 				}
 				ref, err := jsonString(l.ref)
 				if err != nil {
-					return lp, err
+					return err
 				}
-				it := store.Item{JobID: job.ID, Shard: sh, Seq: seq, Account: account, To: string(l.to), Ref: ref, Status: store.ItemPending}
+				it := store.Item{JobID: job.ID, Shard: sh, Seq: seq, Account: account, To: tos[j], Ref: ref, Status: store.ItemPending}
 				if len(l.vars) > 0 {
 					if err := json.Unmarshal(l.vars, &it.Vars); err != nil {
-						return lp, fmt.Errorf("stored vars: %w", err)
+						return fmt.Errorf("stored vars: %w", err)
 					}
 				}
 				page = append(page, it)
 				written++
 				if len(page) == store.MaxPutItems {
 					if err := flush(); err != nil {
-						return lp, err
+						return err
 					}
 				}
 			}
+			chunk = chunk[:0]
+			return nil
 		}
+		err := eachStored(shards[i].lines, func(l storedLine) error {
+			chunk = append(chunk, l)
+			if len(chunk) == store.MaxPutItems {
+				return writeChunk()
+			}
+			return nil
+		})
+		if err == nil && len(chunk) > 0 {
+			err = writeChunk()
+		}
+		if err != nil {
+			return lp, err
+		}
+		shards[i].lines = nil
 		st.Sizes[sh] = written
-		st.NextSeq = base + int64(len(shardLines))
+		st.NextSeq = base + shards[i].n
 	}
 	if err := flush(); err != nil {
 		return lp, err
@@ -391,8 +444,6 @@ func (s *Submitter) repairRelease(ctx context.Context, ss store.StagingStore, jo
 	}
 	return ss.DeleteParts(ctx, jobID)
 }
-
-func clone(b []byte) []byte { return append([]byte(nil), b...) }
 
 // accountOf is the account of a shard in the layout.
 func accountOf(accounts []planAccount, shard int) string {

@@ -326,46 +326,11 @@ func (s *Store) ListItems(ctx context.Context, p store.ListItemsParams) (store.L
 		if err != nil {
 			return fmt.Errorf("list items: %w", err)
 		}
-		q := `SELECT ` + itemCols + ` FROM items i `
-		where := ` JOIN jobs j ON j.no = i.job_no WHERE i.job_no = ? AND i.seq > ?`
-		args := []any{no, after}
-		switch {
-		case p.Ref != "":
-			q += `INDEXED BY items_ref`
-			where += ` AND i.ref = ?`
-			args = append(args, p.Ref)
-			if p.Category != "" {
-				where += ` AND i.cat = ?`
-				args = append(args, p.Category)
-			}
-		case p.Category != "":
-			q += `INDEXED BY items_category`
-			where += ` AND i.cat = ?`
-			args = append(args, p.Category)
-		case p.Status == store.ItemFailed || p.Status == store.ItemAbandoned:
-			q += `INDEXED BY items_failed`
-		case p.Shard != nil:
-			q += `NOT INDEXED` // the primary key: (job, shard, seq)
-		default:
-			q += `INDEXED BY items_seq`
+		q, args, err := listItemsQuery(p, no, after, limit)
+		if err != nil {
+			return err
 		}
-		if p.Status != "" {
-			code, ok := statusCodes[p.Status]
-			if !ok {
-				return fmt.Errorf("list items: %w: unknown status %q", store.ErrInvalidArgument, p.Status)
-			}
-			where += ` AND i.status = ` + strconv.Itoa(code)
-			if code >= codeFailed {
-				// The partial index's own term, so that it applies.
-				where += ` AND i.status >= 3`
-			}
-		}
-		if p.Shard != nil {
-			where += ` AND i.shard = ?`
-			args = append(args, *p.Shard)
-		}
-		args = append(args, limit+1)
-		rows, err := tx.QueryContext(ctx, q+where+` ORDER BY i.seq LIMIT ?`, args...)
+		rows, err := tx.QueryContext(ctx, q, args...)
 		if err != nil {
 			return fmt.Errorf("list items of job %q: %w", p.JobID, err)
 		}
@@ -447,4 +412,54 @@ func (s scanPlus) Scan(dest ...any) error { return s.rows.Scan(append(dest, s.ex
 // terminal reports whether an item status ends the item.
 func terminal(st store.ItemStatus) bool {
 	return st == store.ItemConfirmed || st == store.ItemFailed || st == store.ItemAbandoned
+}
+
+// listItemsQuery is ListItems' statement for job number no: one index
+// range per filter (ref, category, status, shard), so a page reads about
+// a page of rows whatever the job's size.
+func listItemsQuery(p store.ListItemsParams, no, after int64, limit int) (string, []any, error) {
+	q := `SELECT ` + itemCols + ` FROM items i `
+	where := ` JOIN jobs j ON j.no = i.job_no WHERE i.job_no = ? AND i.seq > ?`
+	args := []any{no, after}
+	switch {
+	case p.Ref != "":
+		q += `INDEXED BY items_ref`
+		where += ` AND i.ref = ?`
+		args = append(args, p.Ref)
+		if p.Category != "" {
+			where += ` AND i.cat = ?`
+			args = append(args, p.Category)
+		}
+	case p.Category != "":
+		q += `INDEXED BY items_category`
+		where += ` AND i.cat = ?`
+		args = append(args, p.Category)
+	case p.Status == store.ItemFailed || p.Status == store.ItemAbandoned:
+		q += `INDEXED BY items_failed`
+	case p.Shard != nil:
+		q += `NOT INDEXED` // the primary key: (job, shard, seq)
+	case p.Status != "":
+		q += `INDEXED BY items_status`
+	default:
+		q += `INDEXED BY items_seq`
+	}
+	if p.Status != "" {
+		code, ok := statusCodes[p.Status]
+		if !ok {
+			return "", nil, fmt.Errorf("list items: %w: unknown status %q", store.ErrInvalidArgument, p.Status)
+		}
+		where += ` AND i.status = ` + strconv.Itoa(code)
+		// The partial index's own term, so that it applies.
+		if code >= codeFailed {
+			where += ` AND i.status >= 3`
+		} else if p.Ref == "" && p.Category == "" && p.Shard == nil {
+			where += ` AND i.status < 3`
+		}
+	}
+	if p.Shard != nil {
+		where += ` AND i.shard = ?`
+		args = append(args, *p.Shard)
+	}
+	args = append(args, limit+1)
+	return q + where + ` ORDER BY i.seq LIMIT ?`, args, nil
 }

@@ -40,7 +40,7 @@ var _ store.Store = (*Store)(nil)
 // schemaVersion is the version of the schema (schema plus migrations),
 // kept in PRAGMA user_version. Open refuses a file written by a newer
 // version.
-const schemaVersion = 12
+const schemaVersion = 13
 
 // busyTimeout is how long a write waits for another process's write lock.
 const busyTimeout = 30 * time.Second
@@ -191,6 +191,10 @@ ALTER TABLE jobs ADD COLUMN canary_ok INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN canary_confirmed INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN canary_failed INTEGER NOT NULL DEFAULT 0;
 `,
+	// 13: the status filter of a job's items listing (ListItems) reads a
+	// page, not the job: pending, submitted and confirmed items by (job,
+	// status, seq), as items_failed holds failed and abandoned ones.
+	13: `CREATE INDEX items_status ON items (job_no, status, seq) WHERE status < 3;`,
 	// 10: the audit log of state-changing API calls (audit.go).
 	10: auditSchema,
 	// 9: tenants (issue 12). API tokens get an id, a name, a role and an

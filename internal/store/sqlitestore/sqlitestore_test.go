@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -449,5 +450,20 @@ func TestReleaseAbandonedLeases(t *testing.T) {
 	l, err := s.AcquireLease(ctx, store.AcquireLeaseParams{Name: "reconciler", Holder: "next", Now: now, Until: now.Add(time.Hour)})
 	if err != nil || l.Cursor != "page-7" {
 		t.Fatalf("after the release: %+v, %v; want the lease with its cursor", l, err)
+	}
+}
+
+// Every schema version has its migration: a number left without one would
+// leave files at that version silently missing its change.
+func TestEveryVersionHasAMigration(t *testing.T) {
+	for v := 2; v <= schemaVersion; v++ {
+		if strings.TrimSpace(migrations[v]) == "" {
+			t.Errorf("schema version %d has no migration", v)
+		}
+	}
+	for v := range migrations {
+		if v < 2 || v > schemaVersion {
+			t.Errorf("migration %d is outside 2..%d", v, schemaVersion)
+		}
 	}
 }
