@@ -427,10 +427,13 @@ type Account struct {
 	Breaker BreakerConfig `json:"breaker"`
 
 	// BreakerState The account's circuit breaker now: open pauses its shards (reason breaker) until the cool-down ends and a probe succeeds.
-	BreakerState         BreakerState `json:"breaker_state"`
-	Burst                float64      `json:"burst"`
-	MaxRecipientsPerCall int64        `json:"max_recipients_per_call"`
-	OnlineReservePerSec  float64      `json:"online_reserve_per_sec"`
+	BreakerState BreakerState `json:"breaker_state"`
+	Burst        float64      `json:"burst"`
+
+	// MaxContentBytes The largest rendered message (bytes) a recipient on this account may have; 4096 when the account sets none.
+	MaxContentBytes      int64   `json:"max_content_bytes"`
+	MaxRecipientsPerCall int64   `json:"max_recipients_per_call"`
+	OnlineReservePerSec  float64 `json:"online_reserve_per_sec"`
 
 	// RatePerSec Greater than 0.
 	RatePerSec float64 `json:"rate_per_sec"`
@@ -444,12 +447,15 @@ type AccountList struct {
 	Accounts []Account `json:"accounts"`
 }
 
-// AccountRequest The body of PUT /v1/accounts/{account}. Absent burst defaults to the rate (at least 1), absent max_recipients_per_call to 1, absent breaker thresholds to 0 (disabled).
+// AccountRequest The body of PUT /v1/accounts/{account}. Absent burst defaults to the rate (at least 1), absent max_recipients_per_call to 1, absent max_content_bytes to 4096, absent breaker thresholds to 0 (disabled).
 type AccountRequest struct {
 	// Breaker When the account's circuit breaker opens, as PUT /v1/accounts/{account} takes it: a threshold left out or 0 disables that trigger.
-	Breaker              *BreakerConfigInput `json:"breaker,omitempty"`
-	Burst                *float64            `json:"burst,omitempty"`
-	MaxRecipientsPerCall *int64              `json:"max_recipients_per_call,omitempty"`
+	Breaker *BreakerConfigInput `json:"breaker,omitempty"`
+	Burst   *float64            `json:"burst,omitempty"`
+
+	// MaxContentBytes The largest rendered message (bytes) a recipient on this account may have: set it to the provider's limit for the account's message kind. A submission with a larger one is refused (422).
+	MaxContentBytes      *int64 `json:"max_content_bytes,omitempty"`
+	MaxRecipientsPerCall *int64 `json:"max_recipients_per_call,omitempty"`
 
 	// OnlineReservePerSec Rate kept for online sending; less than rate_per_sec.
 	OnlineReservePerSec *float64 `json:"online_reserve_per_sec,omitempty"`

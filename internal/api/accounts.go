@@ -40,7 +40,7 @@ func (s *server) putAccount(w http.ResponseWriter, r *http.Request, tenant strin
 	if err != nil {
 		return s.storeProblem(r, "account", err)
 	}
-	writeJSON(w, http.StatusOK, accountView(saved, b))
+	writeJSON(w, http.StatusOK, s.accountView(saved, b))
 	return nil
 }
 
@@ -88,6 +88,13 @@ func validateAccount(id string, req AccountRequest) (store.Account, []submit.Fie
 			a.MaxRecipientsPerCall = *req.MaxRecipientsPerCall
 		}
 	}
+	if v := req.MaxContentBytes; v != nil {
+		if *v < 1 || *v > submit.MaxContentBytesCeiling {
+			add("max_content_bytes", "must be between 1 and %d", submit.MaxContentBytesCeiling)
+		} else {
+			a.MaxContentBytes = *v
+		}
+	}
 	if b := req.Breaker; b != nil {
 		if b.ConsecutiveFailures < 0 {
 			add("breaker.consecutive_failures", "must be 0 (disabled) or more")
@@ -133,7 +140,7 @@ func (s *server) getAccount(w http.ResponseWriter, r *http.Request, tenant strin
 	if err != nil {
 		return s.storeProblem(r, "account", err)
 	}
-	writeJSON(w, http.StatusOK, accountView(a, b))
+	writeJSON(w, http.StatusOK, s.accountView(a, b))
 	return nil
 }
 
@@ -148,7 +155,7 @@ func (s *server) listAccounts(w http.ResponseWriter, r *http.Request, tenant str
 		if err != nil {
 			return s.storeProblem(r, "account", err)
 		}
-		out.Accounts = append(out.Accounts, accountView(a, b))
+		out.Accounts = append(out.Accounts, s.accountView(a, b))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

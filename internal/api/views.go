@@ -101,14 +101,17 @@ type ItemList struct {
 // Account is the JSON view of a sending account (PUT and GET
 // /v1/accounts/{account}).
 type Account struct {
-	ID                   string              `json:"account"`
-	RatePerSec           float64             `json:"rate_per_sec"`
-	Burst                float64             `json:"burst"`
-	OnlineReservePerSec  float64             `json:"online_reserve_per_sec"`
-	BatchRatePerSec      float64             `json:"batch_rate_per_sec"`
-	MaxRecipientsPerCall int                 `json:"max_recipients_per_call"`
-	Breaker              store.BreakerConfig `json:"breaker"`
-	UpdatedAt            *time.Time          `json:"updated_at"`
+	ID                   string  `json:"account"`
+	RatePerSec           float64 `json:"rate_per_sec"`
+	Burst                float64 `json:"burst"`
+	OnlineReservePerSec  float64 `json:"online_reserve_per_sec"`
+	BatchRatePerSec      float64 `json:"batch_rate_per_sec"`
+	MaxRecipientsPerCall int     `json:"max_recipients_per_call"`
+	// MaxContentBytes is the largest rendered message the account takes
+	// (the deployment's 4 KiB when it sets none).
+	MaxContentBytes int                 `json:"max_content_bytes"`
+	Breaker         store.BreakerConfig `json:"breaker"`
+	UpdatedAt       *time.Time          `json:"updated_at"`
 	// BreakerState is the account's circuit breaker right now.
 	BreakerState BreakerState `json:"breaker_state"`
 }
@@ -129,12 +132,14 @@ type AccountList struct {
 
 // AccountRequest is the body of PUT /v1/accounts/{account}. Absent burst
 // defaults to the rate (at least 1), absent max_recipients_per_call to 1,
-// absent breaker thresholds to 0 (trigger disabled).
+// absent max_content_bytes to 4 KiB, absent breaker thresholds to 0
+// (trigger disabled).
 type AccountRequest struct {
 	RatePerSec           *float64             `json:"rate_per_sec"`
 	Burst                *float64             `json:"burst"`
 	OnlineReservePerSec  *float64             `json:"online_reserve_per_sec"`
 	MaxRecipientsPerCall *int                 `json:"max_recipients_per_call"`
+	MaxContentBytes      *int                 `json:"max_content_bytes"`
 	Breaker              *store.BreakerConfig `json:"breaker"`
 }
 
@@ -244,7 +249,7 @@ func itemView(it store.Item) Item {
 	}
 }
 
-func accountView(a store.Account, b store.Breaker) Account {
+func (s *server) accountView(a store.Account, b store.Breaker) Account {
 	state := string(b.State)
 	if state == "" {
 		state = string(store.BreakerClosed)
@@ -257,6 +262,7 @@ func accountView(a store.Account, b store.Breaker) Account {
 		OnlineReservePerSec:  a.OnlineReservePerSec,
 		BatchRatePerSec:      a.BatchRate(),
 		MaxRecipientsPerCall: a.MaxRecipientsPerCall,
+		MaxContentBytes:      s.Submitter.Limits.ContentLimit(a),
 		Breaker:              a.Breaker,
 		UpdatedAt:            timePtr(a.UpdatedAt),
 	}

@@ -961,8 +961,11 @@ type Account struct {
 	Burst                float64
 	OnlineReservePerSec  float64
 	MaxRecipientsPerCall int
-	Breaker              BreakerConfig
-	UpdatedAt            time.Time
+	// MaxContentBytes bounds a recipient's rendered message on this
+	// account (0: the deployment's limit, 4 KiB).
+	MaxContentBytes int
+	Breaker         BreakerConfig
+	UpdatedAt       time.Time
 }
 
 // BatchRate is the rate available to bulk sending: the account rate minus

@@ -165,8 +165,8 @@ type Limits struct {
 	// MaxVars bounds a recipient's variables (default 32), MaxVarNameBytes
 	// each name (default 64).
 	MaxVars, MaxVarNameBytes int
-	// MaxContentBytes bounds a recipient's rendered message (default
-	// 4 KiB, what a WeCom text message takes).
+	// MaxContentBytes bounds a recipient's rendered message on accounts
+	// that set no limit of their own (default DefaultMaxContentBytes).
 	MaxContentBytes int
 	// PlanGroup bounds the recipients a planning step holds in memory to
 	// drop duplicates across a staged job's parts (default 200,000): the
@@ -195,12 +195,30 @@ func (l Limits) withDefaults() Limits {
 		l.MaxVarNameBytes = 64
 	}
 	if l.MaxContentBytes <= 0 {
-		l.MaxContentBytes = 4 << 10
+		l.MaxContentBytes = DefaultMaxContentBytes
 	}
 	if l.PlanGroup <= 0 {
 		l.PlanGroup = 200_000
 	}
 	return l
+}
+
+const (
+	// DefaultMaxContentBytes is the largest rendered message on an account
+	// that sets no max_content_bytes: what a WeCom markdown message takes.
+	DefaultMaxContentBytes = 4 << 10
+	// MaxContentBytesCeiling is the most an account's max_content_bytes may
+	// be: a bound on the rendering work one recipient may ask for. An
+	// account whose provider takes less sets its own, lower limit.
+	MaxContentBytesCeiling = 16 << 10
+)
+
+// ContentLimit is the largest rendered message account a takes.
+func (l Limits) ContentLimit(a store.Account) int {
+	if a.MaxContentBytes > 0 {
+		return a.MaxContentBytes
+	}
+	return l.withDefaults().MaxContentBytes
 }
 
 // Submitter creates jobs.
@@ -537,8 +555,8 @@ func (s *Submitter) checkRecipient(ctx context.Context, tenant string, lim Limit
 		add(f+".vars."+missing.Var, "recipient %d has no variable %q used by the template", i, missing.Var)
 	case err != nil:
 		add(f, "%v", err)
-	case n > lim.MaxContentBytes:
-		add(f, "renders a message of %d bytes, more than %d", n, lim.MaxContentBytes)
+	case n > lim.ContentLimit(accounts[rc.Account]):
+		add(f, "renders a message of %d bytes, more than the %d account %q takes", n, lim.ContentLimit(accounts[rc.Account]), rc.Account)
 	}
 	return nil
 }

@@ -94,7 +94,7 @@ func TestValidationErrorsStoreNothing(t *testing.T) {
 		// would render 3 MiB per recipient.
 		{"rendered too large", submit.Request{Template: strings.Repeat("{{a}}", 3000),
 			Recipients: []submit.Recipient{{Account: "acct-a", To: "u", Vars: map[string]string{"a": strings.Repeat("y", 1000)}}}},
-			"recipients[0]", "renders a message of 3000000 bytes, more than 4096"},
+			"recipients[0]", "renders a message of 3000000 bytes, more than the 4096"},
 		{"too many variables", submit.Request{Template: "x", Recipients: []submit.Recipient{{Account: "acct-a", To: "u", Vars: manyVars(33)}}},
 			"recipients[0].vars", "has 33 variables, more than 32"},
 		{"variable name too long", submit.Request{Template: "x", Recipients: []submit.Recipient{{Account: "acct-a", To: "u",
@@ -123,6 +123,32 @@ func TestValidationErrorsStoreNothing(t *testing.T) {
 	}
 	if msgs, _ := f.q.Receive(context.Background(), queue.ReceiveParams{Max: 10, VisibilityTimeout: time.Second}); len(msgs) != 0 {
 		t.Fatalf("%d messages enqueued after bad requests", len(msgs))
+	}
+}
+
+// An account's own max_content_bytes bounds the rendered message on that
+// account; an account without one keeps the deployment's 4 KiB.
+func TestAccountContentLimit(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, submit.Limits{})
+	ctx := context.Background()
+	if _, err := f.st.PutAccount(ctx, store.Account{Tenant: "t1", ID: "acct-b", RatePerSec: 10, Burst: 10, MaxContentBytes: 100}); err != nil {
+		t.Fatal(err)
+	}
+	long := map[string]string{"name": strings.Repeat("y", 150)} // "Hi " + 150 bytes
+	_, err := f.sub.Submit(ctx, submit.Params{Tenant: "t1", IdempotencyKey: "b", Request: submit.Request{Template: "Hi {{name}}",
+		Recipients: []submit.Recipient{{Account: "acct-a", To: "u1", Vars: long}, {Account: "acct-b", To: "u2", Vars: long}}}})
+	var ve *submit.ValidationError
+	if !errors.As(err, &ve) || len(ve.Errors) != 1 || ve.Errors[0].Field != "recipients[1]" ||
+		!strings.Contains(ve.Errors[0].Message, `renders a message of 153 bytes, more than the 100 account "acct-b" takes`) {
+		t.Fatalf("err = %v, want recipients[1] refused by acct-b's 100-byte limit only", err)
+	}
+	if n := len(f.jobs(t)); n != 0 {
+		t.Fatalf("%d jobs stored after a refused request", n)
+	}
+	if _, err := f.sub.Submit(ctx, submit.Params{Tenant: "t1", IdempotencyKey: "a", Request: submit.Request{Template: "Hi {{name}}",
+		Recipients: []submit.Recipient{{Account: "acct-a", To: "u1", Vars: long}}}}); err != nil {
+		t.Fatalf("153 bytes on acct-a (no limit of its own): %v", err)
 	}
 }
 

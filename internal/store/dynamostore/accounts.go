@@ -89,8 +89,8 @@ func (s *Store) PutAccount(ctx context.Context, a store.Account) (store.Account,
 		attrPK: attrS(tenantPK(a.Tenant)), attrSK: attrS(skAccount + a.ID),
 		"tenant": attrS(a.Tenant), "id": attrS(a.ID),
 		"rate": attrF(a.RatePerSec), "burst": attrF(a.Burst), "reserve": attrF(a.OnlineReservePerSec),
-		"maxPerCall": attrN(int64(a.MaxRecipientsPerCall)),
-		"bkCons":     attrN(int64(a.Breaker.ConsecutiveFailures)), "bkRate": attrF(a.Breaker.FailureRate),
+		"maxPerCall": attrN(int64(a.MaxRecipientsPerCall)), "maxContent": attrN(int64(a.MaxContentBytes)),
+		"bkCons": attrN(int64(a.Breaker.ConsecutiveFailures)), "bkRate": attrF(a.Breaker.FailureRate),
 		"bkMin": attrN(int64(a.Breaker.MinSamples)), "bkCool": attrN(int64(a.Breaker.CooldownSec)),
 		"updatedAt": attrN(nanos(a.UpdatedAt)),
 	}
@@ -108,6 +108,7 @@ func accountFrom(m map[string]types.AttributeValue) store.Account {
 		Burst:                getF(m, "burst"),
 		OnlineReservePerSec:  getF(m, "reserve"),
 		MaxRecipientsPerCall: int(getN(m, "maxPerCall")),
+		MaxContentBytes:      int(getN(m, "maxContent")),
 		Breaker: store.BreakerConfig{
 			ConsecutiveFailures: int(getN(m, "bkCons")),
 			FailureRate:         getF(m, "bkRate"),

@@ -107,6 +107,7 @@ type accountConfig struct {
 	Burst                float64             `json:"burst"`
 	OnlineReservePerSec  float64             `json:"online_reserve_per_sec"`
 	MaxRecipientsPerCall int                 `json:"max_recipients_per_call"`
+	MaxContentBytes      int                 `json:"max_content_bytes,omitempty"`
 	Breaker              store.BreakerConfig `json:"breaker"`
 }
 
@@ -117,7 +118,7 @@ func (s *Store) PutAccount(ctx context.Context, a store.Account) (store.Account,
 	}
 	b, err := json.Marshal(accountConfig{
 		RatePerSec: a.RatePerSec, Burst: a.Burst, OnlineReservePerSec: a.OnlineReservePerSec,
-		MaxRecipientsPerCall: a.MaxRecipientsPerCall, Breaker: a.Breaker,
+		MaxRecipientsPerCall: a.MaxRecipientsPerCall, MaxContentBytes: a.MaxContentBytes, Breaker: a.Breaker,
 	})
 	if err != nil {
 		return store.Account{}, fmt.Errorf("put account %q: %w", a.ID, err)
@@ -152,7 +153,7 @@ func scanAccount(row interface{ Scan(...any) error }) (store.Account, error) {
 		return a, fmt.Errorf("decode account %q: %w", a.ID, err)
 	}
 	a.RatePerSec, a.Burst, a.OnlineReservePerSec = c.RatePerSec, c.Burst, c.OnlineReservePerSec
-	a.MaxRecipientsPerCall, a.Breaker = c.MaxRecipientsPerCall, c.Breaker
+	a.MaxRecipientsPerCall, a.MaxContentBytes, a.Breaker = c.MaxRecipientsPerCall, c.MaxContentBytes, c.Breaker
 	a.UpdatedAt = fromNanos(updated)
 	return a, nil
 }
