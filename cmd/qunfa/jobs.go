@@ -29,6 +29,10 @@ func (c *cli) submit(ctx context.Context, args []string) error {
 	template := fs.String("template", "", "with --recipients: the message, with {{var}} placeholders")
 	recipients := fs.String("recipients", "", "a .csv or .ndjson file of recipients of any size, uploaded in parts (a staged job)")
 	partSize := fs.Int("part-size", defaultPartBytes, "with --recipients: the most bytes per part")
+	preview := fs.Bool("preview", false, "show what the job would send (totals, drops, per account, samples) and send nothing; with --recipients the parts are uploaded and the job stays staging")
+	out := fs.String("output", "table", "with --preview: table or json (the API's answer)")
+	canary := fs.Int64("canary", 0, "send this many items first, then pause until qunfa resume (approve) or qunfa cancel")
+	canaryPct := fs.Float64("canary-percent", 0, "the same as --canary, as a percentage of the recipients (not with --recipients)")
 	want := 1
 	for _, a := range args {
 		if a == "--recipients" || a == "-recipients" || strings.HasPrefix(a, "--recipients=") || strings.HasPrefix(a, "-recipients=") {
@@ -39,8 +43,12 @@ func (c *cli) submit(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	opts, err := submitOptionsOf(fs, *preview, *out, *canary, *canaryPct, *recipients != "")
+	if err != nil {
+		return err
+	}
 	if *recipients != "" {
-		return c.submitStaged(ctx, stagedUpload{name: *name, template: *template, path: *recipients, key: *key, partBytes: *partSize})
+		return c.submitStaged(ctx, stagedUpload{name: *name, template: *template, path: *recipients, key: *key, partBytes: *partSize, opts: opts})
 	}
 	if want == 0 {
 		return usagef("--recipients needs a file")
@@ -67,9 +75,22 @@ func (c *cli) submit(ctx context.Context, args []string) error {
 	if !json.Valid(body) {
 		return fmt.Errorf("%s is not valid JSON", pos[0])
 	}
+	if body, err = withCanary(body, opts.canary, pos[0]); err != nil {
+		return err
+	}
 	cl, err := c.client()
 	if err != nil {
 		return err
+	}
+	if opts.preview {
+		resp, err := cl.PreviewJobWithBodyWithResponse(ctx, "application/json", bytes.NewReader(body))
+		if err := cl.check(resp, err, http.StatusOK); err != nil {
+			return err
+		}
+		return c.show(opts.output, resp.Body, func(w io.Writer) {
+			printPreview(w, *resp.JSON200)
+			fmt.Fprintln(w, "nothing was sent: submit without --preview to send")
+		})
 	}
 	params := &apiclient.SubmitJobParams{}
 	if *key != "" {

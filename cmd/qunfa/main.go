@@ -78,10 +78,11 @@ func init() {
 			run:     (*cli).openapi,
 		},
 		"submit": {
-			usage: "FILE|- [--idempotency-key K]\n" +
-				"       qunfa submit --name N --template T --recipients FILE.csv|FILE.ndjson [--key K] [--part-size BYTES]",
-			summary: "submit a job: FILE is the JSON body of POST /v1/jobs (- reads stdin); --recipients uploads a file of any size in parts, resumable with --key, and prints the job id",
-			run:     (*cli).submit,
+			usage: "FILE|- [--idempotency-key K] [--canary N | --canary-percent P] [--preview [--output json]]\n" +
+				"       qunfa submit --name N --template T --recipients FILE.csv|FILE.ndjson [--key K] [--part-size BYTES] [--canary N] [--preview [--output json]]",
+			summary: "submit a job: FILE is the JSON body of POST /v1/jobs (- reads stdin); --recipients uploads a file of any size in parts, resumable with --key, and prints the job id; " +
+				"--preview shows what it would send and sends nothing; --canary sends N items first and pauses for approval",
+			run: (*cli).submit,
 		},
 		"status": {
 			usage:   "JOB [--output table|json]",

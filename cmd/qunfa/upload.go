@@ -25,6 +25,7 @@ import (
 type stagedUpload struct {
 	name, template, path, key string
 	partBytes                 int
+	opts                      submitOptions
 }
 
 // uploadAttempts is how often a part upload is tried when the server is
@@ -80,7 +81,7 @@ func (c *cli) submitStaged(ctx context.Context, u stagedUpload) error {
 		fmt.Fprintf(c.stderr, "idempotency key %s (if interrupted, run again with --key %s to resume)\n", u.key, u.key)
 	}
 	staged := true
-	req := apiclient.JobRequest{Template: u.template, Staged: &staged}
+	req := apiclient.JobRequest{Template: u.template, Staged: &staged, Canary: u.opts.canary}
 	if u.name != "" {
 		req.Name = &u.name
 	}
@@ -156,6 +157,23 @@ func (c *cli) submitStaged(ctx context.Context, u stagedUpload) error {
 	if parts == 0 {
 		prog.abort()
 		return fmt.Errorf("%s has no recipients", u.path)
+	}
+	if u.opts.preview {
+		prog.done()
+		pv, err := cl.PreviewStagedJobWithResponse(ctx, job.Id)
+		if err := cl.check(pv, err, http.StatusOK); err != nil {
+			return err
+		}
+		note := c.stderr // stdout is the preview's JSON
+		if u.opts.output != "json" {
+			note = c.stdout
+		}
+		if err := c.show(u.opts.output, pv.Body, func(w io.Writer) { printPreview(w, *pv.JSON200) }); err != nil {
+			return err
+		}
+		fmt.Fprintf(note, "job %s stays staging (%d recipients in %d parts uploaded): nothing was sent or started; "+
+			"to start it, run the same command without --preview, with --key %s\n", job.Id, recipients, parts, u.key)
+		return nil
 	}
 	started, err := cl.StartJobWithResponse(ctx, job.Id, apiclient.StartRequest{Parts: int64(parts)})
 	if err := cl.check(started, err, http.StatusAccepted); err != nil {
