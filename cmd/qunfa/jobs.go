@@ -15,6 +15,7 @@ import (
 
 	"github.com/qunfa/qunfa/apiclient"
 	"github.com/qunfa/qunfa/internal/api"
+	"github.com/qunfa/qunfa/internal/store"
 )
 
 // maxSubmitBytes bounds a job file read by submit (the API's own limit is
@@ -241,6 +242,9 @@ func printJob(w io.Writer, j apiclient.Job) {
 		}
 		fmt.Fprintf(w, "  limits:    %s\n", strings.Join(parts, ", "))
 	}
+	if c := canaryText(j); c != "" {
+		fmt.Fprintf(w, "  %s\n", c)
+	}
 	fmt.Fprintf(w, "  created:   %s by %s\n", timeText(&j.CreatedAt), j.CreatedBy)
 	fmt.Fprintf(w, "  started:   %s\n", timeText(j.StartedAt))
 	fmt.Fprintf(w, "  finished:  %s\n", timeText(j.FinishedAt))
@@ -259,4 +263,24 @@ func printJob(w io.Writer, j apiclient.Job) {
 			s.Counts.Confirmed, s.Counts.Failed, s.Counts.Abandoned, timeText(&s.LastAdvancedAt))
 	}
 	_ = tw.Flush()
+}
+
+// canaryText tells where a job's canary stands and, while the job waits
+// for approval, what to run; "" when the job has no canary.
+func canaryText(j apiclient.Job) string {
+	c := j.Canary
+	if c == nil {
+		return ""
+	}
+	results := fmt.Sprintf("%d confirmed, %d failed", c.Confirmed, c.Failed)
+	switch {
+	case c.Approved:
+		return fmt.Sprintf("canary: approved (%s)", results)
+	case j.Status == apiclient.JobStatusPaused && j.PauseReason != nil && *j.PauseReason == apiclient.Canary:
+		return fmt.Sprintf("canary: %d done of %d — %s; waiting for approval: qunfa resume %s (approve) or qunfa cancel %s",
+			c.Confirmed+c.Failed, c.Count, results, j.Id, j.Id)
+	case store.JobFinal(store.JobStatus(j.Status)):
+		return fmt.Sprintf("canary: %d done of %d — %s; not approved", c.Confirmed+c.Failed, c.Count, results)
+	}
+	return fmt.Sprintf("canary: %d done of %d — %s; sending", c.Confirmed+c.Failed, c.Count, results)
 }

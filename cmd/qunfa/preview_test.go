@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/qunfa/qunfa/apiclient"
 	"github.com/qunfa/qunfa/internal/store"
@@ -107,4 +109,57 @@ func TestSubmitPreview(t *testing.T) {
 			t.Errorf("refused flags created %d jobs", n-before)
 		}
 	})
+}
+
+// A job's canary shows in status and watch: its results and, while the
+// job waits for approval, the commands to approve or stop it; then its
+// results as they were at approval.
+func TestCanaryShown(t *testing.T) {
+	srv := newAPIServer(t)
+	ctx := context.Background()
+	id := submitted(t, srv, "--canary", "3", "-")
+
+	runCLI(ctx, srv, "", "status", id).want(t, 0, []string{"  canary: 0 done of 3 — 0 confirmed, 0 failed; sending"}, nil)
+
+	// The canary is sent (one failure per shard) and the job pauses for it.
+	settle(t, srv, id, true)
+	if _, err := srv.store.TransitionJob(ctx, store.TransitionJobParams{JobID: id, To: store.JobPaused,
+		PauseReason: store.PauseCanary, At: srv.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	waiting := "canary: 3 done of 3 — 1 confirmed, 2 failed; waiting for approval: qunfa resume " + id + " (approve) or qunfa cancel " + id
+	runCLI(ctx, srv, "", "status", id).want(t, 0, []string{"paused (canary)", "  " + waiting}, nil)
+
+	out := &syncBuffer{}
+	done := make(chan result, 1)
+	go func() { done <- runCLIOut(ctx, srv, "", out, "watch", id) }()
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), waiting); {
+		if time.Now().After(deadline) {
+			t.Fatalf("watch never showed the canary waiting: %s", out.String())
+		}
+		runtime.Gosched()
+	}
+	runCLI(ctx, srv, "", "resume", id).want(t, 0, []string{id}, nil)
+	select {
+	case r := <-done:
+		r.want(t, 0, []string{"job " + id + " partial", "\ncanary: approved (1 confirmed, 2 failed)\n"}, nil)
+	case <-time.After(30 * time.Second):
+		t.Fatal("watch did not end when the approved job finished")
+	}
+	runCLI(ctx, srv, "", "status", id).want(t, 0, []string{"  canary: approved (1 confirmed, 2 failed)"}, nil)
+
+	// On a terminal the bars carry the canary line too.
+	var tout, terr syncBuffer
+	yes := true
+	c := &cli{stdout: &tout, stderr: &terr, terminal: &yes, pollEvery: time.Millisecond,
+		getenv: func(k string) string { return map[string]string{"QUNFA_URL": srv.url, "QUNFA_API_TOKEN": testToken}[k] }}
+	if code := c.run(ctx, []string{"watch", id}); code != 0 || !strings.Contains(tout.String(), "canary: approved") {
+		t.Errorf("bars: exit %d, %s\n%s", code, terr.String(), tout.String())
+	}
+
+	// A job without a canary shows no canary line.
+	plain := submitted(t, srv, "-")
+	if r := runCLI(ctx, srv, "", "status", plain); strings.Contains(r.stdout, "canary") {
+		t.Errorf("a job without a canary shows one:\n%s", r.stdout)
+	}
 }

@@ -90,6 +90,9 @@ func (c *cli) watch(ctx context.Context, args []string) error {
 	done := job.Counts.Confirmed + job.Counts.Failed + job.Counts.Abandoned
 	fmt.Fprintf(c.stdout, "job %s %s: %d of %d done (%s)\nfailures: %s\n",
 		job.Id, statusText(string(job.Status), job.PauseReason), done, job.Total, countsText(job), failuresText(job.Failures))
+	if ct := canaryText(job); ct != "" {
+		fmt.Fprintln(c.stdout, ct)
+	}
 	if string(job.Status) == string(store.JobFailed) || *strict && string(job.Status) != string(store.JobCompleted) {
 		return &exitError{code: exitJobNotOK, msg: "the job ended " + string(job.Status)}
 	}
@@ -165,6 +168,9 @@ func (v *lineView) update(j apiclient.Job) {
 	done := j.Counts.Confirmed + j.Counts.Failed + j.Counts.Abandoned
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %d/%d done (%s); failures: %s", statusText(string(j.Status), j.PauseReason), done, j.Total, countsText(j), failuresText(j.Failures))
+	if ct := canaryText(j); ct != "" {
+		fmt.Fprintf(&b, "; %s", ct)
+	}
 	if len(j.Shards) <= 8 {
 		shards := make([]string, len(j.Shards))
 		for i, s := range j.Shards {
@@ -188,11 +194,13 @@ type barView struct {
 	overall *mpb.Bar
 	shards  []*mpb.Bar
 	failBar *mpb.Bar
+	canBar  *mpb.Bar // nil unless the job has a canary
 
 	mu       sync.Mutex // guards what the decorators read
 	status   string
 	shardSt  []string
 	failures string
+	canary   string
 }
 
 func newBarView(w io.Writer, j apiclient.Job) *barView {
@@ -220,6 +228,9 @@ func newBarView(w io.Writer, j apiclient.Job) *barView {
 		))
 	}
 	v.failBar = v.p.New(1, mpb.NopStyle(), mpb.PrependDecorators(text(func() string { return "failures: " + v.failures })))
+	if j.Canary != nil {
+		v.canBar = v.p.New(1, mpb.NopStyle(), mpb.PrependDecorators(text(func() string { return v.canary })))
+	}
 	return v
 }
 
@@ -229,6 +240,7 @@ func (v *barView) update(j apiclient.Job) {
 	v.mu.Lock()
 	v.status = statusText(string(j.Status), j.PauseReason)
 	v.failures = failuresText(j.Failures)
+	v.canary = canaryText(j)
 	for i, s := range j.Shards {
 		if i < len(v.shardSt) {
 			v.shardSt[i] = statusText(string(s.Status), s.PauseReason)
@@ -247,8 +259,8 @@ func (v *barView) update(j apiclient.Job) {
 // close stops the bars where they stand (a finished job may leave items
 // under review, so not every bar is full) and draws the last frame.
 func (v *barView) close() {
-	for _, b := range append([]*mpb.Bar{v.overall, v.failBar}, v.shards...) {
-		if !b.Completed() {
+	for _, b := range append([]*mpb.Bar{v.overall, v.failBar, v.canBar}, v.shards...) {
+		if b != nil && !b.Completed() {
 			b.Abort(false)
 		}
 	}
