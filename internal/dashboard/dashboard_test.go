@@ -143,13 +143,13 @@ func TestDictionary(t *testing.T) {
 	for _, s := range []string{"running", "paused", "completed", "partial", "failed", "cancelled"} {
 		used["status."+s] = true
 	}
-	for _, s := range []string{"manual", "budget", "breaker"} {
+	for _, s := range []string{"manual", "budget", "breaker", "canary"} {
 		used["reason."+s] = true
 	}
 	for _, c := range []string{"retryable", "rate_limited", "permanent", "uncertain", "exhausted", "cancelled", "suppressed"} {
 		used["cat."+c] = true
 	}
-	for _, v := range []string{"pause", "resume", "cancel"} {
+	for _, v := range []string{"pause", "resume", "approve", "cancel"} {
 		for _, s := range []string{"", ".title", ".yes", ".done"} {
 			used["act."+v+s] = true
 		}

@@ -518,6 +518,8 @@
         pause: [t('act.pause.body1'), t('act.pause.body2')],
         resume: [t('act.resume.body1'), t('act.resume.body2')],
         cancel: [t('act.cancel.body1', { left: num(left) }), t('act.cancel.body2', { sent: num(job.counts.confirmed + job.counts.submitted) }), t('act.cancel.body3')],
+        approve: job.canary ? [t('act.approve.body1', { count: num(job.canary.count), confirmed: num(job.canary.confirmed), failed: num(job.canary.failed) }),
+          t('act.approve.body2', { left: num(left) })] : [],
       }[verb];
       const ok = await confirmDialog({
         title: t('act.' + verb + '.title', { name: job.name || job.id }),
@@ -526,7 +528,8 @@
       if (!ok) return;
       setText(el.actionMsg, t('act.working'));
       try {
-        const after = await api('POST', '/v1/jobs/' + enc(id) + '/' + verb);
+        // Approving a canary is resuming its pause (DESIGN.md).
+        const after = await api('POST', '/v1/jobs/' + enc(id) + '/' + (verb === 'approve' ? 'resume' : verb));
         updateJob(after);
         setText(el.actionMsg, t('act.' + verb + '.done'));
         announce(t('act.' + verb + '.done'));
@@ -560,9 +563,14 @@
       updateBadge(el.status, j.status, j.pause_reason);
       if (lastStatus !== null && lastStatus !== j.status) announce(t('job.statusNow', { status: el.status.textContent }));
       lastStatus = j.status;
+      const canaryWait = j.status === 'paused' && j.pause_reason === 'canary';
       el.pause.disabled = j.status !== 'running';
       el.resume.disabled = j.status !== 'paused';
+      el.resume.hidden = canaryWait;
+      el.approve.hidden = !canaryWait;
+      el.approve.disabled = !canaryWait;
       el.cancel.disabled = !(j.status === 'running' || j.status === 'paused');
+      updateCanary(j, canaryWait);
 
       const done = doneOf(j.counts);
       setProgress(el.bar, done, j.total);
@@ -758,6 +766,24 @@
       el.exportBtn.disabled = false;
     }
 
+    // updateCanary shows the job's canary: its size and results, and what
+    // it waits for.
+    function updateCanary(j, waiting) {
+      const c = j.canary;
+      el.canarySection.hidden = !c;
+      if (!c) return;
+      setText(el.canaryCount, num(c.count));
+      setText(el.canaryConfirmed, num(c.confirmed));
+      setText(el.canaryFailed, num(c.failed));
+      let state;
+      if (c.approved) state = t('canary.approved');
+      else if (waiting) state = t('canary.waiting');
+      else if (finalJob.has(j.status)) state = t('canary.notApproved');
+      else state = t('canary.sending', { done: num(c.confirmed + c.failed), count: num(c.count) });
+      setText(el.canaryState, state);
+      el.canaryState.className = waiting ? 'msg warn' : 'msg';
+    }
+
     function section(idName, titleKey, ...children) {
       return h('section', { id: idName, 'aria-labelledby': idName + '-h' }, h('h2', { id: idName + '-h' }, t(titleKey)), ...children);
     }
@@ -769,7 +795,12 @@
         el.status = h('span', { id: 'job-status', class: 'badge' });
         el.pause = h('button', { type: 'button', id: 'btn-pause', disabled: true, onclick: () => action('pause') }, t('act.pause'));
         el.resume = h('button', { type: 'button', id: 'btn-resume', disabled: true, onclick: () => action('resume') }, t('act.resume'));
+        el.approve = h('button', { type: 'button', id: 'btn-approve-canary', class: 'primary', hidden: true, disabled: true, onclick: () => action('approve') }, t('act.approve'));
         el.cancel = h('button', { type: 'button', id: 'btn-cancel', class: 'danger', disabled: true, onclick: () => action('cancel') }, t('act.cancel'));
+        el.canaryCount = h('dd', { id: 'canary-count', class: 'num' });
+        el.canaryConfirmed = h('dd', { id: 'canary-confirmed', class: 'num' });
+        el.canaryFailed = h('dd', { id: 'canary-failed', class: 'num' });
+        el.canaryState = h('p', { id: 'canary-state', class: 'msg' });
         el.actionMsg = h('p', { id: 'action-msg', role: 'status', class: 'msg' });
         el.bar = progressBar('job-progress', t('job.progress'));
         el.progressText = h('span', { id: 'job-progress-text' });
@@ -839,10 +870,14 @@
           h('p', { class: 'muted small mono' }, t('job.id', { id })),
           h('section', { id: 'summary', 'aria-label': t('job.summary'), class: 'card' },
             h('div', { class: 'row' }, h('span', {}, t('job.status') + ' '), el.status,
-              h('div', { class: 'actions', role: 'group', 'aria-label': t('act.group') }, el.pause, el.resume, el.cancel)),
+              h('div', { class: 'actions', role: 'group', 'aria-label': t('act.group') }, el.pause, el.resume, el.approve, el.cancel)),
             el.actionMsg,
             h('div', { class: 'overall' }, el.bar, el.progressText),
             dl([['job.eta', el.eta], ['job.rate', el.rate], ['job.started', el.started], ['job.finished', el.finished], ['job.limits', el.limits]])),
+          el.canarySection = section('canary', 'canary.title',
+            h('p', { class: 'muted small' }, t('canary.help')),
+            el.canaryState,
+            dl([['canary.count', el.canaryCount], ['canary.confirmed', el.canaryConfirmed], ['canary.failed', el.canaryFailed]])),
           section('counts', 'counts.title',
             el.words,
             h('dl', { class: 'counts' }, countKeys.map((k) => h('div', { class: 'count c-' + k }, h('dt', {}, tOr('istatus.', k)), el.counts[k]))),
