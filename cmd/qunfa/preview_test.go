@@ -75,6 +75,8 @@ func TestSubmitPreview(t *testing.T) {
 		if j := jobByKey(t, srv, "pv-1"); j.Status == store.JobStaging {
 			t.Error("the job did not start")
 		}
+		// Once started, there is nothing to preview.
+		runCLI(ctx, srv, "", append(args, "--preview")...).want(t, 1, nil, []string{"was started before with key pv-1", "nothing to preview"})
 	})
 	t.Run("canary flags set the job's canary", func(t *testing.T) {
 		id := submitted(t, srv, "--canary", "2", file)

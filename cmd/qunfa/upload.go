@@ -90,6 +90,9 @@ func (c *cli) submitStaged(ctx context.Context, u stagedUpload) error {
 		return err
 	}
 	job := *created.JSON201
+	if job.Status != "staging" && u.opts.preview {
+		return fmt.Errorf("job %s was started before with key %s (it is %s): there is nothing to preview; see qunfa status %s", job.Id, u.key, job.Status, job.Id)
+	}
 	if job.Status != "staging" {
 		fmt.Fprintf(c.stderr, "job %s was started before with key %s: it is %s\n", job.Id, u.key, job.Status)
 		fmt.Fprintln(c.stdout, job.Id)
