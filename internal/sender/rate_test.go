@@ -74,7 +74,11 @@ func TestRatePerAccount(t *testing.T) {
 			hist[int(x.Sub(ts[0])/(250*time.Millisecond))]++
 		}
 		t.Logf("%s: per 250ms: %v", a.id, hist)
-		if achieved < 0.95*batch {
+		// The floor is a wall-clock throughput claim: under -coverpkg every
+		// statement of the stack counts hits and the machine runs the rest
+		// of the suite beside it, so there only the ceiling (below) and the
+		// mock's verdict are judged; make test judges the floor.
+		if achieved < 0.95*batch && testing.CoverMode() == "" {
 			t.Errorf("%s: achieved %.1f/s, below 95%% of batch rate %.0f/s", a.id, achieved, batch)
 		}
 		// Never over: any window holds at most burst + rate × length (+1 for
