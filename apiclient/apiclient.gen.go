@@ -440,6 +440,9 @@ type Account struct {
 
 	// UpdatedAt An RFC 3339 time in UTC, null while unset (the key is always there).
 	UpdatedAt *NullableTimestamp `json:"updated_at"`
+
+	// WarmupSec The account's warm-up: after this many seconds or more without a send, its batch rate ramps from 10% to 100% over as many seconds; 0: no warm-up.
+	WarmupSec int64 `json:"warmup_sec"`
 }
 
 // AccountList defines model for AccountList.
@@ -447,7 +450,7 @@ type AccountList struct {
 	Accounts []Account `json:"accounts"`
 }
 
-// AccountRequest The body of PUT /v1/accounts/{account}. Absent burst defaults to the rate (at least 1), absent max_recipients_per_call to 1, absent max_content_bytes to 4096, absent breaker thresholds to 0 (disabled).
+// AccountRequest The body of PUT /v1/accounts/{account}. Absent burst defaults to the rate (at least 1), absent max_recipients_per_call to 1, absent max_content_bytes to 4096, absent warmup_sec to 0 (no warm-up), absent breaker thresholds to 0 (disabled).
 type AccountRequest struct {
 	// Breaker When the account's circuit breaker opens, as PUT /v1/accounts/{account} takes it: a threshold left out or 0 disables that trigger.
 	Breaker *BreakerConfigInput `json:"breaker,omitempty"`
@@ -462,6 +465,9 @@ type AccountRequest struct {
 
 	// RatePerSec Greater than 0.
 	RatePerSec float64 `json:"rate_per_sec"`
+
+	// WarmupSec Warm-up: after this many seconds or more without a send, the account's batch rate ramps from 10% to 100% over as many seconds (a token bucket's idle fill does not burst out at once). 0 (the default): no warm-up.
+	WarmupSec *int64 `json:"warmup_sec,omitempty"`
 }
 
 // AccountSeries An account's activity per minute in [from, to), across the tenant's jobs.

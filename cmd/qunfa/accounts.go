@@ -105,6 +105,11 @@ func printAccount(w io.Writer, a apiclient.Account) {
 	fmt.Fprintf(w, "  rate:      %g/s, burst %g, online reserve %g/s: batch rate %g/s\n", a.RatePerSec, a.Burst, a.OnlineReservePerSec, a.BatchRatePerSec)
 	fmt.Fprintf(w, "  per call:  %d recipients\n", a.MaxRecipientsPerCall)
 	fmt.Fprintf(w, "  content:   at most %d bytes a message\n", a.MaxContentBytes)
+	if a.WarmupSec > 0 {
+		fmt.Fprintf(w, "  warm-up:   after %ds without a send, batch rate ramps from 10%% to 100%% over %ds\n", a.WarmupSec, a.WarmupSec)
+	} else {
+		fmt.Fprintf(w, "  warm-up:   none\n")
+	}
 	b := a.Breaker
 	fmt.Fprintf(w, "  breaker:   opens after %d failures in a row or a failure rate of %g over %d sends; cool-down %ds\n",
 		b.ConsecutiveFailures, b.FailureRate, b.MinSamples, b.CooldownSec)
@@ -124,6 +129,7 @@ func (c *cli) accountsPut(ctx context.Context, args []string) error {
 		reserve  = optFloat(fs, "reserve", "messages per second kept for online (non-bulk) sends")
 		perCall  = optInt(fs, "max-recipients", "recipients per provider call")
 		content  = optInt(fs, "max-content-bytes", "largest rendered message in bytes (default 4096)")
+		warmup   = optInt(fs, "warmup-sec", "after this many seconds without a send, ramp the batch rate from 10% to 100% over as many (0: no warm-up)")
 		failures = optInt(fs, "breaker-failures", "open the breaker after this many failures in a row (0: never)")
 		fRate    = optFloat(fs, "breaker-rate", "open the breaker at this failure rate (0: never)")
 		samples  = optInt(fs, "breaker-min-samples", "sends needed before the failure rate counts")
@@ -157,6 +163,7 @@ func (c *cli) accountsPut(ctx context.Context, args []string) error {
 	req.OnlineReservePerSec = cmpPtr(reserve.v, req.OnlineReservePerSec)
 	req.MaxRecipientsPerCall = cmpPtr(perCall.v, req.MaxRecipientsPerCall)
 	req.MaxContentBytes = cmpPtr(content.v, req.MaxContentBytes)
+	req.WarmupSec = cmpPtr(warmup.v, req.WarmupSec)
 	if failures.v != nil || fRate.v != nil || samples.v != nil || cooldown.v != nil {
 		if req.Breaker == nil {
 			req.Breaker = &apiclient.BreakerConfigInput{}

@@ -45,6 +45,9 @@ func (s *server) putAccount(w http.ResponseWriter, r *http.Request, tenant strin
 }
 
 // validateAccount checks an account request and applies its defaults.
+// maxWarmupSec bounds an account's warm-up: a day.
+const maxWarmupSec = 86400
+
 func validateAccount(id string, req AccountRequest) (store.Account, []submit.FieldError) {
 	var errs []submit.FieldError
 	add := func(field, format string, args ...any) {
@@ -93,6 +96,13 @@ func validateAccount(id string, req AccountRequest) (store.Account, []submit.Fie
 			add("max_content_bytes", "must be between 1 and %d", submit.MaxContentBytesCeiling)
 		} else {
 			a.MaxContentBytes = *v
+		}
+	}
+	if v := req.WarmupSec; v != nil {
+		if *v < 0 || *v > maxWarmupSec {
+			add("warmup_sec", "must be between 0 (no warm-up) and %d", maxWarmupSec)
+		} else {
+			a.WarmupSec = *v
 		}
 	}
 	if b := req.Breaker; b != nil {

@@ -93,13 +93,13 @@ func TestRoutingProblems(t *testing.T) {
 func TestAccounts(t *testing.T) {
 	s := newStack(t)
 	r := s.do("PUT", "/v1/accounts/acct-new", tokenA, `{"rate_per_sec": 10, "burst": 15, "online_reserve_per_sec": 2,
-		"max_recipients_per_call": 5, "max_content_bytes": 2048, "breaker": {"consecutive_failures": 20, "failure_rate": 0.5, "min_samples": 50, "cooldown_sec": 60}}`)
+		"max_recipients_per_call": 5, "max_content_bytes": 2048, "warmup_sec": 600, "breaker": {"consecutive_failures": 20, "failure_rate": 0.5, "min_samples": 50, "cooldown_sec": 60}}`)
 	if r.status != http.StatusOK {
 		t.Fatalf("put: %d %s", r.status, r.body)
 	}
 	var a api.Account
 	r.json(t, &a)
-	want := api.Account{ID: "acct-new", RatePerSec: 10, Burst: 15, OnlineReservePerSec: 2, BatchRatePerSec: 8, MaxRecipientsPerCall: 5, MaxContentBytes: 2048,
+	want := api.Account{ID: "acct-new", RatePerSec: 10, Burst: 15, OnlineReservePerSec: 2, BatchRatePerSec: 8, MaxRecipientsPerCall: 5, MaxContentBytes: 2048, WarmupSec: 600,
 		Breaker:      store.BreakerConfig{ConsecutiveFailures: 20, FailureRate: 0.5, MinSamples: 50, CooldownSec: 60},
 		BreakerState: api.BreakerState{State: "closed"}}
 	a.UpdatedAt = nil
@@ -114,10 +114,10 @@ func TestAccounts(t *testing.T) {
 	}
 
 	// Defaults: burst = rate (at least 1), one recipient per call, 4 KiB
-	// messages.
+	// messages, no warm-up.
 	var d api.Account
 	s.do("PUT", "/v1/accounts/acct-slow", tokenA, `{"rate_per_sec": 0.5}`).json(t, &d)
-	if d.Burst != 1 || d.MaxRecipientsPerCall != 1 || d.OnlineReservePerSec != 0 || d.MaxContentBytes != 4096 {
+	if d.Burst != 1 || d.MaxRecipientsPerCall != 1 || d.OnlineReservePerSec != 0 || d.MaxContentBytes != 4096 || d.WarmupSec != 0 {
 		t.Errorf("defaults: %+v", d)
 	}
 	s.do("PUT", "/v1/accounts/acct-fast", tokenA, `{"rate_per_sec": 40}`).json(t, &d)
@@ -149,6 +149,9 @@ func TestAccounts(t *testing.T) {
 		"zero per call":       {`{"rate_per_sec": 5, "max_recipients_per_call": 0}`, 422, "max_recipients_per_call"},
 		"zero content bytes":  {`{"rate_per_sec": 5, "max_content_bytes": 0}`, 422, "max_content_bytes"},
 		"content over 16 KiB": {`{"rate_per_sec": 5, "max_content_bytes": 16385}`, 422, "max_content_bytes"},
+		"negative warm-up":    {`{"rate_per_sec": 5, "warmup_sec": -1}`, 422, "warmup_sec"},
+		"warm-up over a day":  {`{"rate_per_sec": 5, "warmup_sec": 86401}`, 422, "warmup_sec"},
+		"fraction warm-up":    {`{"rate_per_sec": 5, "warmup_sec": 1.5}`, 400, "warmup_sec"},
 		"failure rate > 1":    {`{"rate_per_sec": 5, "breaker": {"failure_rate": 2}}`, 422, "breaker.failure_rate"},
 		"unknown field":       {`{"rate_per_sec": 5, "rate": 3}`, 400, "rate"},
 		"wrong type":          {`{"rate_per_sec": "5"}`, 400, "rate_per_sec"},

@@ -109,9 +109,12 @@ type Account struct {
 	MaxRecipientsPerCall int     `json:"max_recipients_per_call"`
 	// MaxContentBytes is the largest rendered message the account takes
 	// (the deployment's 4 KiB when it sets none).
-	MaxContentBytes int                 `json:"max_content_bytes"`
-	Breaker         store.BreakerConfig `json:"breaker"`
-	UpdatedAt       *time.Time          `json:"updated_at"`
+	MaxContentBytes int `json:"max_content_bytes"`
+	// WarmupSec is the account's warm-up: after that many seconds without
+	// a send its batch rate ramps from 10% to 100% over as many (0: none).
+	WarmupSec int                 `json:"warmup_sec"`
+	Breaker   store.BreakerConfig `json:"breaker"`
+	UpdatedAt *time.Time          `json:"updated_at"`
 	// BreakerState is the account's circuit breaker right now.
 	BreakerState BreakerState `json:"breaker_state"`
 }
@@ -132,7 +135,8 @@ type AccountList struct {
 
 // AccountRequest is the body of PUT /v1/accounts/{account}. Absent burst
 // defaults to the rate (at least 1), absent max_recipients_per_call to 1,
-// absent max_content_bytes to 4 KiB, absent breaker thresholds to 0
+// absent max_content_bytes to 4 KiB, absent warmup_sec to 0 (no warm-up),
+// absent breaker thresholds to 0
 // (trigger disabled).
 type AccountRequest struct {
 	RatePerSec           *float64             `json:"rate_per_sec"`
@@ -140,6 +144,7 @@ type AccountRequest struct {
 	OnlineReservePerSec  *float64             `json:"online_reserve_per_sec"`
 	MaxRecipientsPerCall *int                 `json:"max_recipients_per_call"`
 	MaxContentBytes      *int                 `json:"max_content_bytes"`
+	WarmupSec            *int                 `json:"warmup_sec"`
 	Breaker              *store.BreakerConfig `json:"breaker"`
 }
 
@@ -263,6 +268,7 @@ func (s *server) accountView(a store.Account, b store.Breaker) Account {
 		BatchRatePerSec:      a.BatchRate(),
 		MaxRecipientsPerCall: a.MaxRecipientsPerCall,
 		MaxContentBytes:      s.Submitter.Limits.ContentLimit(a),
+		WarmupSec:            a.WarmupSec,
 		Breaker:              a.Breaker,
 		UpdatedAt:            timePtr(a.UpdatedAt),
 	}

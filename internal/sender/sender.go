@@ -715,7 +715,7 @@ func (tr *turn) takeTokens(ctx context.Context, want int, now time.Time) (int, t
 	// account has one owner, but the provider counts the guid's sends).
 	res, err := tr.s.Store.TakeTokens(ctx, store.TakeTokensParams{
 		Bucket: AccountBucket(tr.shard.Account), Want: want,
-		RatePerSec: rate, Burst: burst, Now: now,
+		RatePerSec: rate, Burst: burst, Now: now, WarmupSec: float64(tr.account.WarmupSec),
 	})
 	if err != nil {
 		return 0, 0, fmt.Errorf("take account tokens: %w", err)

@@ -936,6 +936,10 @@ type TakeTokensParams struct {
 	RatePerSec float64
 	Burst      float64
 	Now        time.Time
+	// WarmupSec, when above 0, ramps the bucket from 10% to 100% of its
+	// rate and burst over that many seconds after that long without a
+	// grant (TakeWarm); 0 keeps the plain bucket.
+	WarmupSec float64
 }
 
 // TakeTokensResult tells how many tokens were granted and, when fewer than
@@ -964,8 +968,11 @@ type Account struct {
 	// MaxContentBytes bounds a recipient's rendered message on this
 	// account (0: the deployment's limit, 4 KiB).
 	MaxContentBytes int
-	Breaker         BreakerConfig
-	UpdatedAt       time.Time
+	// WarmupSec ramps the account's batch rate from 10% to 100% over that
+	// many seconds after that long without a send (0: no warm-up).
+	WarmupSec int
+	Breaker   BreakerConfig
+	UpdatedAt time.Time
 }
 
 // BatchRate is the rate available to bulk sending: the account rate minus

@@ -17,8 +17,9 @@ import (
 // back on condition that nobody wrote it since (version check), retrying on
 // conflict. Nothing is written when nothing is granted.
 func (s *Store) TakeTokens(ctx context.Context, p store.TakeTokensParams) (store.TakeTokensResult, error) {
-	if p.Bucket == "" || p.Want < 0 || p.RatePerSec < 0 || p.Burst < 0 ||
-		math.IsNaN(p.RatePerSec) || math.IsNaN(p.Burst) || math.IsInf(p.RatePerSec, 0) || math.IsInf(p.Burst, 0) {
+	if p.Bucket == "" || p.Want < 0 || p.RatePerSec < 0 || p.Burst < 0 || p.WarmupSec < 0 ||
+		math.IsNaN(p.RatePerSec) || math.IsNaN(p.Burst) || math.IsInf(p.RatePerSec, 0) || math.IsInf(p.Burst, 0) ||
+		math.IsNaN(p.WarmupSec) || math.IsInf(p.WarmupSec, 0) {
 		return store.TakeTokensResult{}, fmt.Errorf("take tokens %q: %w", p.Bucket, store.ErrInvalidArgument)
 	}
 	if p.Want == 0 {
@@ -30,32 +31,46 @@ func (s *Store) TakeTokens(ctx context.Context, p store.TakeTokensParams) (store
 		if err != nil {
 			return store.TakeTokensResult{}, fmt.Errorf("take tokens %q: %w", p.Bucket, err)
 		}
-		tokens, at, version := p.Burst, now, int64(0)
-		if rec != nil {
-			version = getN(rec, "v")
-			at = getN(rec, "at")
-			tokens = getF(rec, "tok")
-			if now > at {
-				tokens += p.RatePerSec * float64(now-at) / float64(time.Second)
-				at = now
+		tokens, at, warm, version := p.Burst, now, int64(0), int64(0)
+		var res store.TakeTokensResult
+		var left float64
+		if p.WarmupSec > 0 {
+			// The bucket ramps up after an idle spell (store.TakeWarm).
+			if rec != nil {
+				version = getN(rec, "v")
+				at, tokens, warm = getN(rec, "at"), getF(rec, "tok"), getN(rec, "warm")
 			}
-			tokens = math.Min(tokens, p.Burst)
+			var b store.WarmBucket
+			res, b = store.TakeWarm(store.WarmBucket{Tokens: tokens, At: at, WarmStart: warm}, rec == nil, now, p)
+			left, at, warm = b.Tokens, b.At, b.WarmStart
+		} else {
+			if rec != nil {
+				version = getN(rec, "v")
+				at = getN(rec, "at")
+				tokens = getF(rec, "tok")
+				if now > at {
+					tokens += p.RatePerSec * float64(now-at) / float64(time.Second)
+					at = now
+				}
+				tokens = math.Min(tokens, p.Burst)
+			}
+			granted := int(math.Min(float64(p.Want), math.Floor(tokens+1e-9)))
+			if granted < 0 {
+				granted = 0
+			}
+			res = store.TakeTokensResult{Granted: granted}
+			left = tokens - float64(granted)
+			if granted < p.Want {
+				res.RetryAfter = retryAfter(left, p.RatePerSec)
+			}
 		}
-		granted := int(math.Min(float64(p.Want), math.Floor(tokens+1e-9)))
-		if granted < 0 {
-			granted = 0
-		}
-		res := store.TakeTokensResult{Granted: granted}
-		left := tokens - float64(granted)
-		if granted < p.Want {
-			res.RetryAfter = retryAfter(left, p.RatePerSec)
-		}
+		granted := res.Granted
 		if granted == 0 {
 			return res, nil
 		}
 		err = s.putItem(ctx, map[string]types.AttributeValue{
 			attrPK: attrS(bucketPK(p.Bucket)), attrSK: attrS(skSingle),
-			"tok": attrF(left), "at": attrN(at), "v": attrN(version + 1),
+			"tok": attrF(left), "at": attrN(at), "warm": attrN(warm), "v": attrN(version + 1),
 		}, "attribute_not_exists(pk) OR v = :v", nil, map[string]types.AttributeValue{":v": attrN(version)})
 		if isConditionFailed(err) {
 			continue
@@ -90,6 +105,7 @@ func (s *Store) PutAccount(ctx context.Context, a store.Account) (store.Account,
 		"tenant": attrS(a.Tenant), "id": attrS(a.ID),
 		"rate": attrF(a.RatePerSec), "burst": attrF(a.Burst), "reserve": attrF(a.OnlineReservePerSec),
 		"maxPerCall": attrN(int64(a.MaxRecipientsPerCall)), "maxContent": attrN(int64(a.MaxContentBytes)),
+		"warmup": attrN(int64(a.WarmupSec)),
 		"bkCons": attrN(int64(a.Breaker.ConsecutiveFailures)), "bkRate": attrF(a.Breaker.FailureRate),
 		"bkMin": attrN(int64(a.Breaker.MinSamples)), "bkCool": attrN(int64(a.Breaker.CooldownSec)),
 		"updatedAt": attrN(nanos(a.UpdatedAt)),
@@ -109,6 +125,7 @@ func accountFrom(m map[string]types.AttributeValue) store.Account {
 		OnlineReservePerSec:  getF(m, "reserve"),
 		MaxRecipientsPerCall: int(getN(m, "maxPerCall")),
 		MaxContentBytes:      int(getN(m, "maxContent")),
+		WarmupSec:            int(getN(m, "warmup")),
 		Breaker: store.BreakerConfig{
 			ConsecutiveFailures: int(getN(m, "bkCons")),
 			FailureRate:         getF(m, "bkRate"),

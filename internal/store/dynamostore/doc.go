@@ -28,7 +28,7 @@
 //	payload           JOB#<job>           D#<seq/64 10d>         to + vars of 64 seqs of any shard, deflated JSON (write-once)
 //	error details     JOB#<job>           E#<index>#<seq 12d>    code, message of an item's last error (failed items only)
 //	idempotency       IDEM#"<tenant>"#<key> _                    job id, request hash
-//	token bucket      BUCKET#<name>       _                      tokens, at, v (version)
+//	token bucket      BUCKET#<name>       _                      tokens, at, warm (warm-up start), v
 //	account           TENANT#<tenant>     ACCOUNT#<id>
 //	breaker           TENANT#<tenant>     BREAKER#<account>      state, times, window, v (version; no record = closed, 0),
 //	                                                             g2pk BREAKERS#open (open, half-open) or BREAKERS#closed,

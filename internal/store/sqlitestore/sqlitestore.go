@@ -40,7 +40,7 @@ var _ store.Store = (*Store)(nil)
 // schemaVersion is the version of the schema (schema plus migrations),
 // kept in PRAGMA user_version. Open refuses a file written by a newer
 // version.
-const schemaVersion = 13
+const schemaVersion = 14
 
 // busyTimeout is how long a write waits for another process's write lock.
 const busyTimeout = 30 * time.Second
@@ -195,6 +195,9 @@ ALTER TABLE jobs ADD COLUMN canary_failed INTEGER NOT NULL DEFAULT 0;
 	// page, not the job: pending, submitted and confirmed items by (job,
 	// status, seq), as items_failed holds failed and abandoned ones.
 	13: `CREATE INDEX items_status ON items (job_no, status, seq) WHERE status < 3;`,
+	// 14: account warm-up (issue 13): the start of a bucket's current warm
+	// period (0: none).
+	14: `ALTER TABLE buckets ADD COLUMN warm INTEGER NOT NULL DEFAULT 0;`,
 	// 10: the audit log of state-changing API calls (audit.go).
 	10: auditSchema,
 	// 9: tenants (issue 12). API tokens get an id, a name, a role and an
@@ -456,9 +459,9 @@ n_pending = ?7, n_submitted = ?8, n_confirmed = ?9, n_failed = ?10, n_abandoned 
 failures = ?12, slow_factor = ?13, turn = ?14, turn_message = ?15, dirty = ?16, epoch = ?17,
 attempts = ?18, attempt_failures = ?19
 WHERE job_no = ?1 AND idx = ?2`
-	qBucketGet = `SELECT tokens, at FROM buckets WHERE name = ?1`
-	qBucketPut = `INSERT INTO buckets (name, tokens, at) VALUES (?1, ?2, ?3)
-ON CONFLICT (name) DO UPDATE SET tokens = excluded.tokens, at = excluded.at`
+	qBucketGet = `SELECT tokens, at, warm FROM buckets WHERE name = ?1`
+	qBucketPut = `INSERT INTO buckets (name, tokens, at, warm) VALUES (?1, ?2, ?3, ?4)
+ON CONFLICT (name) DO UPDATE SET tokens = excluded.tokens, at = excluded.at, warm = excluded.warm`
 	qItemInsert = `INSERT OR REPLACE INTO items
 (job_no, shard, seq, status, attempts, next_at, sub_at, claim, cat, code, msg, account, to_id, vars, ref)
 VALUES (?1, ?2, ?3, 0, 0, 0, 0, '', NULL, NULL, NULL, ?4, ?5, ?6, ?7)`

@@ -27,31 +27,32 @@ const tokenEpsilon = 1e-9
 // time, so not storing it changes nothing). Only a grant takes a write
 // transaction, which reads the bucket again and decides afresh.
 func (s *Store) TakeTokens(ctx context.Context, p store.TakeTokensParams) (store.TakeTokensResult, error) {
-	if p.Bucket == "" || p.Want < 0 || p.RatePerSec < 0 || p.Burst < 0 ||
-		math.IsNaN(p.RatePerSec) || math.IsNaN(p.Burst) || math.IsInf(p.RatePerSec, 0) || math.IsInf(p.Burst, 0) {
-		return store.TakeTokensResult{}, fmt.Errorf("take tokens: %w: bucket, want, rate or burst", store.ErrInvalidArgument)
+	if p.Bucket == "" || p.Want < 0 || p.RatePerSec < 0 || p.Burst < 0 || p.WarmupSec < 0 ||
+		math.IsNaN(p.RatePerSec) || math.IsNaN(p.Burst) || math.IsInf(p.RatePerSec, 0) || math.IsInf(p.Burst, 0) ||
+		math.IsNaN(p.WarmupSec) || math.IsInf(p.WarmupSec, 0) {
+		return store.TakeTokensResult{}, fmt.Errorf("take tokens: %w: bucket, want, rate, burst or warm-up", store.ErrInvalidArgument)
 	}
 	now := toNanos(p.Now)
-	tokens, at := p.Burst, now
-	err := s.readBucket.QueryRowContext(ctx, p.Bucket).Scan(&tokens, &at)
+	b := store.WarmBucket{Tokens: p.Burst, At: now}
+	err := s.readBucket.QueryRowContext(ctx, p.Bucket).Scan(&b.Tokens, &b.At, &b.WarmStart)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return store.TakeTokensResult{}, mapErr(fmt.Errorf("read bucket %q: %w", p.Bucket, err))
 	}
-	if res, _, _ := takeFrom(tokens, at, now, p); res.Granted == 0 {
+	if res, _ := take(b, errors.Is(err, sql.ErrNoRows), now, p); res.Granted == 0 {
 		return res, nil
 	}
 	var res store.TakeTokensResult
 	err = s.write(ctx, func(tx *sql.Tx) error {
-		tokens, at := p.Burst, now
-		err := s.stmt(ctx, tx, qBucketGet).QueryRowContext(ctx, p.Bucket).Scan(&tokens, &at)
+		b := store.WarmBucket{Tokens: p.Burst, At: now}
+		err := s.stmt(ctx, tx, qBucketGet).QueryRowContext(ctx, p.Bucket).Scan(&b.Tokens, &b.At, &b.WarmStart)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("read bucket %q: %w", p.Bucket, err)
 		}
-		res, tokens, at = takeFrom(tokens, at, now, p)
+		res, b = take(b, errors.Is(err, sql.ErrNoRows), now, p)
 		if res.Granted == 0 {
 			return nil // taken meanwhile by another caller
 		}
-		if _, err := s.stmt(ctx, tx, qBucketPut).ExecContext(ctx, p.Bucket, tokens, at); err != nil {
+		if _, err := s.stmt(ctx, tx, qBucketPut).ExecContext(ctx, p.Bucket, b.Tokens, b.At, b.WarmStart); err != nil {
 			return fmt.Errorf("write bucket %q: %w", p.Bucket, err)
 		}
 		return nil
@@ -60,6 +61,18 @@ func (s *Store) TakeTokens(ctx context.Context, p store.TakeTokensParams) (store
 		return store.TakeTokensResult{}, err
 	}
 	return res, nil
+}
+
+// take is takeFrom for a plain bucket (which keeps no warm period) and
+// store.TakeWarm for a warming one; fresh tells a bucket never stored.
+func take(b store.WarmBucket, fresh bool, now int64, p store.TakeTokensParams) (store.TakeTokensResult, store.WarmBucket) {
+	if p.WarmupSec > 0 {
+		return store.TakeWarm(b, fresh, now, p)
+	}
+	var res store.TakeTokensResult
+	res, b.Tokens, b.At = takeFrom(b.Tokens, b.At, now, p)
+	b.WarmStart = 0
+	return res, b
 }
 
 // takeFrom refills a bucket holding tokens at time at up to now and takes
@@ -108,6 +121,7 @@ type accountConfig struct {
 	OnlineReservePerSec  float64             `json:"online_reserve_per_sec"`
 	MaxRecipientsPerCall int                 `json:"max_recipients_per_call"`
 	MaxContentBytes      int                 `json:"max_content_bytes,omitempty"`
+	WarmupSec            int                 `json:"warmup_sec,omitempty"`
 	Breaker              store.BreakerConfig `json:"breaker"`
 }
 
@@ -118,7 +132,8 @@ func (s *Store) PutAccount(ctx context.Context, a store.Account) (store.Account,
 	}
 	b, err := json.Marshal(accountConfig{
 		RatePerSec: a.RatePerSec, Burst: a.Burst, OnlineReservePerSec: a.OnlineReservePerSec,
-		MaxRecipientsPerCall: a.MaxRecipientsPerCall, MaxContentBytes: a.MaxContentBytes, Breaker: a.Breaker,
+		MaxRecipientsPerCall: a.MaxRecipientsPerCall, MaxContentBytes: a.MaxContentBytes, WarmupSec: a.WarmupSec,
+		Breaker: a.Breaker,
 	})
 	if err != nil {
 		return store.Account{}, fmt.Errorf("put account %q: %w", a.ID, err)
@@ -154,6 +169,7 @@ func scanAccount(row interface{ Scan(...any) error }) (store.Account, error) {
 	}
 	a.RatePerSec, a.Burst, a.OnlineReservePerSec = c.RatePerSec, c.Burst, c.OnlineReservePerSec
 	a.MaxRecipientsPerCall, a.MaxContentBytes, a.Breaker = c.MaxRecipientsPerCall, c.MaxContentBytes, c.Breaker
+	a.WarmupSec = c.WarmupSec
 	a.UpdatedAt = fromNanos(updated)
 	return a, nil
 }

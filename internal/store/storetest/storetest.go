@@ -280,6 +280,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"TakeTokensRateChange", testTakeTokensRateChange},
 		{"TakeTokensProperty", testTakeTokensProperty},
 		{"TakeTokensConcurrent", testTakeTokensConcurrent},
+		{"TakeTokensWarmup", testTakeTokensWarmup},
+		{"TakeTokensWarmupProperty", testTakeTokensWarmupProperty},
 		{"Accounts", testAccounts},
 		{"APITokens", testAPITokens},
 		{"Tenants", testTenants},
