@@ -430,6 +430,9 @@ type Account struct {
 	BreakerState BreakerState `json:"breaker_state"`
 	Burst        float64      `json:"burst"`
 
+	// FrequencyCap The account's per-recipient frequency cap; null: no cap.
+	FrequencyCap *FrequencyCap `json:"frequency_cap"`
+
 	// MaxContentBytes The largest rendered message (bytes) a recipient on this account may have; 4096 when the account sets none.
 	MaxContentBytes      int64   `json:"max_content_bytes"`
 	MaxRecipientsPerCall int64   `json:"max_recipients_per_call"`
@@ -450,11 +453,14 @@ type AccountList struct {
 	Accounts []Account `json:"accounts"`
 }
 
-// AccountRequest The body of PUT /v1/accounts/{account}. Absent burst defaults to the rate (at least 1), absent max_recipients_per_call to 1, absent max_content_bytes to 4096, absent warmup_sec to 0 (no warm-up), absent breaker thresholds to 0 (disabled).
+// AccountRequest The body of PUT /v1/accounts/{account}. Absent burst defaults to the rate (at least 1), absent max_recipients_per_call to 1, absent max_content_bytes to 4096, absent warmup_sec to 0 (no warm-up), absent or null frequency_cap to no cap, absent breaker thresholds to 0 (disabled).
 type AccountRequest struct {
 	// Breaker When the account's circuit breaker opens, as PUT /v1/accounts/{account} takes it: a threshold left out or 0 disables that trigger.
 	Breaker *BreakerConfigInput `json:"breaker,omitempty"`
 	Burst   *float64            `json:"burst,omitempty"`
+
+	// FrequencyCap Per-recipient frequency cap: at most max messages to one recipient in any window_sec seconds (1 to 31 days), across all the tenant's jobs. Absent or null: no cap.
+	FrequencyCap *FrequencyCap `json:"frequency_cap,omitempty"`
 
 	// MaxContentBytes The largest rendered message (bytes) a recipient on this account may have: set it to the provider's limit for the account's message kind. A submission with a larger one is refused (422).
 	MaxContentBytes      *int64 `json:"max_content_bytes,omitempty"`
@@ -667,6 +673,12 @@ type FieldError struct {
 	// Field The field, as a path: recipients[3].vars.name, breaker.failure_rate, Idempotency-Key, (body).
 	Field   string `json:"field"`
 	Message string `json:"message"`
+}
+
+// FrequencyCap An account's per-recipient frequency cap: a recipient gets at most max messages in any window_sec seconds, across all the tenant's jobs; an item over it ends abandoned with category frequency_capped, unsent and using no budget.
+type FrequencyCap struct {
+	Max       int64 `json:"max"`
+	WindowSec int64 `json:"window_sec"`
 }
 
 // Grant A provider account granted to a tenant.

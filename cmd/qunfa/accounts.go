@@ -110,6 +110,11 @@ func printAccount(w io.Writer, a apiclient.Account) {
 	} else {
 		fmt.Fprintf(w, "  warm-up:   none\n")
 	}
+	if c := a.FrequencyCap; c != nil {
+		fmt.Fprintf(w, "  frequency: at most %d messages to a recipient in any %ds\n", c.Max, c.WindowSec)
+	} else {
+		fmt.Fprintf(w, "  frequency: no cap\n")
+	}
 	b := a.Breaker
 	fmt.Fprintf(w, "  breaker:   opens after %d failures in a row or a failure rate of %g over %d sends; cool-down %ds\n",
 		b.ConsecutiveFailures, b.FailureRate, b.MinSamples, b.CooldownSec)
@@ -130,6 +135,8 @@ func (c *cli) accountsPut(ctx context.Context, args []string) error {
 		perCall  = optInt(fs, "max-recipients", "recipients per provider call")
 		content  = optInt(fs, "max-content-bytes", "largest rendered message in bytes (default 4096)")
 		warmup   = optInt(fs, "warmup-sec", "after this many seconds without a send, ramp the batch rate from 10% to 100% over as many (0: no warm-up)")
+		capMax   = optInt(fs, "frequency-cap-max", "at most this many messages to one recipient in --frequency-cap-window-sec, across all jobs")
+		capWin   = optInt(fs, "frequency-cap-window-sec", "the frequency cap's window in seconds (1 to 31 days)")
 		failures = optInt(fs, "breaker-failures", "open the breaker after this many failures in a row (0: never)")
 		fRate    = optFloat(fs, "breaker-rate", "open the breaker at this failure rate (0: never)")
 		samples  = optInt(fs, "breaker-min-samples", "sends needed before the failure rate counts")
@@ -164,6 +171,20 @@ func (c *cli) accountsPut(ctx context.Context, args []string) error {
 	req.MaxRecipientsPerCall = cmpPtr(perCall.v, req.MaxRecipientsPerCall)
 	req.MaxContentBytes = cmpPtr(content.v, req.MaxContentBytes)
 	req.WarmupSec = cmpPtr(warmup.v, req.WarmupSec)
+	if capMax.v != nil || capWin.v != nil {
+		if req.FrequencyCap == nil {
+			if capMax.v == nil || capWin.v == nil {
+				return usagef("give both --frequency-cap-max and --frequency-cap-window-sec")
+			}
+			req.FrequencyCap = &apiclient.FrequencyCap{}
+		}
+		if capMax.v != nil {
+			req.FrequencyCap.Max = *capMax.v
+		}
+		if capWin.v != nil {
+			req.FrequencyCap.WindowSec = *capWin.v
+		}
+	}
 	if failures.v != nil || fRate.v != nil || samples.v != nil || cooldown.v != nil {
 		if req.Breaker == nil {
 			req.Breaker = &apiclient.BreakerConfigInput{}

@@ -114,11 +114,11 @@ func TestAccountsCommand(t *testing.T) {
 	runCLI(ctx, srv, "", "accounts").want(t, 0, []string{"ACCOUNT", "acct-a", "acct-b", "closed"}, nil)
 	runCLI(ctx, srv, "", "accounts", "put", "acct-c", "--rate", "10", "--burst", "10", "--reserve", "2",
 		"--breaker-failures", "20", "--breaker-rate", "0.5", "--breaker-min-samples", "50", "--breaker-cooldown", "60",
-		"--max-content-bytes", "2048", "--warmup-sec", "300").
+		"--max-content-bytes", "2048", "--warmup-sec", "300", "--frequency-cap-max", "2", "--frequency-cap-window-sec", "86400").
 		want(t, 0, []string{"account acct-c", "batch rate 8/s", "after 20 failures", "cool-down 60s", "at most 2048 bytes a message",
-			"after 300s without a send, batch rate ramps from 10% to 100% over 300s"}, nil)
+			"after 300s without a send, batch rate ramps from 10% to 100% over 300s", "at most 2 messages to a recipient in any 86400s"}, nil)
 	file := writeFile(t, "acct.json", `{"rate_per_sec": 4, "burst": 4, "max_recipients_per_call": 3}`)
-	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--file", file, "--burst", "8").want(t, 0, []string{"4/s, burst 8", "3 recipients", "at most 4096 bytes", "warm-up:   none"}, nil)
+	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--file", file, "--burst", "8").want(t, 0, []string{"4/s, burst 8", "3 recipients", "at most 4096 bytes", "warm-up:   none", "frequency: no cap"}, nil)
 	runCLI(ctx, srv, "", "accounts", "get", "acct-d").want(t, 0, []string{"account acct-d", "4/s, burst 8"}, nil)
 	var a struct {
 		Account    string  `json:"account"`

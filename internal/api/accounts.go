@@ -48,6 +48,9 @@ func (s *server) putAccount(w http.ResponseWriter, r *http.Request, tenant strin
 // maxWarmupSec bounds an account's warm-up: a day.
 const maxWarmupSec = 86400
 
+// maxFrequencyWindowSec bounds a frequency cap's window: 31 days.
+const maxFrequencyWindowSec = 31 * 86400
+
 func validateAccount(id string, req AccountRequest) (store.Account, []submit.FieldError) {
 	var errs []submit.FieldError
 	add := func(field, format string, args ...any) {
@@ -103,6 +106,17 @@ func validateAccount(id string, req AccountRequest) (store.Account, []submit.Fie
 			add("warmup_sec", "must be between 0 (no warm-up) and %d", maxWarmupSec)
 		} else {
 			a.WarmupSec = *v
+		}
+	}
+	if c := req.FrequencyCap; c != nil {
+		if c.Max < 1 {
+			add("frequency_cap.max", "must be 1 or more (leave frequency_cap out for no cap)")
+		}
+		if c.WindowSec < 1 || c.WindowSec > maxFrequencyWindowSec {
+			add("frequency_cap.window_sec", "must be between 1 and %d (31 days)", maxFrequencyWindowSec)
+		}
+		if c.Max >= 1 && c.WindowSec >= 1 && c.WindowSec <= maxFrequencyWindowSec {
+			a.FrequencyCap = *c
 		}
 	}
 	if b := req.Breaker; b != nil {

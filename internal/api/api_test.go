@@ -93,22 +93,31 @@ func TestRoutingProblems(t *testing.T) {
 func TestAccounts(t *testing.T) {
 	s := newStack(t)
 	r := s.do("PUT", "/v1/accounts/acct-new", tokenA, `{"rate_per_sec": 10, "burst": 15, "online_reserve_per_sec": 2,
-		"max_recipients_per_call": 5, "max_content_bytes": 2048, "warmup_sec": 600, "breaker": {"consecutive_failures": 20, "failure_rate": 0.5, "min_samples": 50, "cooldown_sec": 60}}`)
+		"max_recipients_per_call": 5, "max_content_bytes": 2048, "warmup_sec": 600, "frequency_cap": {"max": 2, "window_sec": 86400}, "breaker": {"consecutive_failures": 20, "failure_rate": 0.5, "min_samples": 50, "cooldown_sec": 60}}`)
 	if r.status != http.StatusOK {
 		t.Fatalf("put: %d %s", r.status, r.body)
 	}
 	var a api.Account
 	r.json(t, &a)
 	want := api.Account{ID: "acct-new", RatePerSec: 10, Burst: 15, OnlineReservePerSec: 2, BatchRatePerSec: 8, MaxRecipientsPerCall: 5, MaxContentBytes: 2048, WarmupSec: 600,
+		FrequencyCap: &store.FrequencyCap{Max: 2, WindowSec: 86400},
 		Breaker:      store.BreakerConfig{ConsecutiveFailures: 20, FailureRate: 0.5, MinSamples: 50, CooldownSec: 60},
 		BreakerState: api.BreakerState{State: "closed"}}
 	a.UpdatedAt = nil
+	if a.FrequencyCap == nil || *a.FrequencyCap != *want.FrequencyCap {
+		t.Errorf("put answered frequency cap %v, want %v", a.FrequencyCap, *want.FrequencyCap)
+	}
+	a.FrequencyCap = want.FrequencyCap
 	if a != want {
 		t.Errorf("put answered %+v, want %+v", a, want)
 	}
 	var got api.Account
 	s.do("GET", "/v1/accounts/acct-new", tokenA, nil).json(t, &got)
 	got.UpdatedAt = nil
+	if got.FrequencyCap == nil || *got.FrequencyCap != *want.FrequencyCap {
+		t.Errorf("get answered frequency cap %v, want %v", got.FrequencyCap, *want.FrequencyCap)
+	}
+	got.FrequencyCap = want.FrequencyCap
 	if got != want {
 		t.Errorf("get answered %+v, want %+v", got, want)
 	}
@@ -117,7 +126,7 @@ func TestAccounts(t *testing.T) {
 	// messages, no warm-up.
 	var d api.Account
 	s.do("PUT", "/v1/accounts/acct-slow", tokenA, `{"rate_per_sec": 0.5}`).json(t, &d)
-	if d.Burst != 1 || d.MaxRecipientsPerCall != 1 || d.OnlineReservePerSec != 0 || d.MaxContentBytes != 4096 || d.WarmupSec != 0 {
+	if d.Burst != 1 || d.MaxRecipientsPerCall != 1 || d.OnlineReservePerSec != 0 || d.MaxContentBytes != 4096 || d.WarmupSec != 0 || d.FrequencyCap != nil {
 		t.Errorf("defaults: %+v", d)
 	}
 	s.do("PUT", "/v1/accounts/acct-fast", tokenA, `{"rate_per_sec": 40}`).json(t, &d)
@@ -141,26 +150,30 @@ func TestAccounts(t *testing.T) {
 		status int
 		field  string
 	}{
-		"no rate":             {`{"burst": 3}`, 422, "rate_per_sec"},
-		"zero rate":           {`{"rate_per_sec": 0}`, 422, "rate_per_sec"},
-		"reserve >= rate":     {`{"rate_per_sec": 5, "online_reserve_per_sec": 5}`, 422, "online_reserve_per_sec"},
-		"negative reserve":    {`{"rate_per_sec": 5, "online_reserve_per_sec": -1}`, 422, "online_reserve_per_sec"},
-		"burst below 1":       {`{"rate_per_sec": 5, "burst": 0.5}`, 422, "burst"},
-		"zero per call":       {`{"rate_per_sec": 5, "max_recipients_per_call": 0}`, 422, "max_recipients_per_call"},
-		"zero content bytes":  {`{"rate_per_sec": 5, "max_content_bytes": 0}`, 422, "max_content_bytes"},
-		"content over 16 KiB": {`{"rate_per_sec": 5, "max_content_bytes": 16385}`, 422, "max_content_bytes"},
-		"negative warm-up":    {`{"rate_per_sec": 5, "warmup_sec": -1}`, 422, "warmup_sec"},
-		"warm-up over a day":  {`{"rate_per_sec": 5, "warmup_sec": 86401}`, 422, "warmup_sec"},
-		"fraction warm-up":    {`{"rate_per_sec": 5, "warmup_sec": 1.5}`, 400, "warmup_sec"},
-		"failure rate > 1":    {`{"rate_per_sec": 5, "breaker": {"failure_rate": 2}}`, 422, "breaker.failure_rate"},
-		"unknown field":       {`{"rate_per_sec": 5, "rate": 3}`, 400, "rate"},
-		"wrong type":          {`{"rate_per_sec": "5"}`, 400, "rate_per_sec"},
-		"fraction per call":   {`{"rate_per_sec": 5, "max_recipients_per_call": 1.5}`, 400, "max_recipients_per_call"},
-		"malformed":           {`{"rate_per_sec": 5`, 400, ""},
-		"not an object":       {`[1]`, 400, ""},
-		"empty body":          {``, 400, ""},
-		"trailing data":       {`{"rate_per_sec": 5} {}`, 400, ""},
-		"breaker wrong type":  {`{"rate_per_sec": 5, "breaker": {"cooldown_sec": "1m"}}`, 400, "breaker.cooldown_sec"},
+		"no rate":              {`{"burst": 3}`, 422, "rate_per_sec"},
+		"zero rate":            {`{"rate_per_sec": 0}`, 422, "rate_per_sec"},
+		"reserve >= rate":      {`{"rate_per_sec": 5, "online_reserve_per_sec": 5}`, 422, "online_reserve_per_sec"},
+		"negative reserve":     {`{"rate_per_sec": 5, "online_reserve_per_sec": -1}`, 422, "online_reserve_per_sec"},
+		"burst below 1":        {`{"rate_per_sec": 5, "burst": 0.5}`, 422, "burst"},
+		"zero per call":        {`{"rate_per_sec": 5, "max_recipients_per_call": 0}`, 422, "max_recipients_per_call"},
+		"zero content bytes":   {`{"rate_per_sec": 5, "max_content_bytes": 0}`, 422, "max_content_bytes"},
+		"content over 16 KiB":  {`{"rate_per_sec": 5, "max_content_bytes": 16385}`, 422, "max_content_bytes"},
+		"negative warm-up":     {`{"rate_per_sec": 5, "warmup_sec": -1}`, 422, "warmup_sec"},
+		"warm-up over a day":   {`{"rate_per_sec": 5, "warmup_sec": 86401}`, 422, "warmup_sec"},
+		"fraction warm-up":     {`{"rate_per_sec": 5, "warmup_sec": 1.5}`, 400, "warmup_sec"},
+		"cap max 0":            {`{"rate_per_sec": 5, "frequency_cap": {"max": 0, "window_sec": 60}}`, 422, "frequency_cap.max"},
+		"cap without window":   {`{"rate_per_sec": 5, "frequency_cap": {"max": 1}}`, 422, "frequency_cap.window_sec"},
+		"cap window > 31 days": {`{"rate_per_sec": 5, "frequency_cap": {"max": 1, "window_sec": 2678401}}`, 422, "frequency_cap.window_sec"},
+		"cap unknown field":    {`{"rate_per_sec": 5, "frequency_cap": {"max": 1, "window": 60}}`, 400, "window"},
+		"failure rate > 1":     {`{"rate_per_sec": 5, "breaker": {"failure_rate": 2}}`, 422, "breaker.failure_rate"},
+		"unknown field":        {`{"rate_per_sec": 5, "rate": 3}`, 400, "rate"},
+		"wrong type":           {`{"rate_per_sec": "5"}`, 400, "rate_per_sec"},
+		"fraction per call":    {`{"rate_per_sec": 5, "max_recipients_per_call": 1.5}`, 400, "max_recipients_per_call"},
+		"malformed":            {`{"rate_per_sec": 5`, 400, ""},
+		"not an object":        {`[1]`, 400, ""},
+		"empty body":           {``, 400, ""},
+		"trailing data":        {`{"rate_per_sec": 5} {}`, 400, ""},
+		"breaker wrong type":   {`{"rate_per_sec": 5, "breaker": {"cooldown_sec": "1m"}}`, 400, "breaker.cooldown_sec"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := wantProblem(t, s.do("PUT", "/v1/accounts/acct-bad", tokenA, tc.body), tc.status)

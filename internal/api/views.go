@@ -112,9 +112,11 @@ type Account struct {
 	MaxContentBytes int `json:"max_content_bytes"`
 	// WarmupSec is the account's warm-up: after that many seconds without
 	// a send its batch rate ramps from 10% to 100% over as many (0: none).
-	WarmupSec int                 `json:"warmup_sec"`
-	Breaker   store.BreakerConfig `json:"breaker"`
-	UpdatedAt *time.Time          `json:"updated_at"`
+	WarmupSec int `json:"warmup_sec"`
+	// FrequencyCap is the account's per-recipient cap; nil: none.
+	FrequencyCap *store.FrequencyCap `json:"frequency_cap"`
+	Breaker      store.BreakerConfig `json:"breaker"`
+	UpdatedAt    *time.Time          `json:"updated_at"`
 	// BreakerState is the account's circuit breaker right now.
 	BreakerState BreakerState `json:"breaker_state"`
 }
@@ -136,6 +138,7 @@ type AccountList struct {
 // AccountRequest is the body of PUT /v1/accounts/{account}. Absent burst
 // defaults to the rate (at least 1), absent max_recipients_per_call to 1,
 // absent max_content_bytes to 4 KiB, absent warmup_sec to 0 (no warm-up),
+// absent or null frequency_cap to no cap,
 // absent breaker thresholds to 0
 // (trigger disabled).
 type AccountRequest struct {
@@ -145,6 +148,7 @@ type AccountRequest struct {
 	MaxRecipientsPerCall *int                 `json:"max_recipients_per_call"`
 	MaxContentBytes      *int                 `json:"max_content_bytes"`
 	WarmupSec            *int                 `json:"warmup_sec"`
+	FrequencyCap         *store.FrequencyCap  `json:"frequency_cap"`
 	Breaker              *store.BreakerConfig `json:"breaker"`
 }
 
@@ -269,7 +273,16 @@ func (s *server) accountView(a store.Account, b store.Breaker) Account {
 		MaxRecipientsPerCall: a.MaxRecipientsPerCall,
 		MaxContentBytes:      s.Submitter.Limits.ContentLimit(a),
 		WarmupSec:            a.WarmupSec,
+		FrequencyCap:         frequencyCapView(a.FrequencyCap),
 		Breaker:              a.Breaker,
 		UpdatedAt:            timePtr(a.UpdatedAt),
 	}
+}
+
+// frequencyCapView is nil for an account without a cap.
+func frequencyCapView(c store.FrequencyCap) *store.FrequencyCap {
+	if !c.Capped() {
+		return nil
+	}
+	return &c
 }

@@ -971,9 +971,22 @@ type Account struct {
 	// WarmupSec ramps the account's batch rate from 10% to 100% over that
 	// many seconds after that long without a send (0: no warm-up).
 	WarmupSec int
-	Breaker   BreakerConfig
-	UpdatedAt time.Time
+	// FrequencyCap bounds how many messages one recipient of the account
+	// gets in any window (zero: no cap).
+	FrequencyCap FrequencyCap
+	Breaker      BreakerConfig
+	UpdatedAt    time.Time
 }
+
+// FrequencyCap is an account's per-recipient cap: at most Max messages in
+// any WindowSec seconds, across all the tenant's jobs. Max 0 is no cap.
+type FrequencyCap struct {
+	Max       int `json:"max"`
+	WindowSec int `json:"window_sec"`
+}
+
+// Capped tells whether the cap limits anything.
+func (c FrequencyCap) Capped() bool { return c.Max > 0 && c.WindowSec > 0 }
 
 // BatchRate is the rate available to bulk sending: the account rate minus
 // the online reserve.

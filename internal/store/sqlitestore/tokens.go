@@ -122,6 +122,7 @@ type accountConfig struct {
 	MaxRecipientsPerCall int                 `json:"max_recipients_per_call"`
 	MaxContentBytes      int                 `json:"max_content_bytes,omitempty"`
 	WarmupSec            int                 `json:"warmup_sec,omitempty"`
+	FrequencyCap         *store.FrequencyCap `json:"frequency_cap,omitempty"`
 	Breaker              store.BreakerConfig `json:"breaker"`
 }
 
@@ -133,7 +134,7 @@ func (s *Store) PutAccount(ctx context.Context, a store.Account) (store.Account,
 	b, err := json.Marshal(accountConfig{
 		RatePerSec: a.RatePerSec, Burst: a.Burst, OnlineReservePerSec: a.OnlineReservePerSec,
 		MaxRecipientsPerCall: a.MaxRecipientsPerCall, MaxContentBytes: a.MaxContentBytes, WarmupSec: a.WarmupSec,
-		Breaker: a.Breaker,
+		FrequencyCap: capPtr(a.FrequencyCap), Breaker: a.Breaker,
 	})
 	if err != nil {
 		return store.Account{}, fmt.Errorf("put account %q: %w", a.ID, err)
@@ -170,6 +171,9 @@ func scanAccount(row interface{ Scan(...any) error }) (store.Account, error) {
 	a.RatePerSec, a.Burst, a.OnlineReservePerSec = c.RatePerSec, c.Burst, c.OnlineReservePerSec
 	a.MaxRecipientsPerCall, a.MaxContentBytes, a.Breaker = c.MaxRecipientsPerCall, c.MaxContentBytes, c.Breaker
 	a.WarmupSec = c.WarmupSec
+	if c.FrequencyCap != nil {
+		a.FrequencyCap = *c.FrequencyCap
+	}
 	a.UpdatedAt = fromNanos(updated)
 	return a, nil
 }
@@ -209,3 +213,11 @@ func (s *Store) ListAccounts(ctx context.Context, tenant string) ([]store.Accoun
 }
 
 // PutToken binds a token hash to a tenant. Binding it again to the same
+
+// capPtr is nil for no cap, so an account without one stores nothing.
+func capPtr(c store.FrequencyCap) *store.FrequencyCap {
+	if !c.Capped() {
+		return nil
+	}
+	return &c
+}

@@ -23,7 +23,7 @@ func testAccounts(t *testing.T, s store.Store, _ Capabilities) {
 	acct := func(tenant, id string, rate float64) store.Account {
 		return store.Account{
 			Tenant: tenant, ID: id, RatePerSec: rate, Burst: rate * 2, OnlineReservePerSec: 1.5,
-			MaxRecipientsPerCall: 3, MaxContentBytes: 2048, WarmupSec: 600,
+			MaxRecipientsPerCall: 3, MaxContentBytes: 2048, WarmupSec: 600, FrequencyCap: store.FrequencyCap{Max: 2, WindowSec: 86400},
 			Breaker:   store.BreakerConfig{ConsecutiveFailures: 20, FailureRate: 0.5, MinSamples: 50, CooldownSec: 60},
 			UpdatedAt: at(time.Second),
 		}
