@@ -190,6 +190,21 @@ type Store interface {
 	// and recipient.
 	ListSuppressions(ctx context.Context, p ListSuppressionsParams) (ListSuppressionsResult, error)
 
+	// ChargeFrequency charges claimed items against their account's
+	// per-recipient frequency cap, in one atomic step with respect to every
+	// other charge of the tenant's account (whatever job, whatever sender):
+	// an item passes when its recipient had fewer than Cap.Max items
+	// charged in the last Cap.WindowSec seconds, and is then charged at
+	// p.Now; otherwise it is reported in Capped and nothing is charged. An
+	// item charged before (a retry of the same job and seq) passes again
+	// without a second charge. A charge stays when the send fails: the cap
+	// counts messages handed to the provider, not deliveries.
+	ChargeFrequency(ctx context.Context, p ChargeFrequencyParams) (ChargeFrequencyResult, error)
+	// FrequencyCounts tells, for each given recipient of one account, how
+	// many items were charged in the window ending at p.Now (absent: none);
+	// it reads only (preview).
+	FrequencyCounts(ctx context.Context, p FrequencyCountsParams) (map[string]int, error)
+
 	// PutCampaign creates or replaces a scheduled campaign.
 	PutCampaign(ctx context.Context, c Campaign) (Campaign, error)
 	// GetCampaign reads a tenant's campaign (ErrNotFound).
@@ -280,6 +295,38 @@ type ListBreakersParams struct {
 type RecipientKey struct {
 	Account string
 	To      string
+}
+
+// FrequencyCharge is one claimed item to charge against a frequency cap.
+type FrequencyCharge struct {
+	Seq int64
+	To  string
+}
+
+// ChargeFrequencyParams charges items of one job and account (at most
+// MaxPutItems).
+type ChargeFrequencyParams struct {
+	Tenant  string
+	Account string
+	JobID   string
+	Cap     FrequencyCap
+	Charges []FrequencyCharge
+	Now     time.Time
+}
+
+// ChargeFrequencyResult lists the items over the cap, by seq.
+type ChargeFrequencyResult struct {
+	Capped map[int64]bool
+}
+
+// FrequencyCountsParams asks how many items recipients of one account
+// were charged in the last WindowSec seconds before Now.
+type FrequencyCountsParams struct {
+	Tenant    string
+	Account   string
+	WindowSec int
+	To        []string
+	Now       time.Time
 }
 
 // Suppression is one entry of a tenant's suppression list.
@@ -452,6 +499,9 @@ const (
 	CategoryExhausted   = "exhausted"
 	CategoryCancelled   = "cancelled"
 	CategorySuppressed  = "suppressed"
+	// CategoryFrequencyCapped: the recipient already had its account's
+	// frequency_cap of messages in the window; the item was not sent.
+	CategoryFrequencyCapped = "frequency_capped"
 )
 
 // CodeReview is the error code the reconciler sets on a submitted item it

@@ -293,6 +293,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"ListBreakers", testListBreakers},
 		{"Suppressions", testSuppressions},
 		{"ListSuppressions", testListSuppressions},
+		{"FrequencyCap", testFrequencyCap},
+		{"FrequencyCapConcurrent", testFrequencyCapConcurrent},
 		{"Campaigns", testCampaigns},
 		{"Webhooks", testWebhooks},
 		{"Staging", testStaging},

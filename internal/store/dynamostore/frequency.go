@@ -1,0 +1,140 @@
+package dynamostore
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/qunfa/qunfa/internal/store"
+)
+
+// freqPK is the partition of one recipient's frequency-cap charges: the
+// tenant quoted, the account in hex, a dot, the recipient.
+func freqPK(tenant, account, to string) string {
+	return "FREQ#" + strconv.Quote(tenant) + "#" + hex.EncodeToString([]byte(account)) + "." + to
+}
+
+// freqCharge is one charged item in a recipient's record ("ch", JSON):
+// K is "<job>#<seq>", At the charge time in Unix nanoseconds.
+type freqCharge struct {
+	K  string `json:"k"`
+	At int64  `json:"at"`
+}
+
+// ChargeFrequency charges each item with a conditional write of its
+// recipient's record (version check, retried on conflict): the record
+// holds the charges still in the window (at most Cap.Max of them), so two
+// senders charging the same recipient at once cannot both pass the cap.
+// One consistent read and one write per charged item.
+func (s *Store) ChargeFrequency(ctx context.Context, p store.ChargeFrequencyParams) (store.ChargeFrequencyResult, error) {
+	if p.Tenant == "" || p.Account == "" || p.JobID == "" || !p.Cap.Capped() {
+		return store.ChargeFrequencyResult{}, fmt.Errorf("charge frequency: %w: tenant, account, job and a cap", store.ErrInvalidArgument)
+	}
+	if len(p.Charges) > store.MaxPutItems {
+		return store.ChargeFrequencyResult{}, fmt.Errorf("charge frequency: %w: %d items, at most %d", store.ErrInvalidArgument, len(p.Charges), store.MaxPutItems)
+	}
+	res := store.ChargeFrequencyResult{Capped: map[int64]bool{}}
+	now := nanos(p.Now)
+	since := now - int64(p.Cap.WindowSec)*int64(time.Second)
+	for _, c := range p.Charges {
+		capped, err := s.chargeOne(ctx, p, c, now, since)
+		if err != nil {
+			return store.ChargeFrequencyResult{}, err
+		}
+		if capped {
+			res.Capped[c.Seq] = true
+		}
+	}
+	return res, nil
+}
+
+// chargeOne charges one item; it tells whether the item is over the cap.
+func (s *Store) chargeOne(ctx context.Context, p store.ChargeFrequencyParams, c store.FrequencyCharge, now, since int64) (bool, error) {
+	pk := freqPK(p.Tenant, p.Account, c.To)
+	k := p.JobID + "#" + strconv.FormatInt(c.Seq, 10)
+	for attempt := 0; attempt < s.opts.MaxRetries; attempt++ {
+		rec, err := s.getItem(ctx, pk, skSingle)
+		if err != nil {
+			return false, fmt.Errorf("charge frequency %s: %w", c.To, err)
+		}
+		charges, err := freqChargesOf(rec)
+		if err != nil {
+			return false, fmt.Errorf("charge frequency %s: %w", c.To, err)
+		}
+		version := getN(rec, "v")
+		live := charges[:0:0]
+		for _, ch := range charges {
+			if ch.K == k {
+				return false, nil // charged before: a retry of the same item
+			}
+			if ch.At > since {
+				live = append(live, ch)
+			}
+		}
+		if len(live) >= p.Cap.Max {
+			return true, nil
+		}
+		b, err := json.Marshal(append(live, freqCharge{K: k, At: now}))
+		if err != nil {
+			return false, fmt.Errorf("charge frequency %s: %w", c.To, err)
+		}
+		err = s.putItem(ctx, map[string]types.AttributeValue{
+			attrPK: attrS(pk), attrSK: attrS(skSingle), "ch": attrS(string(b)), "v": attrN(version + 1),
+		}, "attribute_not_exists(pk) OR v = :v", nil, map[string]types.AttributeValue{":v": attrN(version)})
+		if isConditionFailed(err) {
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("charge frequency %s: %w", c.To, err)
+		}
+		return false, nil
+	}
+	return false, fmt.Errorf("charge frequency %s: %w: too much contention", c.To, store.ErrConflict)
+}
+
+// freqChargesOf decodes a recipient record's charges (none when absent).
+func freqChargesOf(rec map[string]types.AttributeValue) ([]freqCharge, error) {
+	raw := getS(rec, "ch")
+	if raw == "" {
+		return nil, nil
+	}
+	var out []freqCharge
+	if err := json.Unmarshal([]byte(raw), &out); err != nil {
+		return nil, fmt.Errorf("decode charges: %w", err)
+	}
+	return out, nil
+}
+
+// FrequencyCounts reads each recipient's record.
+func (s *Store) FrequencyCounts(ctx context.Context, p store.FrequencyCountsParams) (map[string]int, error) {
+	if p.Tenant == "" || p.Account == "" || p.WindowSec <= 0 {
+		return nil, fmt.Errorf("frequency counts: %w: tenant, account and a window", store.ErrInvalidArgument)
+	}
+	since := nanos(p.Now) - int64(p.WindowSec)*int64(time.Second)
+	out := map[string]int{}
+	for _, to := range p.To {
+		rec, err := s.getItem(ctx, freqPK(p.Tenant, p.Account, to), skSingle)
+		if err != nil {
+			return nil, fmt.Errorf("frequency counts %s: %w", to, err)
+		}
+		charges, err := freqChargesOf(rec)
+		if err != nil {
+			return nil, fmt.Errorf("frequency counts %s: %w", to, err)
+		}
+		n := 0
+		for _, ch := range charges {
+			if ch.At > since {
+				n++
+			}
+		}
+		if n > 0 {
+			out[to] = n
+		}
+	}
+	return out, nil
+}
