@@ -76,14 +76,15 @@ func (e CampaignRequestMode) Valid() bool {
 
 // Defines values for ErrorCategory.
 const (
-	ErrorCategoryAccountDown ErrorCategory = "account_down"
-	ErrorCategoryCancelled   ErrorCategory = "cancelled"
-	ErrorCategoryExhausted   ErrorCategory = "exhausted"
-	ErrorCategoryPermanent   ErrorCategory = "permanent"
-	ErrorCategoryRateLimited ErrorCategory = "rate_limited"
-	ErrorCategoryRetryable   ErrorCategory = "retryable"
-	ErrorCategorySuppressed  ErrorCategory = "suppressed"
-	ErrorCategoryUncertain   ErrorCategory = "uncertain"
+	ErrorCategoryAccountDown     ErrorCategory = "account_down"
+	ErrorCategoryCancelled       ErrorCategory = "cancelled"
+	ErrorCategoryExhausted       ErrorCategory = "exhausted"
+	ErrorCategoryFrequencyCapped ErrorCategory = "frequency_capped"
+	ErrorCategoryPermanent       ErrorCategory = "permanent"
+	ErrorCategoryRateLimited     ErrorCategory = "rate_limited"
+	ErrorCategoryRetryable       ErrorCategory = "retryable"
+	ErrorCategorySuppressed      ErrorCategory = "suppressed"
+	ErrorCategoryUncertain       ErrorCategory = "uncertain"
 )
 
 // Valid indicates whether the value is a known member of the ErrorCategory enum.
@@ -94,6 +95,8 @@ func (e ErrorCategory) Valid() bool {
 	case ErrorCategoryCancelled:
 		return true
 	case ErrorCategoryExhausted:
+		return true
+	case ErrorCategoryFrequencyCapped:
 		return true
 	case ErrorCategoryPermanent:
 		return true
@@ -662,7 +665,7 @@ type Counts struct {
 	Submitted int64 `json:"submitted"`
 }
 
-// ErrorCategory Why an item failed, or what its last failed attempt was (DESIGN.md): retryable (timeouts before send, 5xx, network), rate_limited (slowed down, retried without using an attempt), account_down (every call of the account failed; retried), permanent (bad recipient, no permission, content rejected: never retried), uncertain (sent, no answer: under review), exhausted (retries used up: the dead letters), cancelled (the job was cancelled), suppressed (on the suppression list when its turn came).
+// ErrorCategory Why an item failed, or what its last failed attempt was (DESIGN.md): retryable (timeouts before send, 5xx, network), rate_limited (slowed down, retried without using an attempt), account_down (every call of the account failed; retried), permanent (bad recipient, no permission, content rejected: never retried), uncertain (sent, no answer: under review), exhausted (retries used up: the dead letters), cancelled (the job was cancelled), suppressed (on the suppression list when its turn came), frequency_capped (its recipient already had its account's frequency_cap of messages in the window: not sent).
 type ErrorCategory string
 
 // Failures Failed and abandoned items, and items under review, by error category; categories with no items are left out.
@@ -727,7 +730,7 @@ type Item struct {
 
 // ItemError defines model for ItemError.
 type ItemError struct {
-	// Category Why an item failed, or what its last failed attempt was (DESIGN.md): retryable (timeouts before send, 5xx, network), rate_limited (slowed down, retried without using an attempt), account_down (every call of the account failed; retried), permanent (bad recipient, no permission, content rejected: never retried), uncertain (sent, no answer: under review), exhausted (retries used up: the dead letters), cancelled (the job was cancelled), suppressed (on the suppression list when its turn came).
+	// Category Why an item failed, or what its last failed attempt was (DESIGN.md): retryable (timeouts before send, 5xx, network), rate_limited (slowed down, retried without using an attempt), account_down (every call of the account failed; retried), permanent (bad recipient, no permission, content rejected: never retried), uncertain (sent, no answer: under review), exhausted (retries used up: the dead letters), cancelled (the job was cancelled), suppressed (on the suppression list when its turn came), frequency_capped (its recipient already had its account's frequency_cap of messages in the window: not sent).
 	Category ErrorCategory `json:"category"`
 
 	// Code The provider's error code, e.g. 45009.
@@ -1019,7 +1022,7 @@ type Recipient struct {
 
 // RedriveRequest The body of POST /v1/jobs/{id}/redrive: the failed items of one category go out again. Only exhausted and permanent are redrivable; another category answers 422.
 type RedriveRequest struct {
-	// Category Why an item failed, or what its last failed attempt was (DESIGN.md): retryable (timeouts before send, 5xx, network), rate_limited (slowed down, retried without using an attempt), account_down (every call of the account failed; retried), permanent (bad recipient, no permission, content rejected: never retried), uncertain (sent, no answer: under review), exhausted (retries used up: the dead letters), cancelled (the job was cancelled), suppressed (on the suppression list when its turn came).
+	// Category Why an item failed, or what its last failed attempt was (DESIGN.md): retryable (timeouts before send, 5xx, network), rate_limited (slowed down, retried without using an attempt), account_down (every call of the account failed; retried), permanent (bad recipient, no permission, content rejected: never retried), uncertain (sent, no answer: under review), exhausted (retries used up: the dead letters), cancelled (the job was cancelled), suppressed (on the suppression list when its turn came), frequency_capped (its recipient already had its account's frequency_cap of messages in the window: not sent).
 	Category ErrorCategory `json:"category"`
 }
 

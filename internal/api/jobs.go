@@ -158,6 +158,7 @@ var (
 	itemCategories = []string{
 		store.CategoryRetryable, store.CategoryRateLimited, store.CategoryAccountDown, store.CategoryPermanent, store.CategoryUncertain,
 		store.CategoryExhausted, store.CategoryCancelled, store.CategorySuppressed,
+		store.CategoryFrequencyCapped,
 	}
 )
 

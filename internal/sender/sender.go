@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -887,6 +888,11 @@ func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Ite
 		}
 		items = keep
 	}
+	items, capped, err := tr.chargeFrequency(ctx, claimID, items)
+	if err != nil {
+		return err
+	}
+	skipped = append(skipped, capped...)
 	tr.giveBackBudget(ctx, int64(len(skipped))) // never sent
 	calls, updates := tr.buildCalls(items)
 	updates = append(updates, skipped...)
@@ -956,6 +962,52 @@ wait:
 			slog.Int("calls", len(calls)-len(done)), slog.Duration("waited", tr.cfg.StragglerWait))
 	}
 	return tr.record(ctx, done, updates)
+}
+
+// chargeFrequency charges the claimed items against the account's
+// frequency cap, if it has one, right before they are sent: items whose
+// recipient already had the cap's messages in its window are abandoned
+// (category frequency_capped), not sent. The store charges atomically
+// across every job of the tenant, so concurrent jobs never pass the cap
+// together. A charge is kept when the send then fails (the cap counts
+// messages handed to the provider); a retry of the same item is not
+// charged again.
+func (tr *turn) chargeFrequency(ctx context.Context, claimID string, items []store.Item) ([]store.Item, []store.ItemUpdate, error) {
+	fc := tr.account.FrequencyCap
+	if !fc.Capped() || len(items) == 0 {
+		return items, nil, nil
+	}
+	capped := map[int64]bool{}
+	now := tr.s.Clock.Now()
+	for start := 0; start < len(items); start += store.MaxPutItems {
+		chunk := items[start:min(len(items), start+store.MaxPutItems)]
+		p := store.ChargeFrequencyParams{Tenant: tr.job.Tenant, Account: tr.shard.Account, JobID: tr.job.ID, Cap: fc, Now: now}
+		for _, it := range chunk {
+			p.Charges = append(p.Charges, store.FrequencyCharge{Seq: it.Seq, To: it.To})
+		}
+		res, err := tr.s.Store.ChargeFrequency(ctx, p)
+		if err != nil {
+			// The items stay submitted unsent; the claim's failure path
+			// (the reconciler) settles them as for any lost claim.
+			return nil, nil, fmt.Errorf("charge frequency cap: %w", err)
+		}
+		maps.Copy(capped, res.Capped)
+	}
+	if len(capped) == 0 {
+		return items, nil, nil
+	}
+	keep := items[:0:0]
+	var skipped []store.ItemUpdate
+	for _, it := range items {
+		if capped[it.Seq] {
+			skipped = append(skipped, store.ItemUpdate{Seq: it.Seq, From: store.ItemSubmitted, ClaimID: claimID, To: store.ItemAbandoned,
+				Error: &store.ItemError{Category: store.CategoryFrequencyCapped,
+					Message: fmt.Sprintf("recipient already had %d messages of this account in %ds (frequency_cap)", fc.Max, fc.WindowSec)}})
+			continue
+		}
+		keep = append(keep, it)
+	}
+	return keep, skipped, nil
 }
 
 // pendingCall is one provider call of a batch; result is set before done
