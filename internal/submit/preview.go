@@ -169,9 +169,17 @@ func (pv *previewer) flush(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("suppression look-up: %w", err)
 	}
+	capped, err := pv.frequencyCapped(ctx, suppressed)
+	if err != nil {
+		return err
+	}
 	for i, rc := range pv.page {
 		if suppressed[keys[i]] {
 			pv.out.Dropped.Suppressed++
+			continue
+		}
+		if capped[keys[i]] {
+			pv.out.Dropped.FrequencyCapped++
 			continue
 		}
 		pv.out.Total++
@@ -189,6 +197,35 @@ func (pv *previewer) flush(ctx context.Context) error {
 	}
 	pv.page = pv.page[:0]
 	return nil
+}
+
+// frequencyCapped tells which recipients of the page (not suppressed)
+// already had their account's frequency_cap of messages in the window
+// ending now: the sender would abandon them.
+func (pv *previewer) frequencyCapped(ctx context.Context, suppressed map[store.RecipientKey]bool) (map[store.RecipientKey]bool, error) {
+	byAccount := map[string][]string{}
+	for _, rc := range pv.page {
+		k := store.RecipientKey{Account: rc.Account, To: rc.To}
+		if pv.accounts[rc.Account].FrequencyCap.Capped() && !suppressed[k] {
+			byAccount[rc.Account] = append(byAccount[rc.Account], rc.To)
+		}
+	}
+	out := map[store.RecipientKey]bool{}
+	for account, to := range byAccount {
+		fc := pv.accounts[account].FrequencyCap
+		counts, err := pv.s.Store.FrequencyCounts(ctx, store.FrequencyCountsParams{
+			Tenant: pv.tenant, Account: account, WindowSec: fc.WindowSec, To: to, Now: pv.s.Clock.Now(),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("frequency cap look-up: %w", err)
+		}
+		for r, n := range counts {
+			if n >= fc.Max {
+				out[store.RecipientKey{Account: account, To: r}] = true
+			}
+		}
+	}
+	return out, nil
 }
 
 func (pv *previewer) finish(ctx context.Context) (Preview, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/qunfa/qunfa/internal/store"
 	"github.com/qunfa/qunfa/internal/submit"
@@ -33,6 +34,11 @@ func (r *readOnlyStore) AccountOwner(ctx context.Context, account string) (strin
 func (r *readOnlyStore) SuppressedAmong(ctx context.Context, tenant string, keys []store.RecipientKey) (map[store.RecipientKey]bool, error) {
 	r.reads++
 	return r.inner.st.SuppressedAmong(ctx, tenant, keys)
+}
+
+func (r *readOnlyStore) FrequencyCounts(ctx context.Context, p store.FrequencyCountsParams) (map[string]int, error) {
+	r.reads++
+	return r.inner.st.FrequencyCounts(ctx, p)
 }
 
 func (r *readOnlyStore) ListParts(ctx context.Context, jobID string) ([]store.PartInfo, error) {
@@ -136,5 +142,48 @@ func TestPreviewStagedStoresNothing(t *testing.T) {
 	job.Status = store.JobStarting
 	if _, err := sub.PreviewStaged(ctx, job); !errors.Is(err, submit.ErrNotStaging) {
 		t.Errorf("preview of a starting job: %v, want ErrNotStaging", err)
+	}
+}
+
+// TestPreviewCountsFrequencyCapped: recipients who already had their
+// account's frequency_cap of messages in the window are counted in
+// dropped.frequency_capped, not in the total; older charges, other
+// accounts and recipients under the cap are not.
+func TestPreviewCountsFrequencyCapped(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, submit.Limits{})
+	ctx := context.Background()
+	if _, err := f.st.PutAccount(ctx, store.Account{Tenant: "t1", ID: "acct-a", RatePerSec: 10, Burst: 10,
+		FrequencyCap: store.FrequencyCap{Max: 2, WindowSec: 3600}}); err != nil {
+		t.Fatal(err)
+	}
+	charge := func(job string, at time.Time, to ...string) {
+		t.Helper()
+		p := store.ChargeFrequencyParams{Tenant: "t1", Account: "acct-a", JobID: job, Now: at,
+			Cap: store.FrequencyCap{Max: 2, WindowSec: 3600}}
+		for i, r := range to {
+			p.Charges = append(p.Charges, store.FrequencyCharge{Seq: int64(i), To: r})
+		}
+		if _, err := f.st.ChargeFrequency(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := f.clk.Now()
+	charge("old", now.Add(-2*time.Hour), "u0", "u1", "u2") // out of the window
+	charge("j1", now.Add(-30*time.Minute), "u1", "u2", "u3")
+	charge("j2", now.Add(-10*time.Minute), "u1", "u2")
+	ro := &readOnlyStore{inner: f}
+	sub := &submit.Submitter{Store: ro, Staging: ro, Clock: f.clk}
+	got, err := sub.Preview(ctx, submit.Params{Tenant: "t1", Request: submit.Request{Template: "Hi {{name}}",
+		Recipients: append(rcpts("acct-a", 5), rcpts("acct-b", 3)...)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// u1 and u2 of acct-a had 2 in the last hour; u3 one; acct-b has no cap.
+	if want := (submit.PreviewDropped{FrequencyCapped: 2}); got.Total != 6 || got.Dropped != want {
+		t.Errorf("total %d dropped %+v, want 6 and %+v", got.Total, got.Dropped, want)
+	}
+	if a := got.ByAccount[0]; a.Account != "acct-a" || a.Recipients != 3 {
+		t.Errorf("acct-a %+v, want 3 recipients", a)
 	}
 }
