@@ -18,7 +18,7 @@
   const langKey = 'qunfa.lang';
 
   const itemStatuses = ['pending', 'submitted', 'confirmed', 'failed', 'abandoned'];
-  const categories = ['retryable', 'rate_limited', 'permanent', 'uncertain', 'exhausted', 'cancelled', 'suppressed'];
+  const categories = ['retryable', 'rate_limited', 'permanent', 'uncertain', 'exhausted', 'cancelled', 'suppressed', 'frequency_capped'];
   const countKeys = ['pending', 'submitted', 'confirmed', 'failed', 'abandoned'];
   const finalJob = new Set(['completed', 'partial', 'failed', 'cancelled']);
 
