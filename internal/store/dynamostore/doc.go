@@ -35,6 +35,9 @@
 //	                                                             g2sk <tenant>#<account>
 //	campaign          TENANT#<tenant>     CAMPAIGN#<id>          request (B), schedule, …; g1pk CAMPAIGNS, g1sk <tenant>#<id>
 //	suppression       SUPP#<tenant>       <hex(account)>.<to>    account, to, reason, createdAt
+//	frequency charges FREQ#"<tenant>"#<hex(account)>.<to> _     ch (JSON [{k: <job>#<seq>, at}] of the charges still in
+//	                                                             the window when last written), v (version); no TTL:
+//	                                                             a recipient's record stays, at most max charges long
 //	API token         TOKEN#<hash>        _                      tenant
 //	quota             TENANT#<tenant>     QUOTA                  maxRun, maxRcpt (quota.go)
 //	daily recipients  TENANT#<tenant>     RCPT#<yyyy-mm-dd>      n (one conditional ADD per job)
@@ -115,6 +118,10 @@
 //	ListSuppressions   Query pk = SUPP#<tenant> (Limit+1): the sort key orders by account then
 //	                   recipient (hex keeps the accounts' byte order, and "." sorts before every
 //	                   hex digit); cursor = last sort key
+//	ChargeFrequency    per item: GetItem (consistent) + PutItem conditional on the version read
+//	                   (retry on conflict); nothing is written for an item over the cap or already
+//	                   charged. A capped account adds 1 RCU and 1 WCU per message sent.
+//	FrequencyCounts    GetItem per recipient asked about (preview)
 //	Campaigns          PutItem / GetItem / DeleteItem (attribute_exists: absent → ErrNotFound);
 //	                   a tenant's: Query begins_with(sk, "CAMPAIGN#"); all tenants' (the local
 //	                   scheduler, rare): Query tenantJobs (g1pk = CAMPAIGNS) + BatchGetItem
