@@ -49,7 +49,7 @@ func (s *server) putAccount(w http.ResponseWriter, r *http.Request, tenant strin
 const maxWarmupSec = 86400
 
 // maxFrequencyWindowSec bounds a frequency cap's window: 31 days.
-const maxFrequencyWindowSec = 31 * 86400
+const maxFrequencyWindowSec = store.MaxFrequencyWindowSec
 
 func validateAccount(id string, req AccountRequest) (store.Account, []submit.FieldError) {
 	var errs []submit.FieldError

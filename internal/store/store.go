@@ -1035,6 +1035,10 @@ type FrequencyCap struct {
 	WindowSec int `json:"window_sec"`
 }
 
+// MaxFrequencyWindowSec is the longest frequency-cap window: 31 days.
+// Charges older than that limit no cap, and stores may drop them.
+const MaxFrequencyWindowSec = 31 * 86400
+
 // Capped tells whether the cap limits anything.
 func (c FrequencyCap) Capped() bool { return c.Max > 0 && c.WindowSec > 0 }
 

@@ -12,7 +12,7 @@ import (
 // frequencySchema is the log of frequency-cap charges: one row per item
 // charged to a recipient of a tenant's account, at its charge time. Rows
 // older than the account's window are pruned when the recipient is charged
-// again.
+// again, and rows older than the longest window by every charge.
 const frequencySchema = `
 CREATE TABLE freq_charges (
 	tenant  TEXT NOT NULL,
@@ -23,6 +23,7 @@ CREATE TABLE freq_charges (
 	at      INTEGER NOT NULL,
 	PRIMARY KEY (tenant, account, to_id, job_id, seq)
 ) WITHOUT ROWID;
+CREATE INDEX freq_charges_at ON freq_charges (at);
 `
 
 // ChargeFrequency charges the items in one write transaction, which SQLite
@@ -41,8 +42,12 @@ func (s *Store) ChargeFrequency(ctx context.Context, p store.ChargeFrequencyPara
 	}
 	now := toNanos(p.Now)
 	since := now - int64(p.Cap.WindowSec)*int64(time.Second)
+	oldest := now - int64(store.MaxFrequencyWindowSec)*int64(time.Second)
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		clear(res.Capped)
+		if _, err := tx.ExecContext(ctx, `DELETE FROM freq_charges WHERE at <= ?`, oldest); err != nil {
+			return fmt.Errorf("charge frequency: prune: %w", err)
+		}
 		for _, c := range p.Charges {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM freq_charges WHERE tenant = ? AND account = ? AND to_id = ? AND at <= ?`,
 				p.Tenant, p.Account, c.To, since); err != nil {
