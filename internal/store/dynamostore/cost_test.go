@@ -44,9 +44,10 @@ func (m *capacityMeter) snapshot() (w, r float64) {
 
 // runSenderLoop drives one job of n single-recipient items in one shard
 // through the sender's loop: take 10 tokens, claim 10, confirm them,
-// advance the shard (adding the attempts). It returns the number of
-// messages confirmed.
-func runSenderLoop(tb testing.TB, s *dynamostore.Store, n int) int {
+// advance the shard (adding the attempts); with a frequency cap, the
+// claimed items are charged against it before they are confirmed, as the
+// sender does. It returns the number of messages confirmed.
+func runSenderLoop(tb testing.TB, s *dynamostore.Store, n int, fc store.FrequencyCap) int {
 	tb.Helper()
 	ctx := context.Background()
 	t0 := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -93,6 +94,15 @@ func runSenderLoop(tb testing.TB, s *dynamostore.Store, n int) int {
 		if len(cl.Items) == 0 {
 			break
 		}
+		if fc.Capped() {
+			p := store.ChargeFrequencyParams{Tenant: "t", Account: "acct", JobID: jobID, Cap: fc, Now: now}
+			for _, it := range cl.Items {
+				p.Charges = append(p.Charges, store.FrequencyCharge{Seq: it.Seq, To: it.To})
+			}
+			if res, err := s.ChargeFrequency(ctx, p); err != nil || len(res.Capped) > 0 {
+				tb.Fatalf("ChargeFrequency = %+v, %v", res, err)
+			}
+		}
 		ups := make([]store.ItemUpdate, len(cl.Items))
 		cursor := int64(0)
 		for i, it := range cl.Items {
@@ -130,7 +140,7 @@ func BenchmarkCostPerMessage(b *testing.B) {
 	msgs := 0
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		msgs += runSenderLoop(b, s, 1000)
+		msgs += runSenderLoop(b, s, 1000, store.FrequencyCap{})
 	}
 	w, r := m.snapshot()
 	b.ReportMetric(w/float64(msgs), "WCU/msg")
@@ -143,7 +153,7 @@ func TestCostPerMessage(t *testing.T) {
 	t.Parallel()
 	var m capacityMeter
 	s := newStore(t, dynamostore.Options{OnCapacity: m.observe})
-	msgs := runSenderLoop(t, s, 1000)
+	msgs := runSenderLoop(t, s, 1000, store.FrequencyCap{})
 	w, r := m.snapshot()
 	t.Logf("%d messages: %.3f WCU/msg, %.3f RCU/msg, %d write requests", msgs, w/float64(msgs), r/float64(msgs), m.writeRequests)
 	if w/float64(msgs) > 0.5 {
@@ -151,5 +161,35 @@ func TestCostPerMessage(t *testing.T) {
 	}
 	if w == 0 {
 		t.Fatalf("no capacity reported: the hook or ReturnConsumedCapacity is not wired")
+	}
+}
+
+// BenchmarkCostPerMessageFrequencyCapped is BenchmarkCostPerMessage on an
+// account with a frequency cap: each message also charges its recipient.
+func BenchmarkCostPerMessageFrequencyCapped(b *testing.B) {
+	var m capacityMeter
+	s := newStore(b, dynamostore.Options{OnCapacity: m.observe})
+	msgs := 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		msgs += runSenderLoop(b, s, 1000, store.FrequencyCap{Max: 3, WindowSec: 86400})
+	}
+	w, r := m.snapshot()
+	b.ReportMetric(w/float64(msgs), "WCU/msg")
+	b.ReportMetric(r/float64(msgs), "RCU/msg")
+}
+
+// TestCostPerMessageFrequencyCapped bounds what a frequency cap adds: one
+// recipient record read and written per message, so at most 1.5 write
+// units per message in all.
+func TestCostPerMessageFrequencyCapped(t *testing.T) {
+	t.Parallel()
+	var m capacityMeter
+	s := newStore(t, dynamostore.Options{OnCapacity: m.observe})
+	msgs := runSenderLoop(t, s, 1000, store.FrequencyCap{Max: 3, WindowSec: 86400})
+	w, r := m.snapshot()
+	t.Logf("%d messages with a frequency cap: %.3f WCU/msg, %.3f RCU/msg, %d write requests", msgs, w/float64(msgs), r/float64(msgs), m.writeRequests)
+	if w/float64(msgs) > 1.5 {
+		t.Fatalf("%.3f WCU per message with a frequency cap, target 1.5", w/float64(msgs))
 	}
 }
