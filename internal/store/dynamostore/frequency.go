@@ -69,12 +69,13 @@ func (s *Store) chargeOne(ctx context.Context, p store.ChargeFrequencyParams, c 
 		version := getN(rec, "v")
 		live := charges[:0:0]
 		for _, ch := range charges {
+			if ch.At <= since {
+				continue // out of the window: dropped
+			}
 			if ch.K == k {
 				return false, nil // charged before: a retry of the same item
 			}
-			if ch.At > since {
-				live = append(live, ch)
-			}
+			live = append(live, ch)
 		}
 		if len(live) >= p.Cap.Max {
 			return true, nil

@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 
 	"github.com/qunfa/qunfa/internal/store"
 )
@@ -135,4 +138,71 @@ func testFrequencyCapConcurrent(t *testing.T, s store.Store, caps Capabilities) 
 			}
 		})
 	}
+}
+
+// testFrequencyCapProperty runs random charges (jobs, items, recipients,
+// times) against a model of the sliding window: a charge passes when the
+// item is charged in the window already, or its recipient has fewer than
+// Max charges in (now-W, now]; it is then charged at now. The store must
+// agree with the model on every item, and no recipient ever holds more
+// than Max charges in a window.
+func testFrequencyCapProperty(t *testing.T, s store.Store, caps Capabilities) {
+	checkProperty(t, caps.sizes().propertyChecks, func(rt *rapid.T) {
+		account := uniqueID("acct")
+		fc := store.FrequencyCap{Max: rapid.IntRange(1, 3).Draw(rt, "max"), WindowSec: rapid.IntRange(1, 100).Draw(rt, "window_sec")}
+		window := time.Duration(fc.WindowSec) * time.Second
+		recipients := []string{"u0", "u1", "u2"}
+		type charge struct {
+			key string
+			at  time.Time
+		}
+		model := map[string][]charge{} // recipient → charges
+		now := Epoch
+		steps := rapid.IntRange(1, caps.sizes().propertySteps).Draw(rt, "steps")
+		for range steps {
+			now = now.Add(time.Duration(rapid.IntRange(0, fc.WindowSec*600).Draw(rt, "advance_ms")) * time.Millisecond)
+			job := fmt.Sprintf("job-%d", rapid.IntRange(0, 2).Draw(rt, "job"))
+			seqs := rapid.SliceOfNDistinct(rapid.Int64Range(0, 5), 1, 4, rapid.ID[int64]).Draw(rt, "seqs")
+			p := store.ChargeFrequencyParams{Tenant: "tenant-p", Account: account, JobID: job, Cap: fc, Now: now}
+			want := map[int64]bool{}
+			for _, seq := range seqs {
+				to := recipients[(len(job)+int(job[len(job)-1])*7+int(seq))%len(recipients)]
+				p.Charges = append(p.Charges, store.FrequencyCharge{Seq: seq, To: to})
+				key := fmt.Sprintf("%s#%d", job, seq)
+				live := slices.DeleteFunc(model[to], func(c charge) bool { return !c.at.After(now.Add(-window)) })
+				model[to] = live
+				switch {
+				case slices.ContainsFunc(live, func(c charge) bool { return c.key == key }):
+				case len(live) >= fc.Max:
+					want[seq] = true
+				default:
+					model[to] = append(live, charge{key, now})
+				}
+			}
+			res, err := s.ChargeFrequency(ctxOf(rt), p)
+			if err != nil {
+				rt.Fatalf("ChargeFrequency: %v", err)
+			}
+			got := map[int64]bool{}
+			for seq, v := range res.Capped {
+				if v {
+					got[seq] = true
+				}
+			}
+			if !maps.Equal(got, want) {
+				rt.Fatalf("at +%v, %s charging %v: capped %v, the model says %v", now.Sub(Epoch), job, p.Charges, got, want)
+			}
+			counts, err := s.FrequencyCounts(ctxOf(rt), store.FrequencyCountsParams{Tenant: "tenant-p", Account: account,
+				WindowSec: fc.WindowSec, To: recipients, Now: now})
+			if err != nil {
+				rt.Fatalf("FrequencyCounts: %v", err)
+			}
+			for _, to := range recipients {
+				model[to] = slices.DeleteFunc(model[to], func(c charge) bool { return !c.at.After(now.Add(-window)) })
+				if n := len(model[to]); counts[to] != n || n > fc.Max {
+					rt.Fatalf("at +%v: %s has %d charges in the window, the model %d (max %d)", now.Sub(Epoch), to, counts[to], n, fc.Max)
+				}
+			}
+		}
+	})
 }

@@ -295,6 +295,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"ListSuppressions", testListSuppressions},
 		{"FrequencyCap", testFrequencyCap},
 		{"FrequencyCapConcurrent", testFrequencyCapConcurrent},
+		{"FrequencyCapProperty", testFrequencyCapProperty},
 		{"Campaigns", testCampaigns},
 		{"Webhooks", testWebhooks},
 		{"Staging", testStaging},
