@@ -120,6 +120,11 @@ func TestAccountsCommand(t *testing.T) {
 	file := writeFile(t, "acct.json", `{"rate_per_sec": 4, "burst": 4, "max_recipients_per_call": 3}`)
 	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--file", file, "--burst", "8").want(t, 0, []string{"4/s, burst 8", "3 recipients", "at most 4096 bytes", "warm-up:   none", "frequency: no cap"}, nil)
 	runCLI(ctx, srv, "", "accounts", "get", "acct-d").want(t, 0, []string{"account acct-d", "4/s, burst 8"}, nil)
+	runCLI(ctx, srv, "", "accounts", "put", "acct-e", "--rate", "1", "--frequency-cap-max", "2").
+		want(t, 2, nil, []string{"give both --frequency-cap-max and --frequency-cap-window-sec"})
+	capFile := writeFile(t, "capped.json", `{"rate_per_sec": 4, "frequency_cap": {"max": 1, "window_sec": 3600}}`)
+	runCLI(ctx, srv, "", "accounts", "put", "acct-e", "--file", capFile, "--frequency-cap-max", "3").
+		want(t, 0, []string{"at most 3 messages to a recipient in any 3600s"}, nil)
 	var a struct {
 		Account    string  `json:"account"`
 		RatePerSec float64 `json:"rate_per_sec"`
@@ -130,7 +135,7 @@ func TestAccountsCommand(t *testing.T) {
 	}
 	var l struct{ Accounts []any }
 	jsonOut(t, runCLI(ctx, srv, "", "accounts", "list", "--output", "json"), &l)
-	if len(l.Accounts) != 4 {
+	if len(l.Accounts) != 5 { // acct-a to acct-e
 		t.Errorf("accounts list --output json: %d accounts", len(l.Accounts))
 	}
 
