@@ -202,7 +202,9 @@ type Store interface {
 	ChargeFrequency(ctx context.Context, p ChargeFrequencyParams) (ChargeFrequencyResult, error)
 	// FrequencyCounts tells, for each given recipient of one account, how
 	// many items were charged in the window ending at p.Now (absent: none);
-	// it reads only (preview).
+	// it reads only (preview), and like SuppressedAmong may miss a charge
+	// of the last moment (the DynamoDB adapter reads eventually
+	// consistently).
 	FrequencyCounts(ctx context.Context, p FrequencyCountsParams) (map[string]int, error)
 
 	// PutCampaign creates or replaces a scheduled campaign.

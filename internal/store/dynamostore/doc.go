@@ -121,7 +121,7 @@
 //	ChargeFrequency    per item: GetItem (consistent) + PutItem conditional on the version read
 //	                   (retry on conflict); nothing is written for an item over the cap or already
 //	                   charged. A capped account adds 1 RCU and 1 WCU per message sent.
-//	FrequencyCounts    GetItem per recipient asked about (preview)
+//	FrequencyCounts    BatchGetItem of the recipients' records (eventually consistent; preview)
 //	Campaigns          PutItem / GetItem / DeleteItem (attribute_exists: absent → ErrNotFound);
 //	                   a tenant's: Query begins_with(sk, "CAMPAIGN#"); all tenants' (the local
 //	                   scheduler, rare): Query tenantJobs (g1pk = CAMPAIGNS) + BatchGetItem

@@ -111,17 +111,26 @@ func freqChargesOf(rec map[string]types.AttributeValue) ([]freqCharge, error) {
 	return out, nil
 }
 
-// FrequencyCounts reads each recipient's record.
+// FrequencyCounts reads the recipients' records with BatchGetItem
+// (eventually consistent: a preview's estimate).
 func (s *Store) FrequencyCounts(ctx context.Context, p store.FrequencyCountsParams) (map[string]int, error) {
 	if p.Tenant == "" || p.Account == "" || p.WindowSec <= 0 {
 		return nil, fmt.Errorf("frequency counts: %w: tenant, account and a window", store.ErrInvalidArgument)
 	}
 	since := nanos(p.Now) - int64(p.WindowSec)*int64(time.Second)
+	keys := make([]map[string]types.AttributeValue, len(p.To))
+	for i, to := range p.To {
+		keys[i] = key(freqPK(p.Tenant, p.Account, to), skSingle)
+	}
+	recs, err := s.batchGet(ctx, keys, false)
+	if err != nil {
+		return nil, fmt.Errorf("frequency counts: %w", err)
+	}
 	out := map[string]int{}
 	for _, to := range p.To {
-		rec, err := s.getItem(ctx, freqPK(p.Tenant, p.Account, to), skSingle)
-		if err != nil {
-			return nil, fmt.Errorf("frequency counts %s: %w", to, err)
+		rec, ok := recs[freqPK(p.Tenant, p.Account, to)+"\x00"+skSingle]
+		if !ok {
+			continue
 		}
 		charges, err := freqChargesOf(rec)
 		if err != nil {
