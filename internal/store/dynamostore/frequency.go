@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/qunfa/qunfa/internal/store"
 )
@@ -30,7 +32,8 @@ type freqCharge struct {
 // recipient's record (version check, retried on conflict): the record
 // holds the charges still in the window (at most Cap.Max of them), so two
 // senders charging the same recipient at once cannot both pass the cap.
-// One consistent read and one write per charged item.
+// One consistent read and one write per charged item. On an error some
+// items may have been charged: a retry of them is not charged twice.
 func (s *Store) ChargeFrequency(ctx context.Context, p store.ChargeFrequencyParams) (store.ChargeFrequencyResult, error) {
 	if p.Tenant == "" || p.Account == "" || p.JobID == "" || !p.Cap.Capped() {
 		return store.ChargeFrequencyResult{}, fmt.Errorf("charge frequency: %w: tenant, account, job and a cap", store.ErrInvalidArgument)
@@ -38,20 +41,47 @@ func (s *Store) ChargeFrequency(ctx context.Context, p store.ChargeFrequencyPara
 	if len(p.Charges) > store.MaxPutItems {
 		return store.ChargeFrequencyResult{}, fmt.Errorf("charge frequency: %w: %d items, at most %d", store.ErrInvalidArgument, len(p.Charges), store.MaxPutItems)
 	}
-	res := store.ChargeFrequencyResult{Capped: map[int64]bool{}}
 	now := nanos(p.Now)
 	since := now - int64(p.Cap.WindowSec)*int64(time.Second)
+	// Recipients are charged in parallel (their records are independent),
+	// each recipient's items one after another, in the order given.
+	var order []string
+	byTo := map[string][]store.FrequencyCharge{}
 	for _, c := range p.Charges {
-		capped, err := s.chargeOne(ctx, p, c, now, since)
-		if err != nil {
-			return store.ChargeFrequencyResult{}, err
+		if _, ok := byTo[c.To]; !ok {
+			order = append(order, c.To)
 		}
-		if capped {
-			res.Capped[c.Seq] = true
-		}
+		byTo[c.To] = append(byTo[c.To], c)
+	}
+	var mu sync.Mutex
+	res := store.ChargeFrequencyResult{Capped: map[int64]bool{}}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(chargeParallelism)
+	for _, to := range order {
+		g.Go(func() error {
+			for _, c := range byTo[to] {
+				capped, err := s.chargeOne(gctx, p, c, now, since)
+				if err != nil {
+					return err
+				}
+				if capped {
+					mu.Lock()
+					res.Capped[c.Seq] = true
+					mu.Unlock()
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return store.ChargeFrequencyResult{}, err
 	}
 	return res, nil
 }
+
+// chargeParallelism bounds the recipients one ChargeFrequency charges at
+// once.
+const chargeParallelism = 16
 
 // chargeOne charges one item; it tells whether the item is over the cap.
 func (s *Store) chargeOne(ctx context.Context, p store.ChargeFrequencyParams, c store.FrequencyCharge, now, since int64) (bool, error) {
