@@ -358,7 +358,7 @@ func (p *pipeline) nextTurn(visibility time.Duration) sender.Message {
 // mock's count of calls; still every recipient exactly once.
 func TestPipelinePacksIdenticalContent(t *testing.T) {
 	t.Parallel()
-	p := newPipeline(t, pipelineOptions{sender: sender.Config{ClaimBatch: 50, Concurrency: 16}, shardSplit: 500})
+	p := newPipeline(t, pipelineOptions{sender: sender.Config{ClaimBatch: 50, Concurrency: 16}, shardSplit: 1000})
 	const n, per = 1000, 100
 	p.account("acct-p", 1e6, 1e6, 0, per)
 	rs := make([]submit.Recipient, n)

@@ -1174,12 +1174,14 @@ type call struct {
 // per call in general. When the template has no variables every item
 // renders the same text, and a batch of k·per items makes k calls of per
 // recipients each, so such a batch claims ClaimBatch calls' worth of items
-// and its calls go out full instead of carrying ClaimBatch recipients.
-// Tokens are still taken one per recipient: the rate is never exceeded.
+// and its calls go out full instead of carrying ClaimBatch recipients,
+// up to store.MaxPutItems (the most one suppression look-up or outcome
+// write takes). Tokens are still taken one per recipient: the rate is never
+// exceeded.
 func (tr *turn) claimSize() int {
 	calls := min(tr.cfg.ClaimBatch, tr.cfg.Concurrency)
 	if per := tr.account.MaxRecipientsPerCall; per > 1 && len(tr.tmpl.Vars()) == 0 {
-		return calls * per
+		return max(calls, min(calls*per, store.MaxPutItems))
 	}
 	return calls
 }
