@@ -351,3 +351,32 @@ func (p *pipeline) nextTurn(visibility time.Duration) sender.Message {
 	}
 	return turnMessage(msgs[0])
 }
+
+// TestPipelinePacksIdenticalContent: a job whose template has no variables
+// renders the same text for every recipient, so its calls go out full (issue
+// 13: at least 80% of max_recipients_per_call on average), judged by the
+// mock's count of calls; still every recipient exactly once.
+func TestPipelinePacksIdenticalContent(t *testing.T) {
+	t.Parallel()
+	p := newPipeline(t, pipelineOptions{sender: sender.Config{ClaimBatch: 50, Concurrency: 16}, shardSplit: 1000})
+	const n, per = 1000, 100
+	p.account("acct-p", 1e6, 1e6, 0, per)
+	rs := make([]submit.Recipient, n)
+	for i := range rs {
+		rs[i] = submit.Recipient{Account: "acct-p", To: fmt.Sprintf("user-%d", i)}
+	}
+	job := p.submit(submit.Request{Name: "packed", Template: "The same words for everyone.", Recipients: rs}, "k-packed")
+	v := p.runUntilFinal(job.Job.ID, 4, 60*time.Second)
+	if c := v.Counts(); v.Job.Status != store.JobCompleted || c.Confirmed != n {
+		t.Fatalf("status %s, counts %+v", v.Job.Status, c)
+	}
+	p.checkExactlyOnce(job.Job.ID)
+	if log := p.deliveries(); len(log) != n {
+		t.Fatalf("mock delivered %d keys, want %d", len(log), n)
+	}
+	calls := p.mock.Stats()["acct-p"].Calls
+	if calls == 0 || float64(n)/float64(calls) < 0.8*per {
+		t.Fatalf("%d recipients in %d calls (%.1f per call), want at least %d per call on average",
+			n, calls, float64(n)/float64(max(calls, 1)), per*8/10)
+	}
+}

@@ -363,7 +363,7 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 		// Every call of a batch starts at once (no more items than call
 		// slots), so no call starts long after its claim: the reconciler's
 		// settle delay, measured from the claim, always covers it.
-		want := min(tr.cfg.ClaimBatch, tr.cfg.Concurrency)
+		want := tr.claimSize()
 		if n := tr.account.Breaker.ConsecutiveFailures; n > 0 && tr.s.Breakers != nil {
 			// Outcomes are judged when they arrive: never have more sends
 			// without an answer than the streak that must open the breaker.
@@ -1219,6 +1219,23 @@ func (tr *turn) restoreStreak(ctx context.Context) error {
 type call struct {
 	req   provider.SendRequest
 	items []store.Item
+}
+
+// claimSize is how many items a batch asks for. Every call of a batch
+// starts at once, so a batch holds no more calls than call slots: one item
+// per call in general. When the template has no variables every item
+// renders the same text, and a batch of k·per items makes k calls of per
+// recipients each, so such a batch claims ClaimBatch calls' worth of items
+// and its calls go out full instead of carrying ClaimBatch recipients,
+// up to store.MaxPutItems (the most one suppression look-up or outcome
+// write takes). Tokens are still taken one per recipient: the rate is never
+// exceeded.
+func (tr *turn) claimSize() int {
+	calls := min(tr.cfg.ClaimBatch, tr.cfg.Concurrency)
+	if per := tr.account.MaxRecipientsPerCall; per > 1 && len(tr.tmpl.Vars()) == 0 {
+		return max(calls, min(calls*per, store.MaxPutItems))
+	}
+	return calls
 }
 
 // buildCalls renders items and groups those with equal content into calls
