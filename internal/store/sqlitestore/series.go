@@ -25,18 +25,29 @@ CREATE TABLE series (
 
 // AddSeries adds counts to one minute of a series.
 func (s *Store) AddSeries(ctx context.Context, p store.AddSeriesParams) error {
-	if p.Key == "" {
-		return fmt.Errorf("add series: %w: empty key", store.ErrInvalidArgument)
+	return s.AddSeriesMany(ctx, []store.AddSeriesParams{p})
+}
+
+// AddSeriesMany adds the counts of several series in one write
+// transaction: a flush of every busy job's and account's series costs the
+// single writer one turn, not one per series.
+func (s *Store) AddSeriesMany(ctx context.Context, ps []store.AddSeriesParams) error {
+	for _, p := range ps {
+		if p.Key == "" {
+			return fmt.Errorf("add series: %w: empty key", store.ErrInvalidArgument)
+		}
 	}
-	minute := p.Minute.Unix() - p.Minute.Unix()%60
 	return s.write(ctx, func(tx *sql.Tx) error {
-		for name, n := range p.Counts {
-			if name == "" || n == 0 {
-				continue
-			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO series (key, minute, name, n) VALUES (?, ?, ?, ?)
+		for _, p := range ps {
+			minute := p.Minute.Unix() - p.Minute.Unix()%60
+			for name, n := range p.Counts {
+				if name == "" || n == 0 {
+					continue
+				}
+				if _, err := tx.ExecContext(ctx, `INSERT INTO series (key, minute, name, n) VALUES (?, ?, ?, ?)
 ON CONFLICT (key, minute, name) DO UPDATE SET n = n + excluded.n`, p.Key, minute, name, n); err != nil {
-				return fmt.Errorf("add series %s: %w", p.Key, err)
+					return fmt.Errorf("add series %s: %w", p.Key, err)
+				}
 			}
 		}
 		return nil

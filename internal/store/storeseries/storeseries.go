@@ -158,6 +158,12 @@ func (s *Store) tenantOf(ctx context.Context, jobID string) string {
 	return j.Tenant
 }
 
+// manyWriter is a series store that writes several series in one call
+// (the SQLite store: one write transaction instead of one per series).
+type manyWriter interface {
+	AddSeriesMany(ctx context.Context, ps []store.AddSeriesParams) error
+}
+
 // Flush writes every pending count. Counts whose write failed stay
 // pending for the next flush.
 func (s *Store) Flush(ctx context.Context) error {
@@ -165,17 +171,36 @@ func (s *Store) Flush(ctx context.Context) error {
 	batch := s.pending
 	s.pending = map[bufKey]map[string]int64{}
 	s.mu.Unlock()
+	if len(batch) == 0 {
+		return nil
+	}
+	keep := func(k bufKey, counts map[string]int64) {
+		s.mu.Lock()
+		if len(s.pending) == 0 {
+			s.since = s.opts.Clock.Now()
+		}
+		s.add(k, counts)
+		s.mu.Unlock()
+	}
+	if mw, ok := s.series.(manyWriter); ok {
+		ps := make([]store.AddSeriesParams, 0, len(batch))
+		for k, counts := range batch {
+			ps = append(ps, store.AddSeriesParams{Key: k.key, Minute: time.Unix(k.minute, 0), Counts: counts})
+		}
+		err := mw.AddSeriesMany(ctx, ps)
+		if err != nil {
+			for k, counts := range batch {
+				keep(k, counts)
+			}
+		}
+		return err
+	}
 	var errs []error
 	for k, counts := range batch {
 		err := s.series.AddSeries(ctx, store.AddSeriesParams{Key: k.key, Minute: time.Unix(k.minute, 0), Counts: counts})
 		if err != nil {
 			errs = append(errs, err)
-			s.mu.Lock()
-			if len(s.pending) == 0 {
-				s.since = s.opts.Clock.Now()
-			}
-			s.add(k, counts)
-			s.mu.Unlock()
+			keep(k, counts)
 		}
 	}
 	return errors.Join(errs...)
