@@ -42,13 +42,7 @@ func (c *cli) accounts(ctx context.Context, args []string) error {
 func (c *cli) accountsList(ctx context.Context, args []string) error {
 	fs := c.newFlagSet("accounts")
 	out := outputFlag(fs)
-	if _, err := c.parse(fs, args, 0, ""); err != nil {
-		return err
-	}
-	if err := checkOutput(*out); err != nil {
-		return err
-	}
-	cl, err := c.client()
+	_, cl, err := c.parseRead(fs, out, args, 0, "")
 	if err != nil {
 		return err
 	}
@@ -82,14 +76,7 @@ func breakerText(b apiclient.BreakerState) string {
 func (c *cli) accountsGet(ctx context.Context, args []string) error {
 	fs := c.newFlagSet("accounts")
 	out := outputFlag(fs)
-	pos, err := c.parse(fs, args, 1, "ACCOUNT")
-	if err != nil {
-		return err
-	}
-	if err := checkOutput(*out); err != nil {
-		return err
-	}
-	cl, err := c.client()
+	pos, cl, err := c.parseRead(fs, out, args, 1, "ACCOUNT")
 	if err != nil {
 		return err
 	}

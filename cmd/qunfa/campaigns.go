@@ -20,13 +20,7 @@ func (c *cli) campaigns(ctx context.Context, args []string) error {
 func (c *cli) campaignsList(ctx context.Context, args []string) error {
 	fs := c.newFlagSet("campaigns")
 	out := outputFlag(fs)
-	if _, err := c.parse(fs, args, 0, ""); err != nil {
-		return err
-	}
-	if err := checkOutput(*out); err != nil {
-		return err
-	}
-	cl, err := c.client()
+	_, cl, err := c.parseRead(fs, out, args, 0, "")
 	if err != nil {
 		return err
 	}
@@ -53,14 +47,7 @@ func enabledText(b bool) string {
 func (c *cli) campaignsGet(ctx context.Context, args []string) error {
 	fs := c.newFlagSet("campaigns")
 	out := outputFlag(fs)
-	pos, err := c.parse(fs, args, 1, "CAMPAIGN")
-	if err != nil {
-		return err
-	}
-	if err := checkOutput(*out); err != nil {
-		return err
-	}
-	cl, err := c.client()
+	pos, cl, err := c.parseRead(fs, out, args, 1, "CAMPAIGN")
 	if err != nil {
 		return err
 	}

@@ -54,14 +54,7 @@ func (c *cli) items(ctx context.Context, args []string) error {
 	category := fs.String("category", "", "only items whose error has this category (e.g. permanent, exhausted, uncertain)")
 	ref := fs.String("ref", "", "only items of recipients with this ref")
 	review := fs.Bool("review", false, "only items under review (waiting for qunfa resolve)")
-	pos, err := c.parse(fs, args, 1, "JOB")
-	if err != nil {
-		return err
-	}
-	if err := checkOutput(*out); err != nil {
-		return err
-	}
-	cl, err := c.client()
+	pos, cl, err := c.parseRead(fs, out, args, 1, "JOB")
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,23 @@ func checkOutput(o string) error {
 	return nil
 }
 
+// parseRead parses a read command's flags (out is its --output) and its
+// want positional arguments, checks --output and opens the API client.
+func (c *cli) parseRead(fs *flag.FlagSet, out *string, args []string, want int, what string) ([]string, *apiClient, error) {
+	pos, err := c.parse(fs, args, want, what)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkOutput(*out); err != nil {
+		return nil, nil, err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return nil, nil, err
+	}
+	return pos, cl, nil
+}
+
 // show writes an answer as JSON (its body, indented) or as people read it.
 func (c *cli) show(output string, body []byte, human func(io.Writer)) error {
 	if output == "json" {

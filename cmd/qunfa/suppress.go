@@ -31,13 +31,7 @@ func (c *cli) suppressList(ctx context.Context, args []string) error {
 	fs := c.newFlagSet("suppress")
 	out := outputFlag(fs)
 	limit, cursor := pageFlags(fs)
-	if _, err := c.parse(fs, args, 0, ""); err != nil {
-		return err
-	}
-	if err := checkOutput(*out); err != nil {
-		return err
-	}
-	cl, err := c.client()
+	_, cl, err := c.parseRead(fs, out, args, 0, "")
 	if err != nil {
 		return err
 	}

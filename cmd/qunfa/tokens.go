@@ -19,13 +19,7 @@ func (c *cli) tokens(ctx context.Context, args []string) error {
 func (c *cli) tokensList(ctx context.Context, args []string) error {
 	fs := c.newFlagSet("tokens")
 	out := outputFlag(fs)
-	if _, err := c.parse(fs, args, 0, ""); err != nil {
-		return err
-	}
-	if err := checkOutput(*out); err != nil {
-		return err
-	}
-	cl, err := c.client()
+	_, cl, err := c.parseRead(fs, out, args, 0, "")
 	if err != nil {
 		return err
 	}

@@ -21,13 +21,7 @@ func (c *cli) webhooks(ctx context.Context, args []string) error {
 func (c *cli) webhooksList(ctx context.Context, args []string) error {
 	fs := c.newFlagSet("webhooks")
 	out := outputFlag(fs)
-	if _, err := c.parse(fs, args, 0, ""); err != nil {
-		return err
-	}
-	if err := checkOutput(*out); err != nil {
-		return err
-	}
-	cl, err := c.client()
+	_, cl, err := c.parseRead(fs, out, args, 0, "")
 	if err != nil {
 		return err
 	}
@@ -123,14 +117,7 @@ func (c *cli) webhooksDeliveries(ctx context.Context, args []string) error {
 	fs := c.newFlagSet("webhooks")
 	out := outputFlag(fs)
 	limit, cursor := pageFlags(fs)
-	pos, err := c.parse(fs, args, 1, "WEBHOOK")
-	if err != nil {
-		return err
-	}
-	if err := checkOutput(*out); err != nil {
-		return err
-	}
-	cl, err := c.client()
+	pos, cl, err := c.parseRead(fs, out, args, 1, "WEBHOOK")
 	if err != nil {
 		return err
 	}
