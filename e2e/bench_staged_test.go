@@ -34,45 +34,9 @@ import (
 // takes.
 // QUNFA_BENCH_RECIPIENTS changes the size.
 func BenchmarkStaged1M(b *testing.B) {
-	n := 1_000_000
-	if s := os.Getenv("QUNFA_BENCH_RECIPIENTS"); s != "" {
-		n, _ = strconv.Atoi(s)
-	}
-	const accounts = 20
+	n, accounts := benchSize(b), 20
 	ceiling := loopbackCeiling(b, 16, 3*time.Second)
-
-	m := startMock(b)
-	d := startDev(b, m, devOptions{ReconcileEvery: 10 * time.Second, StaleAfter: time.Minute, ProviderTimeout: 5 * time.Second})
-	for a := range accounts {
-		d.putAccount(fmt.Sprintf("big-%02d", a), map[string]any{"rate_per_sec": 1e6, "burst": 1e6})
-	}
-	file := filepath.Join(b.TempDir(), "recipients.csv")
-	writeBigCSV(b, file, n, accounts)
-
-	b.ResetTimer()
-	start := time.Now()
-	cmd := exec.Command(qunfaBin, "submit", "--name", "1M", "--template", testTemplate, "--recipients", file, "--key", "bench-1m")
-	cmd.Env = append(os.Environ(), "QUNFA_URL="+d.URL, "QUNFA_API_TOKEN="+testToken)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		b.Fatalf("qunfa submit: %v\n%s", err, errb.String())
-	}
-	submitted := time.Since(start)
-	id := strings.TrimSpace(out.String())
-	var j api.Job
-	if !poll(5*time.Minute, 20*time.Millisecond, func() bool { j = d.job(id); return j.Status != "starting" }) {
-		b.Fatalf("job %s still starting", id)
-	}
-	staged := time.Since(start)
-	if !poll(30*time.Minute, 100*time.Millisecond, func() bool { j = d.job(id); return j.Status == "completed" }) {
-		b.Fatalf("job %s did not complete: %s %+v", id, j.Status, j.Counts)
-	}
-	total := time.Since(start)
-	sending := total - staged
-	b.StopTimer()
-	hwm := vmHWM(b, d.proc.cmd.Process.Pid)
-	mockHWM := vmHWM(b, m.proc.cmd.Process.Pid)
+	r := runScaleJob(b, n, accounts, map[string]any{"rate_per_sec": 1e6, "burst": 1e6}, testTemplate, "bench-1m", true)
 
 	// Listing: a page of the job's items by status, and a filter that
 	// matches nothing (the worst case of a scan).
@@ -81,41 +45,116 @@ func BenchmarkStaged1M(b *testing.B) {
 		for range 3 {
 			t0 := time.Now()
 			var page api.ItemList
-			d.decode(d.call("GET", "/v1/jobs/"+id+"/items?"+q, nil, nil), http.StatusOK, &page)
+			r.d.decode(r.d.call("GET", "/v1/jobs/"+r.id+"/items?"+q, nil, nil), http.StatusOK, &page)
 			listMax = max(listMax, time.Since(t0))
 		}
 	}
 
-	lines, distinct := countJobLines(b, m.LogPath, id)
-	if lines != n || distinct != n || j.Counts.Confirmed != int64(n) || j.Total != int64(n) {
-		b.Errorf("job %s: %d log lines, %d distinct keys, counts %+v, total %d; want %d each", id, lines, distinct, j.Counts, j.Total, n)
-	}
+	sending := r.total - r.staged
 	rate := float64(n) / sending.Seconds()
-	b.ReportMetric(submitted.Seconds(), "submit-s")
-	b.ReportMetric(staged.Seconds(), "staged+started-s")
-	b.ReportMetric(float64(n)/total.Seconds(), "msg/s")
+	b.ReportMetric(r.submitted.Seconds(), "submit-s")
+	b.ReportMetric(r.staged.Seconds(), "staged+started-s")
+	b.ReportMetric(float64(n)/r.total.Seconds(), "msg/s")
 	b.ReportMetric(rate, "send-msg/s")
 	b.ReportMetric(ceiling, "loopback-req/s")
 	b.ReportMetric(rate/ceiling, "ratio")
-	b.ReportMetric(float64(hwm)/(1<<20), "peak-RSS-MiB")
-	b.ReportMetric(float64(mockHWM)/(1<<20), "mock-peak-RSS-MiB")
+	b.ReportMetric(float64(r.hwm)/(1<<20), "peak-RSS-MiB")
+	b.ReportMetric(float64(r.mockHWM)/(1<<20), "mock-peak-RSS-MiB")
 	b.ReportMetric(float64(listMax.Microseconds())/1000, "items-page-max-ms")
 	b.Logf("%d recipients, %d accounts: submit %v, running after %v, completed after %v (sending %v: %.0f msg/s; loopback %.0f req/s, ratio %.2f); peak RSS of qunfa dev %.0f MiB (mock %.0f MiB); slowest items page %v",
-		n, accounts, submitted.Round(time.Millisecond), staged.Round(time.Millisecond), total.Round(time.Second), sending.Round(time.Millisecond),
-		rate, ceiling, rate/ceiling, float64(hwm)/(1<<20), float64(mockHWM)/(1<<20), listMax.Round(time.Millisecond))
+		n, accounts, r.submitted.Round(time.Millisecond), r.staged.Round(time.Millisecond), r.total.Round(time.Second), sending.Round(time.Millisecond),
+		rate, ceiling, rate/ceiling, float64(r.hwm)/(1<<20), float64(r.mockHWM)/(1<<20), listMax.Round(time.Millisecond))
 }
 
-// writeBigCSV writes n recipients over accounts accounts, interleaved.
-func writeBigCSV(b testing.TB, path string, n, accounts int) {
+// benchSize is the recipients of a scale benchmark: 1,000,000 unless
+// QUNFA_BENCH_N or QUNFA_BENCH_RECIPIENTS says otherwise.
+func benchSize(b *testing.B) int {
+	for _, env := range []string{"QUNFA_BENCH_N", "QUNFA_BENCH_RECIPIENTS"} {
+		if s := os.Getenv(env); s != "" {
+			v, err := strconv.Atoi(s)
+			if err != nil || v <= 0 {
+				b.Fatalf("%s=%q: want a positive number", env, s)
+			}
+			return v
+		}
+	}
+	return 1_000_000
+}
+
+// scaleRun is one scale benchmark's job, sent to the end.
+type scaleRun struct {
+	d                        *devProc
+	m                        *mockProc
+	id                       string
+	submitted, staged, total time.Duration // since the upload started
+	hwm, mockHWM             int64         // peak RSS of qunfa dev and the mock
+}
+
+// runScaleJob starts a mock and qunfa dev with accounts big-00… (settings
+// acct), uploads n recipients over them as a CSV file by `qunfa submit
+// --recipients` (with two variables each when vars, none otherwise), waits
+// for the job to complete, and fails the benchmark unless every recipient
+// is in the mock's log exactly once and the counts say so. The benchmark
+// timer runs from the upload to the end.
+func runScaleJob(b *testing.B, n, accounts int, acct map[string]any, template, key string, vars bool) scaleRun {
+	r := scaleRun{m: startMock(b)}
+	r.d = startDev(b, r.m, devOptions{ReconcileEvery: 10 * time.Second, StaleAfter: time.Minute, ProviderTimeout: 5 * time.Second})
+	for a := range accounts {
+		r.d.putAccount(fmt.Sprintf("big-%02d", a), acct)
+	}
+	file := filepath.Join(b.TempDir(), "recipients.csv")
+	writeBenchCSV(b, file, n, accounts, vars)
+
+	b.ResetTimer()
+	start := time.Now()
+	cmd := exec.Command(qunfaBin, "submit", "--name", key, "--template", template, "--recipients", file, "--key", key)
+	cmd.Env = append(os.Environ(), "QUNFA_URL="+r.d.URL, "QUNFA_API_TOKEN="+testToken)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("qunfa submit: %v\n%s", err, errb.String())
+	}
+	r.submitted = time.Since(start)
+	r.id = strings.TrimSpace(out.String())
+	var j api.Job
+	if !poll(5*time.Minute, 20*time.Millisecond, func() bool { j = r.d.job(r.id); return j.Status != "starting" }) {
+		b.Fatalf("job %s still starting", r.id)
+	}
+	r.staged = time.Since(start)
+	if !poll(30*time.Minute, 100*time.Millisecond, func() bool { j = r.d.job(r.id); return j.Status == "completed" }) {
+		b.Fatalf("job %s did not complete: %s %+v", r.id, j.Status, j.Counts)
+	}
+	r.total = time.Since(start)
+	b.StopTimer()
+	r.hwm = vmHWM(b, r.d.proc.cmd.Process.Pid)
+	r.mockHWM = vmHWM(b, r.m.proc.cmd.Process.Pid)
+	lines, distinct := countJobLines(b, r.m.LogPath, r.id)
+	if lines != n || distinct != n || j.Counts.Confirmed != int64(n) || j.Total != int64(n) {
+		b.Errorf("job %s: %d log lines, %d distinct keys, counts %+v, total %d; want %d each", r.id, lines, distinct, j.Counts, j.Total, n)
+	}
+	return r
+}
+
+// writeBenchCSV writes n recipients over accounts accounts, interleaved,
+// with the variables of testTemplate when vars.
+func writeBenchCSV(b testing.TB, path string, n, accounts int, vars bool) {
 	f, err := os.Create(path)
 	if err != nil {
 		b.Fatal(err)
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
-	fmt.Fprintln(w, "account,to,var.name,var.code")
+	if vars {
+		fmt.Fprintln(w, "account,to,var.name,var.code")
+	} else {
+		fmt.Fprintln(w, "account,to")
+	}
 	for i := range n {
 		a := i % accounts
-		fmt.Fprintf(w, "big-%02d,u%07d,N%d,big-%02d/%d\n", a, i, i, a, i*7)
+		if vars {
+			fmt.Fprintf(w, "big-%02d,u%07d,N%d,big-%02d/%d\n", a, i, i, a, i*7)
+		} else {
+			fmt.Fprintf(w, "big-%02d,u%07d\n", a, i)
+		}
 	}
 	if err := w.Flush(); err != nil {
 		b.Fatal(err)
