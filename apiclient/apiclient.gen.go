@@ -738,7 +738,7 @@ type ItemError struct {
 	Message *string `json:"message,omitempty"`
 }
 
-// ItemList One page of items, in seq order.
+// ItemList One page of items, in seq order. Each call reads a bounded part of the job, so a filter that matches few items may answer fewer items than limit, or none, with a next_cursor to go on from: follow next_cursor until it is empty.
 type ItemList struct {
 	Items []Item `json:"items"`
 

@@ -140,7 +140,10 @@ type Store interface {
 	// reported in Rejected and change nothing; the others are applied.
 	UpdateItems(ctx context.Context, p UpdateItemsParams) (UpdateItemsResult, error)
 	// ListItems lists a job's items in seq order, optionally filtered by
-	// status and/or error category, paged by an opaque cursor.
+	// status and/or error category, paged by an opaque cursor. An adapter
+	// may bound what one call reads: a page may then hold fewer items
+	// than p.Limit, or none, with a cursor to go on from; only an empty
+	// NextCursor means the end.
 	ListItems(ctx context.Context, p ListItemsParams) (ListItemsResult, error)
 	// ListSubmittedItems lists items (across jobs) that have been submitted
 	// since before p.SubmittedBefore, oldest claim first is not required.
