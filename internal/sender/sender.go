@@ -295,6 +295,8 @@ type turn struct {
 	// decision were last read (zero: read at the next batch); shardReadAt
 	// when the shard was last read or returned by a flush.
 	accountReadAt, gateReadAt, shardReadAt time.Time
+	// suppMark is the tenant's SuppressionsChangedAt, read at suppReadAt.
+	suppMark, suppReadAt time.Time
 	gateDecision                           breaker.Decision
 
 	// lastAnswerAt is when the last provider call was answered.

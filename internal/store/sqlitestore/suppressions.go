@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/qunfa/qunfa/internal/store"
 )
@@ -71,6 +72,26 @@ func (s *Store) DeleteSuppression(ctx context.Context, tenant, account, to strin
 // SuppressedAmong returns the given recipients that are on the tenant's
 // list (one query for the whole batch; absent recipients are absent from
 // the map).
+// SuppressionsChangedAt is the newest created_at of the tenant's entries
+// (re-adding an entry renews it); an entry stored without one makes it the
+// end of time.
+func (s *Store) SuppressionsChangedAt(ctx context.Context, tenant string) (time.Time, error) {
+	var (
+		newest sql.NullInt64
+		unset  int64
+	)
+	err := s.r.QueryRowContext(ctx, `SELECT MAX(created_at), COUNT(*) FILTER (WHERE created_at = 0) FROM suppressions WHERE tenant = ?`, tenant).Scan(&newest, &unset)
+	switch {
+	case err != nil:
+		return time.Time{}, mapErr(fmt.Errorf("suppressions of %s: %w", tenant, err))
+	case unset > 0:
+		return store.EndOfTime, nil
+	case !newest.Valid:
+		return time.Time{}, nil
+	}
+	return fromNanos(newest.Int64), nil
+}
+
 func (s *Store) SuppressedAmong(ctx context.Context, tenant string, keys []store.RecipientKey) (map[store.RecipientKey]bool, error) {
 	if tenant == "" {
 		return nil, fmt.Errorf("suppressed among: %w: empty tenant", store.ErrInvalidArgument)
