@@ -297,7 +297,7 @@ type turn struct {
 	accountReadAt, gateReadAt, shardReadAt time.Time
 	// suppMark is the tenant's SuppressionsChangedAt, read at suppReadAt.
 	suppMark, suppReadAt time.Time
-	gateDecision                           breaker.Decision
+	gateDecision         breaker.Decision
 
 	// lastAnswerAt is when the last provider call was answered.
 	lastAnswerAt time.Time
