@@ -441,6 +441,28 @@ type suppLookups struct {
 	calls atomic.Int64
 }
 
+// SuppressionsChangedAt is the newest entry's time (the SQLite store
+// answers the end of time for any list, and so looks up every batch).
+func (s *suppLookups) SuppressionsChangedAt(ctx context.Context, tenant string) (time.Time, error) {
+	var newest time.Time
+	p := store.ListSuppressionsParams{Tenant: tenant, Limit: 1000}
+	for {
+		page, err := s.Store.ListSuppressions(ctx, p)
+		if err != nil {
+			return time.Time{}, err
+		}
+		for _, e := range page.Entries {
+			if e.CreatedAt.After(newest) {
+				newest = e.CreatedAt
+			}
+		}
+		if page.NextCursor == "" {
+			return newest, nil
+		}
+		p.Cursor = page.NextCursor
+	}
+}
+
 func (s *suppLookups) SuppressedAmong(ctx context.Context, tenant string, keys []store.RecipientKey) (map[store.RecipientKey]bool, error) {
 	s.calls.Add(1)
 	return s.Store.SuppressedAmong(ctx, tenant, keys)

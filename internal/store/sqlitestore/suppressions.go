@@ -72,24 +72,19 @@ func (s *Store) DeleteSuppression(ctx context.Context, tenant, account, to strin
 // SuppressedAmong returns the given recipients that are on the tenant's
 // list (one query for the whole batch; absent recipients are absent from
 // the map).
-// SuppressionsChangedAt is the newest created_at of the tenant's entries
-// (re-adding an entry renews it); an entry stored without one makes it the
-// end of time.
+// SuppressionsChangedAt answers the end of time when the tenant has any
+// entry, and the zero time for an empty list: look-ups cost little here
+// (primary-key reads), while finding the newest entry would scan the
+// tenant's whole list at every call.
 func (s *Store) SuppressionsChangedAt(ctx context.Context, tenant string) (time.Time, error) {
-	var (
-		newest sql.NullInt64
-		unset  int64
-	)
-	err := s.r.QueryRowContext(ctx, `SELECT MAX(created_at), COUNT(*) FILTER (WHERE created_at = 0) FROM suppressions WHERE tenant = ?`, tenant).Scan(&newest, &unset)
-	switch {
-	case err != nil:
+	var any bool
+	if err := s.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM suppressions WHERE tenant = ?)`, tenant).Scan(&any); err != nil {
 		return time.Time{}, mapErr(fmt.Errorf("suppressions of %s: %w", tenant, err))
-	case unset > 0:
-		return store.EndOfTime, nil
-	case !newest.Valid:
-		return time.Time{}, nil
 	}
-	return fromNanos(newest.Int64), nil
+	if any {
+		return store.EndOfTime, nil
+	}
+	return time.Time{}, nil
 }
 
 func (s *Store) SuppressedAmong(ctx context.Context, tenant string, keys []store.RecipientKey) (map[store.RecipientKey]bool, error) {
