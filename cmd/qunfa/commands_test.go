@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -240,6 +241,36 @@ func TestCompletion(t *testing.T) {
 				out, err := exec.Command(bash, script).CombinedOutput()
 				if err != nil || !strings.Contains(string(out), "delete deliveries") || !strings.Contains(string(out), "suppress") {
 					t.Errorf("bash completion: %v\n%s", err, out)
+				}
+				// Flags: of the command, of the subcommand named, of the
+				// default subcommand when none is.
+				for _, c := range []struct{ words, want string }{
+					{"qunfa items job-1 --r", "--ref --review"},
+					{"qunfa accounts put acct-a --breaker-c", "--breaker-cooldown"},
+					{"qunfa accounts --o", "--output"},
+					{"qunfa webhooks create --u", "--url"},
+					{"qunfa dev --allow", "--allow-private-urls"},
+					{"qunfa watch --s", "--strict"},
+				} {
+					words := strings.Fields(c.words)
+					script := writeFile(t, "flags.bash", fmt.Sprintf("%s\nCOMP_WORDS=(%s); COMP_CWORD=%d; _qunfa; echo \"${COMPREPLY[*]}\"\n",
+						r.stdout, c.words, len(words)-1))
+					out, err := exec.Command(bash, script).CombinedOutput()
+					if got := strings.TrimSpace(string(out)); err != nil || got != c.want {
+						t.Errorf("bash completion of %q = %q (%v), want %q", c.words, got, err, c.want)
+					}
+				}
+			}
+		}
+		if sh == "fish" {
+			for _, want := range []string{
+				"-n '__fish_seen_subcommand_from items' -l ref -r -d",
+				"-n '__fish_seen_subcommand_from dev' -l allow-private-urls -d",
+				"-n '__fish_seen_subcommand_from accounts; and __fish_seen_subcommand_from put' -l breaker-cooldown -r -d",
+				"-n '__fish_seen_subcommand_from accounts; and not __fish_seen_subcommand_from list get put' -l output -r -d",
+			} {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("fish completion lacks %q", want)
 				}
 			}
 		}

@@ -42,6 +42,9 @@ type cli struct {
 	// terminal forces watch's progress-bar mode (default: stdout is a
 	// terminal).
 	terminal *bool
+	// flagSets, when not nil, collects every flag set a command makes:
+	// shell completion runs each command with -h to learn its flags.
+	flagSets *[]*flag.FlagSet
 }
 
 // command is one subcommand.
@@ -65,7 +68,7 @@ func init() {
 		"dev": {
 			usage:   "[--addr 127.0.0.1:8080] [--data-dir .qunfa] [--provider-url URL] [--mock-addr 127.0.0.1:8081] [--demo] [--workers N] ...",
 			summary: "run the whole stack locally (API, store, queue, workers, mock provider)",
-			run:     func(_ *cli, ctx context.Context, args []string) error { return runDev(ctx, args) },
+			run:     func(c *cli, ctx context.Context, args []string) error { return runDev(ctx, args, c.record) },
 		},
 		"mock-provider": {
 			usage:   "--addr ADDR --log FILE [--rate R] [--burst B] [--silent-drop]",
@@ -329,7 +332,15 @@ func (c *cli) newFlagSet(name string) *flag.FlagSet {
 		fmt.Fprintf(c.stderr, "usage: qunfa %s %s\n", name, commands[name].usage)
 		fs.PrintDefaults()
 	}
+	c.record(fs)
 	return fs
+}
+
+// record keeps fs when the run collects flag sets (see flagSets).
+func (c *cli) record(fs *flag.FlagSet) {
+	if c.flagSets != nil {
+		*c.flagSets = append(*c.flagSets, fs)
+	}
 }
 
 // parse parses a command's flags and checks its positional argument count.
