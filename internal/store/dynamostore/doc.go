@@ -33,6 +33,9 @@
 //	breaker           TENANT#<tenant>     BREAKER#<account>      state, times, window, v (version; no record = closed, 0),
 //	                                                             g2pk BREAKERS#open (open, half-open) or BREAKERS#closed,
 //	                                                             g2sk <tenant>#<account>
+//	breaker history   TENANT#<tenant>     BRKHIST#<account>#<slot 3d>  one transition (seq, from, to, at, reason, rate, att,
+//	                                                             streak, opens, until); transition n in slot (n-1) mod 100,
+//	                                                             written after its breaker save (trans counts them)
 //	campaign          TENANT#<tenant>     CAMPAIGN#<id>          request (B), schedule, …; g1pk CAMPAIGNS, g1sk <tenant>#<id>
 //	suppression       SUPP#<tenant>       <hex(account)>.<to>    account, to, reason, createdAt
 //	frequency charges FREQ#"<tenant>"#<hex(account)>.<to> _     ch (JSON [{k: <job>#<seq>, at}] of the charges still in

@@ -290,6 +290,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"JobByIdempotencyKey", testJobByIdempotencyKey},
 		{"Breakers", testBreakers},
 		{"SaveBreakerConcurrent", testSaveBreakerConcurrent},
+		{"BreakerHistory", testBreakerHistory},
 		{"ListBreakers", testListBreakers},
 		{"Suppressions", testSuppressions},
 		{"ListSuppressions", testListSuppressions},
