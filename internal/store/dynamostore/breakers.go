@@ -25,7 +25,7 @@ func breakerItem(b store.Breaker) map[string]types.AttributeValue {
 		attrPK: attrS(tenantPK(b.Tenant)), attrSK: attrS(skBreaker + b.Account),
 		"tenant": attrS(b.Tenant), "account": attrS(b.Account), "state": attrS(string(b.State)),
 		"opens": attrN(int64(b.Opens)), "winAtt": attrN(b.WindowAttempts), "winFail": attrN(b.WindowFailures),
-		"v":    attrN(b.Version), "trans": attrN(b.Transitions),
+		"v": attrN(b.Version), "trans": attrN(b.Transitions),
 		"g2pk": attrS(breakersOpenPK), "g2sk": attrS(b.Tenant + "#" + b.Account),
 	}
 	if b.State == store.BreakerClosed {
