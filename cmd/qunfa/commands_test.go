@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/qunfa/qunfa/internal/breaker"
 )
 
 // jsonOut decodes a command's --output json.
@@ -146,6 +149,31 @@ func TestAccountsCommand(t *testing.T) {
 	runCLI(ctx, srv, "", "accounts", "put", "acct-e", "--rate", "5", "--reserve", "5").want(t, 1, nil, []string{"(HTTP 422)", "  online_reserve_per_sec:"})
 	runCLI(ctx, srv, "", "accounts", "put", "acct-e", "--file", writeFile(t, "a.json", `{"rate": 1}`)).want(t, 1, nil, []string{`unknown field "rate"`})
 	runCLI(ctx, srv, "", "accounts", "frob").want(t, 2, nil, []string{`unknown subcommand "frob"`, "usage: qunfa accounts"})
+
+	// Breaker history: each transition with its figures, newest first.
+	runCLI(ctx, srv, "", "accounts", "history", "acct-c").want(t, 0, []string{"the breaker of acct-c never changed state"}, nil)
+	brk := &breaker.Breakers{Store: srv.store, Clock: srv.clock}
+	if _, err := brk.OpenFor(ctx, "tenant-a", "acct-c", breaker.Cause{Reason: "failure rate 60% over 120 attempts in 1m0s", FailureRate: 0.6, Attempts: 120}); err != nil {
+		t.Fatal(err)
+	}
+	srv.clock.Advance(time.Minute)
+	if _, err := brk.Gate(ctx, "tenant-a", "acct-c", "job/0"); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(ctx, srv, "", "accounts", "history", "acct-c")
+	r.want(t, 0, []string{"AT", "open → half_open", "closed → open", "60% of 120 attempts, until 2025-03-01 09:01:00", "cool-down over: probing"}, nil)
+	if strings.Index(r.stdout, "open → half_open") > strings.Index(r.stdout, "closed → open") {
+		t.Errorf("history not newest first:\n%s", r.stdout)
+	}
+	var h struct {
+		Transitions []struct{ From, To string }
+	}
+	jsonOut(t, runCLI(ctx, srv, "", "accounts", "history", "acct-c", "--output", "json"), &h)
+	if len(h.Transitions) != 2 || h.Transitions[0].To != "half_open" {
+		t.Errorf("accounts history --output json: %+v", h)
+	}
+	runCLI(ctx, srv, "", "accounts", "history", "nope").want(t, 1, nil, []string{"Not found (HTTP 404)"})
+	runCLI(ctx, srv, "", "accounts", "history").want(t, 2, nil, []string{"missing ACCOUNT"})
 }
 
 func TestCampaignsCommand(t *testing.T) {
@@ -267,7 +295,7 @@ func TestCompletion(t *testing.T) {
 				"-n '__fish_seen_subcommand_from items' -l ref -r -d",
 				"-n '__fish_seen_subcommand_from dev' -l allow-private-urls -d",
 				"-n '__fish_seen_subcommand_from accounts; and __fish_seen_subcommand_from put' -l breaker-cooldown -r -d",
-				"-n '__fish_seen_subcommand_from accounts; and not __fish_seen_subcommand_from list get put' -l output -r -d",
+				"-n '__fish_seen_subcommand_from accounts; and not __fish_seen_subcommand_from list get put history' -l output -r -d",
 			} {
 				if !strings.Contains(r.stdout, want) {
 					t.Errorf("fish completion lacks %q", want)

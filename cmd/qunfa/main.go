@@ -130,10 +130,11 @@ func init() {
 				"       qunfa accounts get ACCOUNT [--output table|json]\n" +
 				"       qunfa accounts put ACCOUNT --rate R [--burst B] [--reserve R] [--max-recipients N]\n" +
 				"             [--breaker-failures N] [--breaker-rate F] [--breaker-min-samples N] [--breaker-cooldown SEC]\n" +
-				"       qunfa accounts put ACCOUNT --file FILE (the JSON body of PUT /v1/accounts/{account}; flags override it)",
-			summary: "list, show or set sending accounts and their limits",
+				"       qunfa accounts put ACCOUNT --file FILE (the JSON body of PUT /v1/accounts/{account}; flags override it)\n" +
+				"       qunfa accounts history ACCOUNT [--output table|json] (the breaker's transitions, newest first)",
+			summary: "list, show or set sending accounts and their limits; an account's breaker history",
 			run:     (*cli).accounts,
-			subs:    []string{"list", "get", "put"},
+			subs:    []string{"list", "get", "put", "history"},
 			read:    true,
 		},
 		"campaigns": {
