@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/qunfa/qunfa/internal/api"
-	"github.com/qunfa/qunfa/internal/breaker"
 	"github.com/qunfa/qunfa/internal/api/apispec"
+	"github.com/qunfa/qunfa/internal/breaker"
 	"github.com/qunfa/qunfa/internal/store"
 )
 
