@@ -1109,12 +1109,37 @@
       const hid = 'acct-h-' + forms.size;
       const rateText = h('p', { class: 'rate-now' });
       const rateChart = h('div', { class: 'chart rate-chart' });
+      const historyBody = h('tbody', { class: 'history-body' });
+      const historyNone = h('p', { class: 'muted history-none', hidden: true }, t('acct.historyNone'));
+      const history = h('div', { class: 'breaker-history' },
+        h('h3', {}, t('acct.history')), h('p', { class: 'muted small' }, t('acct.historyHelp')), historyNone,
+        h('table', { class: 'small' },
+          h('thead', {}, h('tr', {}, ['acct.historyAt', 'acct.historyTransition', 'acct.historyFigures', 'acct.historyReason'].map((k) => h('th', { scope: 'col' }, t(k))))),
+          historyBody));
       const sec = h('section', { class: 'card account', 'data-account': a.account, 'aria-labelledby': hid },
         h('h2', { id: hid }, a.account), info,
         h('h3', {}, t('acct.sendRate')), rateText, rateChart, h('p', { class: 'muted small' }, t('acct.sendRateHelp')),
-        breakerState, form);
-      forms.set(a.account, { sec, form, info, breakerState, rateText, rateChart, seriesAt: 0 });
+        breakerState, history, form);
+      forms.set(a.account, { sec, form, info, breakerState, rateText, rateChart, historyBody, historyNone, seriesAt: 0 });
       return sec;
+    }
+
+    // drawHistory lists the breaker's transitions, newest first, with the
+    // figures that tripped it.
+    function drawHistory(c, res) {
+      const trs = res.transitions || [];
+      c.historyNone.hidden = trs.length > 0;
+      syncRows(c.historyBody, trs, (tr) => tr.seq, () => h('tr', {}, h('td'), h('td'), h('td'), h('td')), (row, tr) => {
+        const figures = [];
+        if (tr.attempts > 0) figures.push(t('acct.historyRate', { rate: pct(tr.failure_rate), n: num(tr.attempts) }));
+        if (tr.consecutive_failures > 0) figures.push(t('acct.historyStreak', { n: num(tr.consecutive_failures) }));
+        if (tr.to === 'open' && tr.until) figures.push(t('acct.historyUntil', { time: fmtTime(tr.until) }));
+        row.dataset.to = tr.to;
+        setText(row.children[0], fmtTime(tr.at));
+        setText(row.children[1], tOr('breaker.', tr.from) + ' → ' + tOr('breaker.', tr.to));
+        setText(row.children[2], figures.join('; ') || '–');
+        setText(row.children[3], tr.reason);
+      });
     }
 
     function update(a) {
@@ -1153,8 +1178,11 @@
       await Promise.all(accts.filter((a) => now - forms.get(a.account).seriesAt >= cfg.seriesPollMs).map(async (a) => {
         const c = forms.get(a.account);
         c.seriesAt = now;
-        const res = await api('GET', '/v1/accounts/' + enc(a.account) + '/series' + qs({ minutes: cfg.seriesMinutes }));
+        const [res, hist] = await Promise.all([
+          api('GET', '/v1/accounts/' + enc(a.account) + '/series' + qs({ minutes: cfg.seriesMinutes })),
+          api('GET', '/v1/accounts/' + enc(a.account) + '/breaker/history')]);
         drawRate(c, res);
+        drawHistory(c, hist);
       }));
     }
 
