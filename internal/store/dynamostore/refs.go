@@ -1,0 +1,270 @@
+package dynamostore
+
+import (
+	"bytes"
+	"compress/flate"
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/qunfa/qunfa/internal/store"
+)
+
+// Reference look-up records. The references of the items in one block of
+// refWidth seqs are hashed into refBuckets records (JOB#<job>,
+// R#<bucket 2h>#<block 10d>), each a deflated JSON map from reference to
+// its items there. PutItems writes them with the snapshot: a page of 500
+// items with a reference each touches at most 2 × refBuckets records,
+// a few hundredths of a write unit per message, where a record per
+// reference would add a whole unit. ListItems by ref queries its bucket's
+// records in block order, from the cursor's block on, and stops once the
+// page is full: one bucket holds 1/refBuckets of the job's references,
+// about 1 KB per refWidth items.
+const (
+	refBuckets = 16
+	refWidth   = 512
+)
+
+type refKey struct {
+	bucket int
+	block  int64
+}
+
+func refBucket(ref string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(ref))
+	return int(h.Sum32() % refBuckets)
+}
+
+func skRef(k refKey) string { return fmt.Sprintf("R#%02x#%010d", k.bucket, k.block) }
+
+// refEntry is one item of a reference.
+type refEntry struct {
+	seq   int64
+	shard int
+}
+
+// encodeRefEntries renders entries, sorted by seq, as "seq.shard,...".
+func encodeRefEntries(es []refEntry) string {
+	var b strings.Builder
+	for i, e := range es {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatInt(e.seq, 10))
+		b.WriteByte('.')
+		b.WriteString(strconv.Itoa(e.shard))
+	}
+	return b.String()
+}
+
+func decodeRefEntries(s string) ([]refEntry, error) {
+	if s == "" {
+		return nil, nil
+	}
+	parts := strings.Split(s, ",")
+	out := make([]refEntry, 0, len(parts))
+	for _, p := range parts {
+		seqText, shardText, ok := strings.Cut(p, ".")
+		seq, err1 := strconv.ParseInt(seqText, 10, 64)
+		shard, err2 := strconv.Atoi(shardText)
+		if !ok || err1 != nil || err2 != nil || seq < 0 || shard < 0 {
+			return nil, fmt.Errorf("%w: bad ref entry %q", errCorruptPage, p)
+		}
+		out = append(out, refEntry{seq: seq, shard: shard})
+	}
+	return out, nil
+}
+
+// mergeRefEntries adds add to cur (sorted by seq, one entry per seq) and
+// reports whether anything was new.
+func mergeRefEntries(cur, add []refEntry) ([]refEntry, bool) {
+	merged := slices.Clone(cur)
+	changed := false
+	for _, e := range add {
+		i, found := slices.BinarySearchFunc(merged, e.seq, func(x refEntry, seq int64) int {
+			switch {
+			case x.seq < seq:
+				return -1
+			case x.seq > seq:
+				return 1
+			}
+			return 0
+		})
+		if !found {
+			merged = slices.Insert(merged, i, e)
+			changed = true
+		}
+	}
+	return merged, changed
+}
+
+func encodeRefRecord(refs map[string][]refEntry) ([]byte, error) {
+	m := make(map[string]string, len(refs))
+	for ref, es := range refs {
+		m[ref] = encodeRefEntries(es)
+	}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	w, err := flate.NewWriter(&buf, flate.BestCompression)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := w.Write(raw); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func decodeRefRecord(rec map[string]types.AttributeValue) (map[string][]refEntry, error) {
+	out := map[string][]refEntry{}
+	z, ok := rec["z"].(*types.AttributeValueMemberB)
+	if !ok {
+		return out, nil
+	}
+	raw, err := io.ReadAll(flate.NewReader(bytes.NewReader(z.Value)))
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]string{}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	for ref, text := range m {
+		if out[ref], err = decodeRefEntries(text); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// refItems returns the items of ref with seq after after, in seq order,
+// reading the ref's bucket records from after's block on, a Query page at
+// a time, until it has more than want (or the bucket ends).
+func (s *Store) refItems(ctx context.Context, jobID, ref string, after int64, want int) ([]refEntry, error) {
+	bucket := refBucket(ref)
+	from := refKey{bucket, max(after, 0) / refWidth}
+	in := &dynamodb.QueryInput{
+		TableName:              aws.String(s.table),
+		KeyConditionExpression: aws.String("pk = :pk AND sk BETWEEN :lo AND :hi"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": attrS(jobPK(jobID)), ":lo": attrS(skRef(from)), ":hi": attrS(fmt.Sprintf("R#%02x#~", bucket)),
+		},
+		ConsistentRead:         aws.Bool(true),
+		Limit:                  aws.Int32(16),
+		ReturnConsumedCapacity: s.capacity(),
+	}
+	var out []refEntry
+	for {
+		res, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		s.consumed("Query", res.ConsumedCapacity)
+		for _, rec := range res.Items {
+			refs, err := decodeRefRecord(rec)
+			if err != nil {
+				return nil, fmt.Errorf("ref record %s: %w", getS(rec, attrSK), err)
+			}
+			for _, e := range refs[ref] {
+				if e.seq > after {
+					out = append(out, e)
+				}
+			}
+		}
+		if len(out) > want || len(res.LastEvaluatedKey) == 0 {
+			return out, nil
+		}
+		in.ExclusiveStartKey = res.LastEvaluatedKey
+	}
+}
+
+// listItemsByRef lists the items of one reference: its bucket's look-up
+// records (see refBuckets), then the status pages of its items after the
+// cursor (each page read once), filtered like ListItems.
+func (s *Store) listItemsByRef(ctx context.Context, p store.ListItemsParams, after int64, statusFilter byte, limit int) (store.ListItemsResult, error) {
+	res := store.ListItemsResult{Items: []store.Item{}}
+	type loaded struct {
+		pg  *page
+		mem *members
+	}
+	pages := map[pageKey]loaded{}
+	type hit struct {
+		index int
+		pg    *page
+		mem   *members
+		ord   int
+	}
+	var hits []hit
+	for len(hits) <= limit {
+		entries, err := s.refItems(ctx, p.JobID, p.Ref, after, limit-len(hits))
+		if err != nil {
+			return res, fmt.Errorf("list items of %s by ref: %w", p.JobID, err)
+		}
+		if len(entries) == 0 {
+			break
+		}
+		for _, e := range entries {
+			after = e.seq
+			if p.Shard != nil && *p.Shard != e.shard {
+				continue
+			}
+			k := pageKey{e.shard, e.seq / pageWidth}
+			l, ok := pages[k]
+			if !ok {
+				pg, mem, err := s.loadPage(ctx, p.JobID, e.shard, k.block)
+				if err != nil {
+					return res, fmt.Errorf("list items of %s by ref: %w", p.JobID, err)
+				}
+				l = loaded{pg, mem}
+				pages[k] = l
+			}
+			if l.pg == nil {
+				continue
+			}
+			o, found := slices.BinarySearch(l.mem.seqs, e.seq)
+			if !found {
+				continue
+			}
+			sl := l.pg.slots[o]
+			if (statusFilter != 0 && sl.status != statusFilter) || (p.Category != "" && sl.category != p.Category) {
+				continue
+			}
+			hits = append(hits, hit{e.shard, l.pg, l.mem, o})
+			if len(hits) > limit {
+				break
+			}
+		}
+	}
+	if len(hits) > limit {
+		hits = hits[:limit]
+		last := hits[limit-1]
+		var err error
+		if res.NextCursor, err = encodeCursor(listCursor{After: last.mem.seqs[last.ord]}); err != nil {
+			return res, err
+		}
+	}
+	for _, h := range hits {
+		items, err := s.materialize(ctx, p.JobID, h.index, h.pg, h.mem, []int{h.ord})
+		if err != nil {
+			return res, fmt.Errorf("list items of %s by ref: %w", p.JobID, err)
+		}
+		res.Items = append(res.Items, items...)
+	}
+	return res, nil
+}
