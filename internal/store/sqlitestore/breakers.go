@@ -12,11 +12,13 @@ import (
 const breakerCols = `tenant, account, state, reason, opened_at, until, opens, probe_shard,
 window_at, window_attempts, window_failures, updated_at, version, transitions`
 
-// breakerHistorySchema counts each breaker's transitions and keeps the
-// last store.MaxBreakerHistory of them in a ring: transition n is in slot
-// (n-1) mod MaxBreakerHistory, so the table never grows past that many rows
-// per account and nothing needs trimming.
-const breakerHistorySchema = `
+// issue15Schema is migration 17 (issue 15): webhook kinds (http, or a
+// WeCom group robot) and the breaker history. Each breaker counts its
+// transitions and keeps the last store.MaxBreakerHistory of them in a
+// ring: transition n is in slot (n-1) mod MaxBreakerHistory, so the table
+// never grows past that many rows per account and nothing needs trimming.
+const issue15Schema = `
+ALTER TABLE webhooks ADD COLUMN kind TEXT NOT NULL DEFAULT '';
 ALTER TABLE breakers ADD COLUMN transitions INTEGER NOT NULL DEFAULT 0;
 CREATE TABLE breaker_history (
 	tenant       TEXT NOT NULL,

@@ -201,9 +201,10 @@ ALTER TABLE jobs ADD COLUMN canary_failed INTEGER NOT NULL DEFAULT 0;
 	// 15: per-recipient frequency caps (issue 13): the items charged to a
 	// recipient of a tenant's account, by charge time (frequency.go).
 	15: frequencySchema,
-	// 17: breaker history (issue 15): each account's last
-	// store.MaxBreakerHistory transitions, a ring of slots (breakers.go).
-	17: breakerHistorySchema,
+	// 17: issue 15: webhook kinds (webhooks.go) and the breaker history,
+	// each account's last store.MaxBreakerHistory transitions in a ring of
+	// slots (breakers.go).
+	17: issue15Schema,
 	// 10: the audit log of state-changing API calls (audit.go).
 	10: auditSchema,
 	// 9: tenants (issue 12). API tokens get an id, a name, a role and an
