@@ -39,9 +39,9 @@ const (
 	ItemsOutcomes      EventType = "items.outcomes"
 )
 
-// fromAlert maps the alert types webhooks deliver to their event types;
-// other alerts (breakers, count mismatches, campaign skips) are for
-// operators and are not delivered.
+// fromAlert maps the alert types webhooks deliver to their event types.
+// The operator alerts (breakers, count mismatches, campaign skips) go to
+// WeCom group robots only (EventType.ValidFor).
 var fromAlert = map[alert.Type]EventType{
 	alert.JobStarted:      JobStarted,
 	alert.JobPaused:       JobPaused,
@@ -50,6 +50,10 @@ var fromAlert = map[alert.Type]EventType{
 	alert.DeadLetters:     JobDeadLetters,
 	alert.ItemsNeedReview: JobItemsNeedReview,
 	alert.ItemOutcomes:    ItemsOutcomes,
+	alert.BreakerOpened:   BreakerOpened,
+	alert.BreakerClosed:   BreakerClosed,
+	alert.CountsMismatch:  CountsMismatch,
+	alert.CampaignSkipped: CampaignSkipped,
 }
 
 // EventTypes lists every event type, in the order of the documentation.
