@@ -388,6 +388,10 @@ func (e WebhookDeliveryStatus) Valid() bool {
 
 // Defines values for WebhookEventType.
 const (
+	BreakerClosed      WebhookEventType = "breaker.closed"
+	BreakerOpened      WebhookEventType = "breaker.opened"
+	CampaignSkipped    WebhookEventType = "campaign.skipped"
+	CountsMismatch     WebhookEventType = "counts.mismatch"
 	ItemsOutcomes      WebhookEventType = "items.outcomes"
 	JobCanaryReady     WebhookEventType = "job.canary_ready"
 	JobDeadLetters     WebhookEventType = "job.dead_letters"
@@ -400,6 +404,14 @@ const (
 // Valid indicates whether the value is a known member of the WebhookEventType enum.
 func (e WebhookEventType) Valid() bool {
 	switch e {
+	case BreakerClosed:
+		return true
+	case BreakerOpened:
+		return true
+	case CampaignSkipped:
+		return true
+	case CountsMismatch:
+		return true
 	case ItemsOutcomes:
 		return true
 	case JobCanaryReady:
@@ -413,6 +425,24 @@ func (e WebhookEventType) Valid() bool {
 	case JobPaused:
 		return true
 	case JobStarted:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookKind.
+const (
+	Http       WebhookKind = "http"
+	WecomRobot WebhookKind = "wecom_robot"
+)
+
+// Valid indicates whether the value is a known member of the WebhookKind enum.
+func (e WebhookKind) Valid() bool {
+	switch e {
+	case Http:
+		return true
+	case WecomRobot:
 		return true
 	default:
 		return false
@@ -1237,13 +1267,16 @@ type ValidationProblemStatus int32
 // ValidationProblemType urn:qunfa:problem:validation.
 type ValidationProblemType string
 
-// Webhook A registered webhook (its secret is never returned).
+// Webhook A registered webhook (its secret is never returned; a robot's key is masked in its URL).
 type Webhook struct {
 	// CreatedAt An RFC 3339 time in UTC.
 	CreatedAt Timestamp          `json:"created_at"`
 	Events    []WebhookEventType `json:"events"`
 	Id        string             `json:"id"`
-	Url       string             `json:"url"`
+
+	// Kind What the endpoint takes: http, an endpoint of yours that gets signed JSON events; wecom_robot, a WeCom group robot (https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=…) that gets each event as a markdown message, the ones due together in one message, at most 20 messages a minute.
+	Kind WebhookKind `json:"kind"`
+	Url  string      `json:"url"`
 }
 
 // WebhookDelivery One event to be delivered to a webhook, with its attempts so far.
@@ -1259,7 +1292,7 @@ type WebhookDelivery struct {
 	// EventId The id of the event (the body's id), the same on every attempt: receivers dedupe by it.
 	EventId string `json:"event_id"`
 
-	// EventType An event type a webhook can receive.
+	// EventType An event type a webhook can receive. The operator alerts breaker.opened, breaker.closed, counts.mismatch and campaign.skipped go to wecom_robot webhooks only, items.outcomes to http webhooks only.
 	EventType WebhookEventType `json:"event_type"`
 	Id        string           `json:"id"`
 
@@ -1290,20 +1323,28 @@ type WebhookDeliveryList struct {
 	NextCursor string `json:"next_cursor"`
 }
 
-// WebhookEventType An event type a webhook can receive.
+// WebhookEventType An event type a webhook can receive. The operator alerts breaker.opened, breaker.closed, counts.mismatch and campaign.skipped go to wecom_robot webhooks only, items.outcomes to http webhooks only.
 type WebhookEventType string
+
+// WebhookKind What the endpoint takes: http, an endpoint of yours that gets signed JSON events; wecom_robot, a WeCom group robot (https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=…) that gets each event as a markdown message, the ones due together in one message, at most 20 messages a minute.
+type WebhookKind string
 
 // WebhookList defines model for WebhookList.
 type WebhookList struct {
 	Webhooks []Webhook `json:"webhooks"`
 }
 
-// WebhookRequest A webhook to register. The secret signs every delivery (header Qunfa-Signature) and is never shown again.
+// WebhookRequest A webhook to register. Kind http (the default): the secret signs every delivery (header Qunfa-Signature) and is never shown again. Kind wecom_robot: no secret (the key in the robot's URL is its secret; it is shown masked).
 type WebhookRequest struct {
 	Events []WebhookEventType `json:"events"`
-	Secret *string            `json:"secret,omitempty"`
 
-	// Url http(s) URL of the endpoint; loopback, private and other non-public addresses are refused.
+	// Kind Default http.
+	Kind *WebhookKind `json:"kind,omitempty"`
+
+	// Secret Required for kind http; absent for wecom_robot.
+	Secret *string `json:"secret,omitempty"`
+
+	// Url http(s) URL of the endpoint; loopback, private and other non-public addresses are refused. A WeCom group robot's URL has its key.
 	Url string `json:"url"`
 }
 
