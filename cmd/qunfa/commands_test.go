@@ -242,6 +242,19 @@ func TestWebhooksCommand(t *testing.T) {
 	runCLI(ctx, srv, "", "webhooks", "create", "--url", "http://127.0.0.1:9/x", "--event", "job.exploded").want(t, 1, nil, []string{"(HTTP 422)", "  events"})
 	runCLI(ctx, srv, "", "webhooks", "create", "--url", "http://127.0.0.1:9/x").want(t, 2, nil, []string{"at least one --event"})
 	runCLI(ctx, srv, "", "webhooks", "delete", id).want(t, 0, []string{"webhook " + id + " deleted"}, nil)
+
+	// A WeCom group robot: no secret, its key masked wherever it is shown.
+	robot := runCLI(ctx, srv, "", "webhooks", "create", "--kind", "wecom_robot", "--url", "http://127.0.0.1:9/cgi-bin/webhook/send?key=robot-secret-key",
+		"--event", "breaker.opened,job.finished")
+	robot.want(t, 0, []string{"(wecom_robot)", "key=%2A%2A%2A%2A-key", "breaker.opened"}, nil)
+	runCLI(ctx, srv, "", "webhooks").want(t, 0, []string{"KIND", "wecom_robot"}, nil)
+	if all := runCLI(ctx, srv, "", "webhooks", "--output", "json"); strings.Contains(robot.stdout+all.stdout, "robot-secret-key") {
+		t.Errorf("the robot's key is shown: %s%s", robot.stdout, all.stdout)
+	}
+	runCLI(ctx, srv, "", "webhooks", "create", "--kind", "wecom_robot", "--url", "http://127.0.0.1:9/send?key=k", "--event", "items.outcomes").
+		want(t, 1, nil, []string{"(HTTP 422)", "events[0]"})
+	runCLI(ctx, srv, "", "webhooks", "create", "--kind", "smtp", "--url", "http://127.0.0.1:9/x", "--event", "job.finished").
+		want(t, 2, nil, []string{"--kind must be http or wecom_robot"})
 	runCLI(ctx, srv, "", "webhooks", "delete", id).want(t, 1, nil, []string{"(HTTP 404)"})
 }
 

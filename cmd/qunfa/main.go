@@ -159,11 +159,11 @@ func init() {
 		},
 		"webhooks": {
 			usage: "[list] [--output table|json]\n" +
-				"       qunfa webhooks create --url URL --event TYPE[,TYPE...] [--secret S]\n" +
+				"       qunfa webhooks create --url URL --event TYPE[,TYPE...] [--secret S] [--kind http|wecom_robot]\n" +
 				"       qunfa webhooks delete WEBHOOK\n" +
 				"       qunfa webhooks deliveries WEBHOOK [--limit N] [--cursor C] [--output table|json]\n" +
 				"       qunfa webhooks redeliver WEBHOOK DELIVERY",
-			summary: "endpoints of yours that get job events, and their delivery log",
+			summary: "endpoints of yours that get job events, or WeCom group robots that get alerts as markdown, and their delivery log",
 			run:     (*cli).webhooks,
 			subs:    []string{"list", "create", "delete", "deliveries", "redeliver"},
 			read:    true,
