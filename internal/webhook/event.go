@@ -19,6 +19,7 @@ import (
 	"encoding/base32"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,6 +55,18 @@ var fromAlert = map[alert.Type]EventType{
 	alert.BreakerClosed:   BreakerClosed,
 	alert.CountsMismatch:  CountsMismatch,
 	alert.CampaignSkipped: CampaignSkipped,
+}
+
+// AlertTypes lists the alert types webhooks deliver (to HTTP endpoints or
+// to WeCom group robots), sorted: the detail-types the webhooks
+// function's EventBridge rule takes.
+func AlertTypes() []alert.Type {
+	out := make([]alert.Type, 0, len(fromAlert))
+	for t := range fromAlert {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // EventTypes lists every event type, in the order of the documentation.
