@@ -145,6 +145,18 @@ func TestDashboardPages(t *testing.T) {
 	b.do("redeliver", chromedp.Click(chromedp.CSS(`#deliveries-body tr button.redeliver`)))
 	b.waitJS("redelivery is confirmed", `document.getElementById('delivery-msg').textContent.includes('queued again')`)
 
+	// A WeCom group robot from the form: robot events offered, no secret,
+	// the key masked in the list.
+	b.do("back to webhooks", chromedp.Click(chromedp.CSS("#nav-webhooks")))
+	b.waitJS("the form is shown", `document.getElementById('hook-kind') !== null`)
+	b.choose("#hook-kind", "wecom_robot")
+	b.waitJS("robot events are offered, no secret", `document.querySelector('#hook-events input[value="breaker.opened"]')?.checked === true
+		&& document.querySelector('#hook-events input[value="items.outcomes"]') === null && document.getElementById('hook-secret-in').closest('.field').hidden`)
+	b.do("enter the robot's URL", chromedp.SendKeys(`#hook-url`, recv.URL+"/cgi-bin/webhook/send?key=dashboard-robot-key"))
+	b.do("add the robot", chromedp.Click(chromedp.CSS("#hook-create")))
+	b.waitJS("the robot is listed, its key masked", `(() => { const r = document.querySelector('#hooks-body tr[data-kind="wecom_robot"]');
+		return !!r && r.textContent.includes('key=%2A%2A%2A%2A-key') && !document.body.innerText.includes('dashboard-robot-key'); })()`)
+
 	// Tokens: create one (its secret shown once), see it listed, revoke it.
 	b.do("open tokens", chromedp.Click(chromedp.CSS("#nav-tokens")))
 	b.waitJS("the tokens are listed", `document.querySelectorAll('#tokens-body tr').length > 0`)

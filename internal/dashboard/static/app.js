@@ -1639,6 +1639,11 @@
   // ------------------------------------------------------------ webhooks
 
   const webhookEvents = ['job.started', 'job.paused', 'job.canary_ready', 'job.finished', 'job.dead_letters', 'job.items_need_review', 'items.outcomes'];
+  // A WeCom group robot takes the job events and the operator alerts, not
+  // per-recipient outcomes.
+  const robotEvents = ['job.started', 'job.paused', 'job.canary_ready', 'job.finished', 'job.dead_letters', 'job.items_need_review',
+    'breaker.opened', 'breaker.closed', 'counts.mismatch', 'campaign.skipped'];
+  const robotDefaults = new Set(['job.paused', 'job.finished', 'job.dead_letters', 'breaker.opened', 'counts.mismatch']);
 
   function webhooksPage() {
     let tbody, empty;
@@ -1646,8 +1651,9 @@
       const res = await api('GET', '/v1/webhooks');
       const list = res.webhooks || [];
       empty.hidden = list.length > 0;
-      syncRows(tbody, list, (w) => w.id, (w) => h('tr', { 'data-webhook': w.id },
+      syncRows(tbody, list, (w) => w.id, (w) => h('tr', { 'data-webhook': w.id, 'data-kind': w.kind },
         h('td', {}, h('a', { href: '#/webhooks/' + enc(w.id), class: 'webhook-link mono' }, w.url)),
+        h('td', {}, tOr('hook.kind.', w.kind || 'http')),
         h('td', { class: 'small' }, w.events.join(', ')), h('td', {}, fmtTime(w.created_at)),
         h('td', {}, h('button', { type: 'button', class: 'danger delete', 'aria-label': t('hook.deleteFor', { url: w.url }), onclick: () => del(w) }, t('hook.delete')))),
       () => {});
@@ -1669,34 +1675,54 @@
         empty = h('p', { class: 'muted', id: 'hooks-empty', hidden: true }, t('hook.none'));
         const msg = h('p', { class: 'msg', role: 'status', id: 'hook-msg' });
         const secretOut = h('p', { id: 'hook-secret', class: 'mono', hidden: true });
-        const boxes = webhookEvents.map((ev) => h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'events', value: ev, checked: ev !== 'items.outcomes' }), ' ' + ev));
+        const boxes = h('div', { id: 'hook-events' });
+        const kindSel = h('select', { name: 'kind', id: 'hook-kind' },
+          ['http', 'wecom_robot'].map((k) => h('option', { value: k }, t('hook.kind.' + k))));
+        const urlIn = h('input', { name: 'url', type: 'url', required: true });
+        const secretField = field('hook-secret-in', 'hook.secret', h('input', { name: 'secret', type: 'text', autocomplete: 'off' }), 'hook.secret.help');
+        // The kind decides the events offered, the URL's example and
+        // whether there is a secret (a robot's is the key in its URL).
+        const showKind = () => {
+          const robot = kindSel.value === 'wecom_robot';
+          boxes.replaceChildren(...(robot ? robotEvents : webhookEvents).map((ev) => h('label', { class: 'check' },
+            h('input', { type: 'checkbox', name: 'events', value: ev, checked: robot ? robotDefaults.has(ev) : ev !== 'items.outcomes' }), ' ' + ev)));
+          urlIn.placeholder = robot ? 'https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=…' : 'https://crm.example.com/qunfa-events';
+          secretField.hidden = robot;
+        };
+        kindSel.addEventListener('change', showKind);
+        showKind();
         const form = h('form', { id: 'hook-form', class: 'card', novalidate: true }, h('h2', {}, t('hook.new')),
-          field('hook-url', 'hook.url', h('input', { name: 'url', type: 'url', required: true, placeholder: 'https://crm.example.com/qunfa-events' })),
-          field('hook-secret-in', 'hook.secret', h('input', { name: 'secret', type: 'text', autocomplete: 'off' }), 'hook.secret.help'),
+          field('hook-kind', 'hook.kind', kindSel, 'hook.kind.help'),
+          field('hook-url', 'hook.url', urlIn),
+          secretField,
           h('fieldset', {}, h('legend', {}, t('hook.events')), boxes),
           h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary', id: 'hook-create' }, t('hook.create'))), msg, secretOut);
         form.addEventListener('submit', async (e) => {
           e.preventDefault();
+          const kind = kindSel.value;
           let secret = form.elements.secret.value;
-          if (!secret) {
+          if (!secret && kind === 'http') {
             const b = new Uint8Array(24);
             crypto.getRandomValues(b);
             secret = [...b].map((x) => x.toString(16).padStart(2, '0')).join('');
           }
           const events = [...form.querySelectorAll('input[name=events]:checked')].map((x) => x.value);
+          const body = { kind, url: form.elements.url.value.trim(), events };
+          if (kind === 'http') body.secret = secret;
           try {
-            const w = await api('POST', '/v1/webhooks', { url: form.elements.url.value.trim(), events, secret });
+            const w = await api('POST', '/v1/webhooks', body);
             setText(msg, t('hook.created', { id: w.id }));
-            secretOut.hidden = false;
-            setText(secretOut, t('hook.secretShown', { secret }));
+            secretOut.hidden = kind !== 'http';
+            setText(secretOut, kind === 'http' ? t('hook.secretShown', { secret }) : '');
             announce(msg.textContent);
             form.reset();
+            showKind();
             await refresh();
           } catch (ex) { formError(form, msg, ex); }
         });
         main().replaceChildren(h('h1', {}, t('hook.title')), h('p', { class: 'muted' }, t('hook.help')),
           h('div', { class: 'scroll' }, h('table', { id: 'hooks-table' }, h('caption', { class: 'sr-only' }, t('hook.title')),
-            h('thead', {}, h('tr', {}, ['hook.url', 'hook.events', 'hook.createdAt', 'hook.actions'].map((k) => h('th', { scope: 'col' }, t(k))))), tbody)),
+            h('thead', {}, h('tr', {}, ['hook.url', 'hook.kind', 'hook.events', 'hook.createdAt', 'hook.actions'].map((k) => h('th', { scope: 'col' }, t(k))))), tbody)),
           empty, form);
       },
       poll: refresh,
