@@ -3,6 +3,7 @@ package dynamostore
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sort"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -140,11 +141,13 @@ func (s *Store) SaveBreaker(ctx context.Context, b store.Breaker) (store.Breaker
 	if b.Transition != nil {
 		// The table has no transactions: the transition's slot is written
 		// once the breaker write won (its Transitions numbers the slot).
-		// A crash in between loses that history entry, never the breaker.
+		// A crash or a failed write in between loses that history entry,
+		// never the breaker: the save stands, and a failure is logged.
 		tr := *b.Transition
 		tr.Seq = next.Transitions
 		if err := s.putItem(ctx, transitionItem(b.Tenant, b.Account, tr), "", nil, nil); err != nil {
-			return store.Breaker{}, fmt.Errorf("record breaker transition of %s/%s: %w", b.Tenant, b.Account, err)
+			s.log.Warn("breaker transition not recorded in the history", slog.String("tenant", b.Tenant),
+				slog.String("account", b.Account), slog.Int64("seq", tr.Seq), slog.Any("err", err))
 		}
 	}
 	return breakerFrom(item), nil
