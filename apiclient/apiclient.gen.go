@@ -809,7 +809,7 @@ type ItemError struct {
 	Message *string `json:"message,omitempty"`
 }
 
-// ItemList One page of items, in seq order.
+// ItemList One page of items, in seq order. Each call reads a bounded part of the job, so a filter that matches few items may answer fewer items than limit, or none, with a next_cursor to go on from: follow next_cursor until it is empty.
 type ItemList struct {
 	Items []Item `json:"items"`
 
@@ -1664,7 +1664,7 @@ type ClientInterface interface {
 
 	// PutCampaignWithBody Create a scheduled campaign, or replace the one its id names
 	//
-	// Each firing of the schedule (EventBridge syntax, UTC) submits the request as a job, idempotently: a firing delivered twice makes one job. A snapshot campaign's request holds the recipients and is checked like a job submission; a requery campaign fetches them at each firing from source (GET <source>?cursor=<c> → {"recipients": [...], "next_cursor": ""}). A firing starting more than max_delay_sec late is skipped with a CampaignSkipped alert. Replacing keeps the campaign's creation and last firing.
+	// Each firing of the schedule (EventBridge syntax, UTC) submits the request as a job, idempotently: a firing delivered twice makes one job. A snapshot campaign's request holds the recipients and is checked like a job submission; a requery campaign fetches them at each firing from source (GET <source>?cursor=<c> → {"recipients": [{"account", "to", "vars", "ref"}], "next_cursor": ""}), streaming the pages into a staged job, one part per non-empty page, with no cap on recipients (the tenant's daily quota applies when the job starts); a firing that fails midway starts no job, and its retry goes on with the same staging job. A firing starting more than max_delay_sec late is skipped with a CampaignSkipped alert. Replacing keeps the campaign's creation and last firing.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1673,7 +1673,7 @@ type ClientInterface interface {
 
 	// PutCampaign Create a scheduled campaign, or replace the one its id names
 	//
-	// Each firing of the schedule (EventBridge syntax, UTC) submits the request as a job, idempotently: a firing delivered twice makes one job. A snapshot campaign's request holds the recipients and is checked like a job submission; a requery campaign fetches them at each firing from source (GET <source>?cursor=<c> → {"recipients": [...], "next_cursor": ""}). A firing starting more than max_delay_sec late is skipped with a CampaignSkipped alert. Replacing keeps the campaign's creation and last firing.
+	// Each firing of the schedule (EventBridge syntax, UTC) submits the request as a job, idempotently: a firing delivered twice makes one job. A snapshot campaign's request holds the recipients and is checked like a job submission; a requery campaign fetches them at each firing from source (GET <source>?cursor=<c> → {"recipients": [{"account", "to", "vars", "ref"}], "next_cursor": ""}), streaming the pages into a staged job, one part per non-empty page, with no cap on recipients (the tenant's daily quota applies when the job starts); a firing that fails midway starts no job, and its retry goes on with the same staging job. A firing starting more than max_delay_sec late is skipped with a CampaignSkipped alert. Replacing keeps the campaign's creation and last firing.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2177,7 +2177,7 @@ func (c *Client) ListCampaigns(ctx context.Context, reqEditors ...RequestEditorF
 
 // PutCampaignWithBody Create a scheduled campaign, or replace the one its id names
 //
-// Each firing of the schedule (EventBridge syntax, UTC) submits the request as a job, idempotently: a firing delivered twice makes one job. A snapshot campaign's request holds the recipients and is checked like a job submission; a requery campaign fetches them at each firing from source (GET <source>?cursor=<c> → {"recipients": [...], "next_cursor": ""}). A firing starting more than max_delay_sec late is skipped with a CampaignSkipped alert. Replacing keeps the campaign's creation and last firing.
+// Each firing of the schedule (EventBridge syntax, UTC) submits the request as a job, idempotently: a firing delivered twice makes one job. A snapshot campaign's request holds the recipients and is checked like a job submission; a requery campaign fetches them at each firing from source (GET <source>?cursor=<c> → {"recipients": [{"account", "to", "vars", "ref"}], "next_cursor": ""}), streaming the pages into a staged job, one part per non-empty page, with no cap on recipients (the tenant's daily quota applies when the job starts); a firing that fails midway starts no job, and its retry goes on with the same staging job. A firing starting more than max_delay_sec late is skipped with a CampaignSkipped alert. Replacing keeps the campaign's creation and last firing.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2196,7 +2196,7 @@ func (c *Client) PutCampaignWithBody(ctx context.Context, contentType string, bo
 
 // PutCampaign Create a scheduled campaign, or replace the one its id names
 //
-// Each firing of the schedule (EventBridge syntax, UTC) submits the request as a job, idempotently: a firing delivered twice makes one job. A snapshot campaign's request holds the recipients and is checked like a job submission; a requery campaign fetches them at each firing from source (GET <source>?cursor=<c> → {"recipients": [...], "next_cursor": ""}). A firing starting more than max_delay_sec late is skipped with a CampaignSkipped alert. Replacing keeps the campaign's creation and last firing.
+// Each firing of the schedule (EventBridge syntax, UTC) submits the request as a job, idempotently: a firing delivered twice makes one job. A snapshot campaign's request holds the recipients and is checked like a job submission; a requery campaign fetches them at each firing from source (GET <source>?cursor=<c> → {"recipients": [{"account", "to", "vars", "ref"}], "next_cursor": ""}), streaming the pages into a staged job, one part per non-empty page, with no cap on recipients (the tenant's daily quota applies when the job starts); a firing that fails midway starts no job, and its retry goes on with the same staging job. A firing starting more than max_delay_sec late is skipped with a CampaignSkipped alert. Replacing keeps the campaign's creation and last firing.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5146,7 +5146,7 @@ type ClientWithResponsesInterface interface {
 
 	// PutCampaignWithBodyWithResponse Create a scheduled campaign, or replace the one its id names
 	//
-	// Each firing of the schedule (EventBridge syntax, UTC) submits the request as a job, idempotently: a firing delivered twice makes one job. A snapshot campaign's request holds the recipients and is checked like a job submission; a requery campaign fetches them at each firing from source (GET <source>?cursor=<c> → {"recipients": [...], "next_cursor": ""}). A firing starting more than max_delay_sec late is skipped with a CampaignSkipped alert. Replacing keeps the campaign's creation and last firing.
+	// Each firing of the schedule (EventBridge syntax, UTC) submits the request as a job, idempotently: a firing delivered twice makes one job. A snapshot campaign's request holds the recipients and is checked like a job submission; a requery campaign fetches them at each firing from source (GET <source>?cursor=<c> → {"recipients": [{"account", "to", "vars", "ref"}], "next_cursor": ""}), streaming the pages into a staged job, one part per non-empty page, with no cap on recipients (the tenant's daily quota applies when the job starts); a firing that fails midway starts no job, and its retry goes on with the same staging job. A firing starting more than max_delay_sec late is skipped with a CampaignSkipped alert. Replacing keeps the campaign's creation and last firing.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5155,7 +5155,7 @@ type ClientWithResponsesInterface interface {
 
 	// PutCampaignWithResponse Create a scheduled campaign, or replace the one its id names
 	//
-	// Each firing of the schedule (EventBridge syntax, UTC) submits the request as a job, idempotently: a firing delivered twice makes one job. A snapshot campaign's request holds the recipients and is checked like a job submission; a requery campaign fetches them at each firing from source (GET <source>?cursor=<c> → {"recipients": [...], "next_cursor": ""}). A firing starting more than max_delay_sec late is skipped with a CampaignSkipped alert. Replacing keeps the campaign's creation and last firing.
+	// Each firing of the schedule (EventBridge syntax, UTC) submits the request as a job, idempotently: a firing delivered twice makes one job. A snapshot campaign's request holds the recipients and is checked like a job submission; a requery campaign fetches them at each firing from source (GET <source>?cursor=<c> → {"recipients": [{"account", "to", "vars", "ref"}], "next_cursor": ""}), streaming the pages into a staged job, one part per non-empty page, with no cap on recipients (the tenant's daily quota applies when the job starts); a firing that fails midway starts no job, and its retry goes on with the same staging job. A firing starting more than max_delay_sec late is skipped with a CampaignSkipped alert. Replacing keeps the campaign's creation and last firing.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9484,7 +9484,7 @@ func (c *ClientWithResponses) ListCampaignsWithResponse(ctx context.Context, req
 
 // PutCampaignWithBodyWithResponse Create a scheduled campaign, or replace the one its id names
 //
-// Each firing of the schedule (EventBridge syntax, UTC) submits the request as a job, idempotently: a firing delivered twice makes one job. A snapshot campaign's request holds the recipients and is checked like a job submission; a requery campaign fetches them at each firing from source (GET <source>?cursor=<c> → {"recipients": [...], "next_cursor": ""}). A firing starting more than max_delay_sec late is skipped with a CampaignSkipped alert. Replacing keeps the campaign's creation and last firing.
+// Each firing of the schedule (EventBridge syntax, UTC) submits the request as a job, idempotently: a firing delivered twice makes one job. A snapshot campaign's request holds the recipients and is checked like a job submission; a requery campaign fetches them at each firing from source (GET <source>?cursor=<c> → {"recipients": [{"account", "to", "vars", "ref"}], "next_cursor": ""}), streaming the pages into a staged job, one part per non-empty page, with no cap on recipients (the tenant's daily quota applies when the job starts); a firing that fails midway starts no job, and its retry goes on with the same staging job. A firing starting more than max_delay_sec late is skipped with a CampaignSkipped alert. Replacing keeps the campaign's creation and last firing.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9499,7 +9499,7 @@ func (c *ClientWithResponses) PutCampaignWithBodyWithResponse(ctx context.Contex
 
 // PutCampaignWithResponse Create a scheduled campaign, or replace the one its id names
 //
-// Each firing of the schedule (EventBridge syntax, UTC) submits the request as a job, idempotently: a firing delivered twice makes one job. A snapshot campaign's request holds the recipients and is checked like a job submission; a requery campaign fetches them at each firing from source (GET <source>?cursor=<c> → {"recipients": [...], "next_cursor": ""}). A firing starting more than max_delay_sec late is skipped with a CampaignSkipped alert. Replacing keeps the campaign's creation and last firing.
+// Each firing of the schedule (EventBridge syntax, UTC) submits the request as a job, idempotently: a firing delivered twice makes one job. A snapshot campaign's request holds the recipients and is checked like a job submission; a requery campaign fetches them at each firing from source (GET <source>?cursor=<c> → {"recipients": [{"account", "to", "vars", "ref"}], "next_cursor": ""}), streaming the pages into a staged job, one part per non-empty page, with no cap on recipients (the tenant's daily quota applies when the job starts); a firing that fails midway starts no job, and its retry goes on with the same staging job. A firing starting more than max_delay_sec late is skipped with a CampaignSkipped alert. Replacing keeps the campaign's creation and last firing.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"strconv"
 	"sync"
 	"time"
 
@@ -42,6 +41,10 @@ const (
 type JobSubmitter interface {
 	Submit(ctx context.Context, p submit.Params) (submit.Result, error)
 	Validate(ctx context.Context, p submit.Params) error
+	// The staged path, which requery firings stream their pages into.
+	CreateStaged(ctx context.Context, p submit.Params) (submit.Result, error)
+	PutPart(ctx context.Context, p submit.PutPartParams) (submit.PutPartResult, error)
+	Start(ctx context.Context, job store.Job, parts int) (store.JobView, error)
 }
 
 var _ JobSubmitter = (*submit.Submitter)(nil)
@@ -51,6 +54,7 @@ type Recipient struct {
 	Account string            `json:"account"`
 	To      string            `json:"to"`
 	Vars    map[string]string `json:"vars,omitempty"`
+	Ref     string            `json:"ref,omitempty"`
 }
 
 // FetchParams asks a source for one page of recipients.
@@ -96,22 +100,20 @@ func (NoScheduler) Upsert(context.Context, store.Campaign) error { return nil }
 // Delete does nothing.
 func (NoScheduler) Delete(context.Context, string, string) error { return nil }
 
-// SourceLimits bound what a requery firing takes from its source.
+// SourceLimits bound what a requery firing takes from its source. There
+// is no cap on recipients: each page becomes a part of a staged job, so a
+// firing holds one page in memory whatever the campaign's size (the
+// tenant's daily recipients quota applies when the job starts).
 type SourceLimits struct {
-	// MaxPages per firing (default 1,000).
+	// MaxPages per firing (default and at most store.MaxPartNumber).
 	MaxPages int
-	// MaxRecipients per firing (default 100,000).
-	MaxRecipients int
 	// Timeout bounds the whole fetch (default 2 min).
 	Timeout time.Duration
 }
 
 func (l SourceLimits) withDefaults() SourceLimits {
-	if l.MaxPages <= 0 {
-		l.MaxPages = 1000
-	}
-	if l.MaxRecipients <= 0 {
-		l.MaxRecipients = 100_000
+	if l.MaxPages <= 0 || l.MaxPages > store.MaxPartNumber {
+		l.MaxPages = store.MaxPartNumber
 	}
 	if l.Timeout <= 0 {
 		l.Timeout = 2 * time.Minute
@@ -183,19 +185,19 @@ const (
 	MetaCampaign    = "campaign"
 	MetaScheduledAt = "scheduled_at"
 	MetaMode        = "mode"
-	MetaQuery       = "query"  // requery: the source URL
-	MetaCursor      = "cursor" // requery: the cursor of the last page fetched
-	MetaPages       = "pages"  // requery: pages fetched
+	MetaQuery       = "query" // requery: the source URL, without its query string
 )
 
 // Fire handles one firing of a campaign, scheduled for scheduledAt:
 // skipped when the campaign is disabled or the firing starts more than
-// MaxDelaySec late (a CampaignSkipped alert), otherwise the job request is
-// built (the stored request, or the source's recipients) and submitted
-// with IdempotencyKey, so a firing delivered twice makes one job. The
-// campaign's LastFiredAt records the handled firing. A campaign that does
-// not exist is store.ErrNotFound. A failure (bad source data, invalid
-// request) stores nothing and may be retried.
+// MaxDelaySec late (a CampaignSkipped alert), otherwise a job is made with
+// IdempotencyKey, so a firing delivered twice makes one job: a snapshot
+// campaign submits its stored request; a requery campaign streams its
+// source into a staged job (submitRequery). The campaign's LastFiredAt
+// records the handled firing. A campaign that does not exist is
+// store.ErrNotFound. A failure (bad source data, invalid request) starts
+// no job and may be retried: a snapshot firing stores nothing, a requery
+// firing keeps its staging job for the retry to go on with.
 func (c *Campaigns) Fire(ctx context.Context, tenant, id string, scheduledAt time.Time) (FireResult, error) {
 	if scheduledAt.IsZero() {
 		return FireResult{}, errors.New("fire campaign: no scheduled time")
@@ -233,24 +235,21 @@ func (c *Campaigns) Fire(ctx context.Context, tenant, id string, scheduledAt tim
 		return res, c.recordFired(ctx, tenant, id, scheduledAt)
 	}
 
-	req, meta, err := c.buildRequest(ctx, cmp)
-	if err != nil {
-		return res, fmt.Errorf("fire campaign %q: %w", id, err)
-	}
-	meta[MetaCampaign] = id
-	meta[MetaScheduledAt] = scheduledAt.Format(time.RFC3339)
-	meta[MetaMode] = cmp.Mode
-	params := submit.Params{Tenant: tenant, CreatedBy: "campaign:" + id, IdempotencyKey: key, Request: req, Meta: meta}
-	sub, err := c.Submitter.Submit(ctx, params)
-	// A concurrent delivery of the same firing may be writing the
-	// snapshot; submitting again finishes or finds the job.
-	for try := 0; try < 3 && errors.Is(err, store.ErrInvalidTransition); try++ {
-		sub, err = c.Submitter.Submit(ctx, params)
+	params := submit.Params{Tenant: tenant, CreatedBy: "campaign:" + id, IdempotencyKey: key,
+		Meta: map[string]string{MetaCampaign: id, MetaScheduledAt: scheduledAt.Format(time.RFC3339), MetaMode: cmp.Mode}}
+	var sub submit.Result
+	switch cmp.Mode {
+	case ModeSnapshot:
+		sub, err = c.submitSnapshot(ctx, cmp, params)
+	case ModeRequery:
+		sub, err = c.submitRequery(ctx, cmp, params, log)
+	default:
+		err = fmt.Errorf("unknown mode %q", cmp.Mode)
 	}
 	switch {
 	case errors.Is(err, submit.ErrIdempotencyConflict):
 		// The firing's job exists, made from another request (the
-		// campaign was edited, or its source answered differently since).
+		// campaign was edited since).
 		res.Outcome = Duplicate
 		log.Info("campaign firing already made its job")
 		return res, c.recordFired(ctx, tenant, id, scheduledAt)
@@ -260,6 +259,22 @@ func (c *Campaigns) Fire(ctx context.Context, tenant, id string, scheduledAt tim
 	res.Outcome, res.Job, res.Created = Fired, sub.Job.Job, sub.Created
 	log.Info("campaign fired", slog.String("job", sub.Job.Job.ID), slog.Bool("created", sub.Created), slog.Int64("total", sub.Job.Job.Total))
 	return res, c.recordFired(ctx, tenant, id, scheduledAt)
+}
+
+// submitSnapshot submits the campaign's stored request.
+func (c *Campaigns) submitSnapshot(ctx context.Context, cmp store.Campaign, params submit.Params) (submit.Result, error) {
+	req, err := campaignRequest(cmp)
+	if err != nil {
+		return submit.Result{}, err
+	}
+	params.Request = req
+	sub, err := c.Submitter.Submit(ctx, params)
+	// A concurrent delivery of the same firing may be writing the
+	// snapshot; submitting again finishes or finds the job.
+	for try := 0; try < 3 && errors.Is(err, store.ErrInvalidTransition); try++ {
+		sub, err = c.Submitter.Submit(ctx, params)
+	}
+	return sub, err
 }
 
 // recordFired moves the campaign's LastFiredAt forward to scheduledAt. The
@@ -295,62 +310,126 @@ func DecodeRequest(raw []byte) (submit.Request, error) {
 	return req, nil
 }
 
-func (c *Campaigns) buildRequest(ctx context.Context, cmp store.Campaign) (submit.Request, map[string]string, error) {
+// campaignRequest is the campaign's stored job request, named after the
+// campaign when it has no name of its own.
+func campaignRequest(cmp store.Campaign) (submit.Request, error) {
 	req, err := DecodeRequest(cmp.Request)
 	if err != nil {
-		return req, nil, err
+		return req, err
 	}
 	if req.Name == "" {
 		req.Name = cmp.Name
 	}
-	meta := map[string]string{}
-	switch cmp.Mode {
-	case ModeSnapshot:
-		return req, meta, nil
-	case ModeRequery:
-	default:
-		return req, nil, fmt.Errorf("unknown mode %q", cmp.Mode)
-	}
+	return req, nil
+}
+
+// submitRequery streams the source into a staged job (DESIGN.md, "Staged
+// submission"): the firing's key makes or finds a staging job, each
+// non-empty page of the source becomes the next part, and the job is
+// started once the last page is in; planning then runs as queue work. A
+// firing that fails midway leaves its job staging, and the next delivery
+// of the firing goes on with it: parts already stored are kept (a part
+// the source now answers differently keeps its first body, as a source
+// paged while it changes would give). Left alone, a staging job expires.
+func (c *Campaigns) submitRequery(ctx context.Context, cmp store.Campaign, params submit.Params, log *slog.Logger) (submit.Result, error) {
 	if c.Source == nil {
-		return req, nil, errors.New("requery campaign, but no recipient source is configured")
+		return submit.Result{}, errors.New("requery campaign, but no recipient source is configured")
 	}
+	req, err := campaignRequest(cmp)
+	if err != nil {
+		return submit.Result{}, err
+	}
+	req.Recipients, req.Staged = nil, true
+	params.Request = req
+	params.Meta[MetaQuery] = RedactQuery(cmp.Source) // its query may hold the tenant's credentials
 	lim := c.Limits.withDefaults()
 	ctx, cancel := context.WithTimeout(ctx, lim.Timeout)
 	defer cancel()
-	req.Recipients = nil
-	cursor, pages := "", 0
+	// The first page before anything is stored: a source that is down
+	// leaves no job behind.
+	first, err := c.Source.FetchPage(ctx, FetchParams{Source: cmp.Source})
+	if err != nil {
+		return submit.Result{}, fmt.Errorf("source page 1 (cursor \"\"): %w", err)
+	}
+	sub, err := c.Submitter.CreateStaged(ctx, params)
+	if err != nil || sub.Job.Job.Status != store.JobStaging {
+		return sub, err // an error, or found started by an earlier delivery
+	}
+	job := sub.Job.Job
+	parts, err := c.streamParts(ctx, cmp, job, first, lim.MaxPages, log)
+	if err != nil {
+		return sub, err
+	}
+	view, err := c.Submitter.Start(ctx, job, parts)
+	if errors.Is(err, submit.ErrNotStaging) {
+		// Started by a concurrent delivery of the same firing.
+		if view, err = c.Store.GetJob(ctx, job.ID); err == nil && view.Job.Status == store.JobStaging {
+			err = fmt.Errorf("start job %s: %w", job.ID, submit.ErrNotStaging)
+		}
+	}
+	if err != nil {
+		return sub, err
+	}
+	sub.Job = view
+	return sub, nil
+}
+
+// streamParts stores the source's pages, from the first one (fetched
+// already) to the last, as parts 1..n of the staging job, and returns n.
+// Empty pages make no part.
+func (c *Campaigns) streamParts(ctx context.Context, cmp store.Campaign, job store.Job, first Page, maxPages int, log *slog.Logger) (int, error) {
+	page, cursor, pages, parts := first, "", 1, 0
 	seen := map[string]bool{}
 	for {
-		if pages == lim.MaxPages {
-			return req, nil, fmt.Errorf("source %s: more than %d pages", RedactQuery(cmp.Source), lim.MaxPages)
-		}
-		page, err := c.Source.FetchPage(ctx, FetchParams{Source: cmp.Source, Cursor: cursor})
-		if err != nil {
-			return req, nil, fmt.Errorf("source page %d (cursor %q): %w", pages+1, cursor, err)
-		}
-		pages++
-		if len(req.Recipients)+len(page.Recipients) > lim.MaxRecipients {
-			return req, nil, fmt.Errorf("source %s: more than %d recipients", RedactQuery(cmp.Source), lim.MaxRecipients)
-		}
-		for i, r := range page.Recipients {
-			if r.Account == "" || r.To == "" {
-				return req, nil, fmt.Errorf("source page %d (cursor %q): recipient %d has no account or to", pages, cursor, i)
+		if len(page.Recipients) > 0 {
+			body, err := partBody(page.Recipients)
+			if err != nil {
+				return 0, fmt.Errorf("source page %d (cursor %q): %w", pages, cursor, err)
 			}
-			req.Recipients = append(req.Recipients, submit.Recipient{Account: r.Account, To: r.To, Vars: r.Vars})
+			_, err = c.Submitter.PutPart(ctx, submit.PutPartParams{Job: job, Number: parts + 1, MediaType: submit.MediaJSON, Body: body})
+			switch {
+			case errors.Is(err, submit.ErrPartConflict):
+				log.Info("requery firing: kept the part an earlier delivery stored", slog.String("job", job.ID), slog.Int("part", parts+1))
+			case err != nil:
+				return 0, fmt.Errorf("source page %d (cursor %q): %w", pages, cursor, err)
+			}
+			parts++
 		}
 		if page.NextCursor == "" {
 			break
 		}
 		if seen[page.NextCursor] {
-			return req, nil, fmt.Errorf("source page %d: next_cursor %q was given before (the source loops)", pages, page.NextCursor)
+			return 0, fmt.Errorf("source page %d: next_cursor %q was given before (the source loops)", pages, page.NextCursor)
 		}
 		seen[page.NextCursor] = true
 		cursor = page.NextCursor
+		if pages == maxPages {
+			return 0, fmt.Errorf("source %s: more than %d pages", RedactQuery(cmp.Source), maxPages)
+		}
+		var err error
+		if page, err = c.Source.FetchPage(ctx, FetchParams{Source: cmp.Source, Cursor: cursor}); err != nil {
+			return 0, fmt.Errorf("source page %d (cursor %q): %w", pages+1, cursor, err)
+		}
+		pages++
 	}
-	meta[MetaQuery] = RedactQuery(cmp.Source) // its query may hold the tenant's credentials
-	meta[MetaCursor] = cursor
-	meta[MetaPages] = strconv.Itoa(pages)
-	return req, meta, nil
+	if parts == 0 {
+		return 0, fmt.Errorf("source %s: no recipients", RedactQuery(cmp.Source))
+	}
+	return parts, nil
+}
+
+// partBody is a source page as the JSON body of a staged part.
+func partBody(rcs []Recipient) ([]byte, error) {
+	out := make([]submit.Recipient, len(rcs))
+	for i, r := range rcs {
+		if r.Account == "" || r.To == "" {
+			return nil, fmt.Errorf("recipient %d has no account or to", i)
+		}
+		out[i] = submit.Recipient{Account: r.Account, To: r.To, Vars: r.Vars, Ref: r.Ref}
+	}
+	return json.Marshal(struct {
+		Recipients []submit.Recipient `json:"recipients"`
+	}{out})
 }
 
 // RedactQuery is a source URL without its query string, which may hold

@@ -300,6 +300,47 @@ func requery(t *testing.T, id, source string) store.Campaign {
 		Source: source, Request: requestJSON(t, submit.Request{Template: "Hi {{name}}", Budget: 100})}
 }
 
+// plan runs the planning a started staged job waits for (queue work in
+// the running product) and returns the job.
+func (f *fixture) plan(t *testing.T, jobID string) store.Job {
+	t.Helper()
+	ctx := context.Background()
+	for step := 0; step < 1000; step++ {
+		v, err := f.store.GetJob(ctx, jobID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Job.Status != store.JobStarting {
+			return v.Job
+		}
+		if err := f.c.Submitter.(*submit.Submitter).Plan(ctx, jobID); err != nil {
+			t.Fatalf("plan %s: %v", jobID, err)
+		}
+	}
+	t.Fatalf("planning job %s did not end in 1,000 steps", jobID)
+	return store.Job{}
+}
+
+// tos lists the recipients of a job's items, each once per item.
+func (f *fixture) tos(t *testing.T, jobID string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	p := store.ListItemsParams{JobID: jobID, Limit: 1000}
+	for {
+		res, err := f.store.ListItems(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range res.Items {
+			out[it.To]++
+		}
+		if res.NextCursor == "" {
+			return out
+		}
+		p.Cursor = res.NextCursor
+	}
+}
+
 func TestFireRequeryPages(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
@@ -311,7 +352,8 @@ func TestFireRequeryPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Created || res.Job.Total != 25 || res.Job.Budget != 100 {
+	// The pages went into a staged job, started: planning is queue work.
+	if !res.Created || res.Job.Status != store.JobStarting || res.Job.Budget != 100 {
 		t.Fatalf("job %+v", res.Job)
 	}
 	if got := strings.Join(*cursors, ","); got != ",10,20" {
@@ -320,12 +362,14 @@ func TestFireRequeryPages(t *testing.T) {
 	m := res.Job.Meta
 	// The source's query (it may hold the tenant's credentials) is not
 	// kept in the job's meta.
-	if m[campaign.MetaQuery] != srv.URL+"/recipients?…" || m[campaign.MetaCursor] != "20" || m[campaign.MetaPages] != "3" || m[campaign.MetaMode] != "requery" {
+	if m[campaign.MetaQuery] != srv.URL+"/recipients?…" || m[campaign.MetaMode] != "requery" {
 		t.Errorf("meta %v", m)
 	}
-	items, err := f.store.ListItems(ctx, store.ListItemsParams{JobID: res.Job.ID, Limit: 100})
-	if err != nil || len(items.Items) != 25 {
-		t.Fatalf("items: %v %d", err, len(items.Items))
+	if job := f.plan(t, res.Job.ID); job.Status != store.JobRunning || job.Total != 25 {
+		t.Fatalf("planned job %+v", job)
+	}
+	if tos := f.tos(t, res.Job.ID); len(tos) != 25 || tos["user-24"] != 1 {
+		t.Fatalf("items %v", tos)
 	}
 	// Redelivered: the source is not asked again, no second job.
 	n := len(*cursors)
@@ -335,29 +379,100 @@ func TestFireRequeryPages(t *testing.T) {
 	if len(*cursors) != n || len(f.jobs(t)) != 1 {
 		t.Errorf("redelivery asked the source or made a job")
 	}
-	// A crash after the job was made but before LastFiredAt was recorded:
-	// the source now answers differently, the key still finds the firing.
+	// A crash after the job started but before LastFiredAt was recorded:
+	// the source now answers differently, the key still finds the firing's
+	// job and nothing is added to it.
 	cmp, _ := f.store.GetCampaign(ctx, "tenant-a", "vips")
 	cmp.LastFiredAt = time.Time{}
-	if _, err := f.store.PutCampaign(ctx, cmp); err != nil {
-		t.Fatal(err)
-	}
 	srv2, _ := recipientServer(t, 7, 10, nil)
 	f.c.Source = httpsource.New(httpsource.Config{Client: srv2.Client()})
 	cmp.Source = srv2.URL + "/?segment=vip"
 	if _, err := f.store.PutCampaign(ctx, cmp); err != nil {
 		t.Fatal(err)
 	}
-	if again, err := f.c.Fire(ctx, "tenant-a", "vips", when); err != nil || again.Outcome != campaign.Duplicate {
+	again, err := f.c.Fire(ctx, "tenant-a", "vips", when)
+	if err != nil || again.Outcome != campaign.Fired || again.Created || again.Job.ID != res.Job.ID {
 		t.Errorf("refired after a crash: %+v %v", again, err)
 	}
-	if len(f.jobs(t)) != 1 {
-		t.Errorf("a second job for one firing")
+	if len(f.jobs(t)) != 1 || len(f.tos(t, res.Job.ID)) != 25 {
+		t.Errorf("a second job for one firing, or items added")
 	}
 }
 
-// A source that answers badly fails the firing with a clear error and
-// nothing is stored: no job, LastFiredAt unchanged.
+// A requery firing has no recipient cap (the old path stopped at
+// 100,000): a source of 100,001 recipients in pages of 5,000 makes one
+// job of 100,001 items, one part per page.
+func TestFireRequeryHasNoRecipientCap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("100,001 recipients")
+	}
+	f := newFixture(t)
+	ctx := context.Background()
+	const n = 100_001
+	srv, cursors := recipientServer(t, n, 5000, nil)
+	f.c.Source = httpsource.New(httpsource.Config{Client: srv.Client()})
+	f.put(t, requery(t, "all", srv.URL+"/?segment=vip"))
+	res, err := f.c.Fire(ctx, "tenant-a", "all", at("2025-03-01T09:00:00Z"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts, err := f.c.Submitter.(*submit.Submitter).ListParts(ctx, res.Job)
+	if err != nil || len(parts) != 21 || len(*cursors) != 21 {
+		t.Fatalf("%d parts from %d pages: %v", len(parts), len(*cursors), err)
+	}
+	if job := f.plan(t, res.Job.ID); job.Total != n {
+		t.Fatalf("planned %d items, want %d", job.Total, n)
+	}
+}
+
+// A firing that fails midway (the source fails on page 3) starts no job
+// and records no firing; the next delivery goes on with the same staging
+// job, keeping the parts stored, and every recipient is planned once.
+func TestFireRequeryResumesAfterAFailure(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	down := true
+	srv, _ := recipientServer(t, 45, 10, func(c string) (int, string) {
+		if down && c == "20" {
+			return 503, `{"error": "down"}`
+		}
+		return 0, ""
+	})
+	f.c.Source = httpsource.New(httpsource.Config{Client: srv.Client()})
+	f.put(t, requery(t, "big", srv.URL+"/?segment=vip"))
+	when := at("2025-03-01T09:00:00Z")
+	if _, err := f.c.Fire(ctx, "tenant-a", "big", when); err == nil || !strings.Contains(err.Error(), "source page 3") {
+		t.Fatalf("error %v, want one naming source page 3", err)
+	}
+	jobs := f.jobs(t)
+	if len(jobs) != 1 || jobs[0].Status != store.JobStaging {
+		t.Fatalf("jobs after the failure: %+v", jobs)
+	}
+	parts, err := f.c.Submitter.(*submit.Submitter).ListParts(ctx, jobs[0])
+	if err != nil || len(parts) != 2 {
+		t.Fatalf("parts after the failure: %v %v", parts, err)
+	}
+	if cmp, _ := f.store.GetCampaign(ctx, "tenant-a", "big"); !cmp.LastFiredAt.IsZero() {
+		t.Errorf("LastFiredAt recorded: %s", cmp.LastFiredAt)
+	}
+	down = false
+	res, err := f.c.Fire(ctx, "tenant-a", "big", when)
+	if err != nil || res.Outcome != campaign.Fired || res.Job.ID != jobs[0].ID {
+		t.Fatalf("retry: %+v %v", res, err)
+	}
+	if job := f.plan(t, res.Job.ID); job.Total != 45 {
+		t.Fatalf("planned %d items, want 45", job.Total)
+	}
+	for to, k := range f.tos(t, res.Job.ID) {
+		if k != 1 {
+			t.Errorf("%s planned %d times", to, k)
+		}
+	}
+}
+
+// A source that answers badly fails the firing with a clear error: no job
+// started (at most a staging job, for the retry to go on with),
+// LastFiredAt unchanged.
 func TestFireRequeryBadSource(t *testing.T) {
 	for name, tc := range map[string]struct {
 		bad  func(cursor string) (int, string)
@@ -398,8 +513,10 @@ func TestFireRequeryBadSource(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want one mentioning %q", err, tc.want)
 			}
-			if n := len(f.jobs(t)); n != 0 {
-				t.Errorf("%d jobs stored", n)
+			for _, j := range f.jobs(t) {
+				if j.Status != store.JobStaging {
+					t.Errorf("job %s is %s: the firing started it", j.ID, j.Status)
+				}
 			}
 			if cmp, _ := f.store.GetCampaign(context.Background(), "tenant-a", "bad"); !cmp.LastFiredAt.IsZero() {
 				t.Errorf("LastFiredAt recorded: %s", cmp.LastFiredAt)

@@ -243,47 +243,41 @@ func (c *Controller) Redrive(ctx context.Context, jobID, category string) (int, 
 // to pending with fresh attempts, page by page, folding counts.
 func (c *Controller) repend(ctx context.Context, jobID string, index int, from store.ItemStatus, cat string, now time.Time) (int, error) {
 	n := 0
-	for {
-		page, err := c.Store.ListItems(ctx, store.ListItemsParams{JobID: jobID, Status: from, Category: cat, Shard: &index, Limit: store.MaxPutItems})
-		if err != nil {
-			return n, fmt.Errorf("list %s items: %w", cat, err)
-		}
-		if len(page.Items) == 0 {
-			return n, nil
-		}
-		// Dirty before the item writes: a crash before the fold is
-		// repaired by a recount.
-		sh, err := store.BeginOutsideTurn(ctx, c.Store, jobID, index)
-		if err != nil {
-			return n, err
-		}
-		// Run a finished shard and job again before their items go back
-		// to pending: if this redrive dies before it finishes, the shard
-		// is left running, and the reconciler re-drives it.
-		if err := c.reopen(ctx, jobID, index, now); err != nil {
-			return n, err
-		}
-		ups := make([]store.ItemUpdate, 0, len(page.Items))
-		for _, it := range page.Items {
-			ups = append(ups, store.ItemUpdate{
-				Seq: it.Seq, From: from, To: store.ItemPending, ResetAttempts: true, NextAttemptAt: now,
-				Error: &store.ItemError{Category: store.CategoryRetryable, Code: "redrive", Message: "redriven by an operator after: " + cat},
-			})
-		}
-		res, err := c.Store.UpdateItems(ctx, store.UpdateItemsParams{JobID: jobID, Index: index, Updates: ups, At: now})
-		if err != nil {
-			c.repairCounts(ctx, jobID, index)
-			return n, fmt.Errorf("redrive items: %w", err)
-		}
-		if _, err := store.FoldOutsideTurn(ctx, c.Store, sh, res.Delta, res.FailuresDelta); err != nil {
-			c.repairCounts(ctx, jobID, index)
-			return n, fmt.Errorf("fold redrive counts: %w", err)
-		}
-		n += len(ups) - len(res.Rejected)
-		if len(res.Rejected) == len(ups) {
-			return n, nil // raced with someone else; nothing more we can move
-		}
-	}
+	err := store.WorkItems(ctx, c.Store, store.ListItemsParams{JobID: jobID, Status: from, Category: cat, Shard: &index, Limit: store.MaxPutItems},
+		func(items []store.Item) (bool, bool, error) {
+			// Dirty before the item writes: a crash before the fold is
+			// repaired by a recount.
+			sh, err := store.BeginOutsideTurn(ctx, c.Store, jobID, index)
+			if err != nil {
+				return false, false, err
+			}
+			// Run a finished shard and job again before their items go
+			// back to pending: if this redrive dies before it finishes,
+			// the shard is left running, and the reconciler re-drives it.
+			if err := c.reopen(ctx, jobID, index, now); err != nil {
+				return false, false, err
+			}
+			ups := make([]store.ItemUpdate, 0, len(items))
+			for _, it := range items {
+				ups = append(ups, store.ItemUpdate{
+					Seq: it.Seq, From: from, To: store.ItemPending, ResetAttempts: true, NextAttemptAt: now,
+					Error: &store.ItemError{Category: store.CategoryRetryable, Code: "redrive", Message: "redriven by an operator after: " + cat},
+				})
+			}
+			res, err := c.Store.UpdateItems(ctx, store.UpdateItemsParams{JobID: jobID, Index: index, Updates: ups, At: now})
+			if err != nil {
+				c.repairCounts(ctx, jobID, index)
+				return false, false, fmt.Errorf("redrive items: %w", err)
+			}
+			if _, err := store.FoldOutsideTurn(ctx, c.Store, sh, res.Delta, res.FailuresDelta); err != nil {
+				c.repairCounts(ctx, jobID, index)
+				return false, false, fmt.Errorf("fold redrive counts: %w", err)
+			}
+			n += len(ups) - len(res.Rejected)
+			all := len(res.Rejected) == len(ups) // raced with someone else; nothing more we can move
+			return !all, all, nil
+		})
+	return n, err
 }
 
 // reopen puts a finished (not cancelled) shard and its finished (partial

@@ -14,6 +14,29 @@ import (
 	"github.com/qunfa/qunfa/internal/store"
 )
 
+// SuppressionMargin is how long before a job's creation an entry must
+// have been added to its tenant's suppression list for the job's planning
+// to have seen it for sure (the DynamoDB planner reads eventually
+// consistently, and the API and the planner run on different clocks).
+// The sender looks up the recipients of every batch of a job only when
+// the list changed after its creation less this margin.
+const SuppressionMargin = time.Minute
+
+// suppressionsMayApply says whether an entry may have been added to the
+// tenant's suppression list since the job was planned: then each batch is
+// looked up before sending. The list's change mark is read at most every
+// AccountRefresh, so an entry takes effect on running jobs within it.
+func (tr *turn) suppressionsMayApply(ctx context.Context) (bool, error) {
+	if now := tr.s.Clock.Now(); tr.suppReadAt.IsZero() || now.Sub(tr.suppReadAt) >= tr.cfg.AccountRefresh {
+		at, err := tr.s.Store.SuppressionsChangedAt(ctx, tr.job.Tenant)
+		if err != nil {
+			return true, fmt.Errorf("suppression list: %w", err)
+		}
+		tr.suppMark, tr.suppReadAt = at, now
+	}
+	return !tr.suppMark.IsZero() && !tr.suppMark.Before(tr.job.CreatedAt.Add(-SuppressionMargin)), nil
+}
+
 // sendBatch renders and sends the claimed items and records outcomes.
 func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Item) error {
 	// Recipients suppressed since the job was submitted are abandoned, not
@@ -22,9 +45,13 @@ func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Ite
 	for i, it := range items {
 		keys[i] = store.RecipientKey{Account: it.Account, To: it.To}
 	}
-	suppressed, err := tr.s.Store.SuppressedAmong(ctx, tr.job.Tenant, keys)
-	if err != nil {
-		return fmt.Errorf("suppression look-up: %w", err)
+	var suppressed map[store.RecipientKey]bool
+	if may, err := tr.suppressionsMayApply(ctx); err != nil {
+		return err
+	} else if may {
+		if suppressed, err = tr.s.Store.SuppressedAmong(ctx, tr.job.Tenant, keys); err != nil {
+			return fmt.Errorf("suppression look-up: %w", err)
+		}
 	}
 	var skipped []store.ItemUpdate
 	if len(suppressed) > 0 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -432,6 +433,85 @@ func TestSuppressedAfterSubmitIsAbandoned(t *testing.T) {
 		}
 	}
 	p.checkExactlyOnce(job.Job.ID)
+}
+
+// suppLookups counts the sender's suppression look-ups.
+type suppLookups struct {
+	store.Store
+	calls atomic.Int64
+}
+
+// SuppressionsChangedAt is the newest entry's time (the SQLite store
+// answers the end of time for any list, and so looks up every batch).
+func (s *suppLookups) SuppressionsChangedAt(ctx context.Context, tenant string) (time.Time, error) {
+	var newest time.Time
+	p := store.ListSuppressionsParams{Tenant: tenant, Limit: 1000}
+	for {
+		page, err := s.Store.ListSuppressions(ctx, p)
+		if err != nil {
+			return time.Time{}, err
+		}
+		for _, e := range page.Entries {
+			if e.CreatedAt.After(newest) {
+				newest = e.CreatedAt
+			}
+		}
+		if page.NextCursor == "" {
+			return newest, nil
+		}
+		p.Cursor = page.NextCursor
+	}
+}
+
+func (s *suppLookups) SuppressedAmong(ctx context.Context, tenant string, keys []store.RecipientKey) (map[store.RecipientKey]bool, error) {
+	s.calls.Add(1)
+	return s.Store.SuppressedAmong(ctx, tenant, keys)
+}
+
+// TestSuppressionLookupsOnlyAfterAChange: a job created well after the
+// tenant's suppression list last changed was planned against the whole
+// list, so its batches are not looked up again (half a read unit per
+// recipient on DynamoDB); an entry added after a job's creation is looked
+// up and honoured at send time.
+func TestSuppressionLookupsOnlyAfterAChange(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 3})
+	p.account("a", 1000, 1000, 0, 1)
+	if err := p.store.PutSuppressions(ctx, tenant, []store.Suppression{{Account: "a", To: "user-1", CreatedAt: clk.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(2 * time.Hour)
+	counted := &suppLookups{Store: p.store}
+	p.sender.Store = counted
+	old := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 6)}, "old-list")
+	v := p.driveUntil(clk, final, old.Job.ID)
+	if v.Job.Status != store.JobCompleted || v.Counts().Confirmed != 5 || v.Job.Suppressed != 1 {
+		t.Fatalf("%s %+v, %d suppressed at submit", v.Job.Status, v.Counts(), v.Job.Suppressed)
+	}
+	if n := counted.calls.Load(); n != 0 {
+		t.Errorf("%d look-ups for a job created 2 h after the list's last change", n)
+	}
+
+	fresh := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 6)}, "fresh-entry")
+	clk.Advance(time.Second)
+	if err := p.store.PutSuppressions(ctx, tenant, []store.Suppression{{Account: "a", To: "user-3", CreatedAt: clk.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	v = p.driveUntil(clk, final, fresh.Job.ID)
+	if v.Counts().Abandoned != 1 || v.Failures()[store.CategorySuppressed] != 1 || v.Counts().Confirmed != 4 {
+		t.Fatalf("%s %+v %v", v.Job.Status, v.Counts(), v.Failures())
+	}
+	if counted.calls.Load() == 0 {
+		t.Error("no look-up for a job whose tenant added an entry after its creation")
+	}
+	sent := map[string]int{}
+	for _, ds := range p.deliveries() {
+		sent[ds[0].ToID] += len(ds)
+	}
+	if sent["user-1"] != 0 || sent["user-3"] != 1 || sent["user-2"] != 2 {
+		t.Errorf("deliveries per recipient %v: user-1 never, user-3 once (the first job), user-2 twice", sent)
+	}
 }
 
 // TestLiveRateChange: lowering a job's rate cap while it runs applies at

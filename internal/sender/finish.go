@@ -238,32 +238,25 @@ func Repended(ctx context.Context, st store.Store, q queue.Queue, alerts alert.P
 // AbandonPending abandons every pending item of a shard of a cancelled
 // job, outside any turn (dirty mark first, counts folded after).
 func AbandonPending(ctx context.Context, st store.Store, jobID string, index int, why string, now time.Time) error {
-	for {
-		page, err := st.ListItems(ctx, store.ListItemsParams{JobID: jobID, Status: store.ItemPending, Shard: &index, Limit: store.MaxPutItems})
-		if err != nil {
-			return fmt.Errorf("list pending items of %s/%d: %w", jobID, index, err)
-		}
-		if len(page.Items) == 0 {
-			return nil
-		}
-		sh, err := store.BeginOutsideTurn(ctx, st, jobID, index)
-		if err != nil {
-			return fmt.Errorf("mark shard %s/%d dirty: %w", jobID, index, err)
-		}
-		ups := make([]store.ItemUpdate, len(page.Items))
-		for i, it := range page.Items {
-			ups[i] = store.ItemUpdate{Seq: it.Seq, From: store.ItemPending, To: store.ItemAbandoned,
-				Error: &store.ItemError{Category: store.CategoryCancelled, Message: why}}
-		}
-		res, err := st.UpdateItems(ctx, store.UpdateItemsParams{JobID: jobID, Index: index, Updates: ups, At: now})
-		if err != nil {
-			return fmt.Errorf("abandon items of %s/%d: %w", jobID, index, err)
-		}
-		if _, err := store.FoldOutsideTurn(ctx, st, sh, res.Delta, res.FailuresDelta); err != nil {
-			return fmt.Errorf("fold abandoned counts of %s/%d: %w", jobID, index, err)
-		}
-		if len(res.Rejected) == len(ups) {
-			return nil // someone else moved them
-		}
-	}
+	return store.WorkItems(ctx, st, store.ListItemsParams{JobID: jobID, Status: store.ItemPending, Shard: &index, Limit: store.MaxPutItems},
+		func(items []store.Item) (bool, bool, error) {
+			sh, err := store.BeginOutsideTurn(ctx, st, jobID, index)
+			if err != nil {
+				return false, false, fmt.Errorf("mark shard %s/%d dirty: %w", jobID, index, err)
+			}
+			ups := make([]store.ItemUpdate, len(items))
+			for i, it := range items {
+				ups[i] = store.ItemUpdate{Seq: it.Seq, From: store.ItemPending, To: store.ItemAbandoned,
+					Error: &store.ItemError{Category: store.CategoryCancelled, Message: why}}
+			}
+			res, err := st.UpdateItems(ctx, store.UpdateItemsParams{JobID: jobID, Index: index, Updates: ups, At: now})
+			if err != nil {
+				return false, false, fmt.Errorf("abandon items of %s/%d: %w", jobID, index, err)
+			}
+			if _, err := store.FoldOutsideTurn(ctx, st, sh, res.Delta, res.FailuresDelta); err != nil {
+				return false, false, fmt.Errorf("fold abandoned counts of %s/%d: %w", jobID, index, err)
+			}
+			all := len(res.Rejected) == len(ups) // someone else moved them
+			return !all, all, nil
+		})
 }

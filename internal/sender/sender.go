@@ -295,7 +295,9 @@ type turn struct {
 	// decision were last read (zero: read at the next batch); shardReadAt
 	// when the shard was last read or returned by a flush.
 	accountReadAt, gateReadAt, shardReadAt time.Time
-	gateDecision                           breaker.Decision
+	// suppMark is the tenant's SuppressionsChangedAt, read at suppReadAt.
+	suppMark, suppReadAt time.Time
+	gateDecision         breaker.Decision
 
 	// lastAnswerAt is when the last provider call was answered.
 	lastAnswerAt time.Time
@@ -732,31 +734,24 @@ func (tr *turn) cancelShard(ctx context.Context) (Result, error) {
 		return Result{}, err
 	}
 	idx := tr.shard.Index
-	for {
-		page, err := tr.s.Store.ListItems(ctx, store.ListItemsParams{
-			JobID: tr.job.ID, Status: store.ItemPending, Shard: &idx, Limit: store.MaxPutItems,
+	err := store.WorkItems(ctx, tr.s.Store, store.ListItemsParams{JobID: tr.job.ID, Status: store.ItemPending, Shard: &idx, Limit: store.MaxPutItems},
+		func(items []store.Item) (bool, bool, error) {
+			ups := make([]store.ItemUpdate, 0, len(items))
+			for _, it := range items {
+				ups = append(ups, store.ItemUpdate{
+					Seq: it.Seq, From: store.ItemPending, To: store.ItemAbandoned,
+					Error: &store.ItemError{Category: store.CategoryCancelled, Message: "job cancelled"},
+				})
+			}
+			res, err := tr.s.Store.UpdateItems(ctx, store.UpdateItemsParams{JobID: tr.job.ID, Index: idx, Updates: ups, At: tr.s.Clock.Now()})
+			if err != nil {
+				return false, false, fmt.Errorf("abandon items: %w", err)
+			}
+			tr.fold(res.Delta, res.FailuresDelta)
+			return len(res.Rejected) < len(ups), false, tr.flush(ctx, false)
 		})
-		if err != nil {
-			return Result{}, fmt.Errorf("list pending items: %w", err)
-		}
-		if len(page.Items) == 0 {
-			break
-		}
-		ups := make([]store.ItemUpdate, 0, len(page.Items))
-		for _, it := range page.Items {
-			ups = append(ups, store.ItemUpdate{
-				Seq: it.Seq, From: store.ItemPending, To: store.ItemAbandoned,
-				Error: &store.ItemError{Category: store.CategoryCancelled, Message: "job cancelled"},
-			})
-		}
-		res, err := tr.s.Store.UpdateItems(ctx, store.UpdateItemsParams{JobID: tr.job.ID, Index: idx, Updates: ups, At: tr.s.Clock.Now()})
-		if err != nil {
-			return Result{}, fmt.Errorf("abandon items: %w", err)
-		}
-		tr.fold(res.Delta, res.FailuresDelta)
-		if err := tr.flush(ctx, false); err != nil {
-			return Result{}, err
-		}
+	if err != nil {
+		return Result{}, err
 	}
 	if _, err := tr.s.Store.TransitionShard(ctx, store.TransitionShardParams{
 		JobID: tr.job.ID, Index: idx, To: store.ShardCancelled, At: tr.s.Clock.Now(),

@@ -1,6 +1,10 @@
 package store
 
-import "time"
+import (
+	"context"
+	"fmt"
+	"time"
+)
 
 // CodeReview is the error code the reconciler sets on a submitted item it
 // could not settle: the status look-up said the provider has no record of
@@ -147,6 +151,40 @@ type ListItemsParams struct {
 type ListItemsResult struct {
 	Items      []Item
 	NextCursor string
+}
+
+// WorkItems calls fn with each non-empty page of the items p selects, in
+// seq order, following cursors past empty pages (an adapter may answer an
+// empty page before the end: Store.ListItems). fn changes items so that
+// they leave the selection; after a pass in which it changed anything,
+// WorkItems passes over the selection again, so an item that entered it
+// behind the cursor meanwhile is seen too. It ends after a pass that
+// changed nothing, when fn says stop, or on the first error.
+func WorkItems(ctx context.Context, st Store, p ListItemsParams, fn func(items []Item) (changed, stop bool, err error)) error {
+	for {
+		changed := false
+		p.Cursor = ""
+		for {
+			page, err := st.ListItems(ctx, p)
+			if err != nil {
+				return fmt.Errorf("list items of %s: %w", p.JobID, err)
+			}
+			if len(page.Items) > 0 {
+				ch, stop, err := fn(page.Items)
+				if err != nil || stop {
+					return err
+				}
+				changed = changed || ch
+			}
+			if page.NextCursor == "" {
+				break
+			}
+			p.Cursor = page.NextCursor
+		}
+		if !changed {
+			return nil
+		}
+	}
 }
 
 // ListSubmittedItemsParams selects items left submitted.

@@ -32,6 +32,7 @@ package store
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 )
 
@@ -140,7 +141,10 @@ type Store interface {
 	// reported in Rejected and change nothing; the others are applied.
 	UpdateItems(ctx context.Context, p UpdateItemsParams) (UpdateItemsResult, error)
 	// ListItems lists a job's items in seq order, optionally filtered by
-	// status and/or error category, paged by an opaque cursor.
+	// status and/or error category, paged by an opaque cursor. An adapter
+	// may bound what one call reads: a page may then hold fewer items
+	// than p.Limit, or none, with a cursor to go on from; only an empty
+	// NextCursor means the end.
 	ListItems(ctx context.Context, p ListItemsParams) (ListItemsResult, error)
 	// ListSubmittedItems lists items (across jobs) that have been submitted
 	// since before p.SubmittedBefore, oldest claim first is not required.
@@ -191,6 +195,14 @@ type Store interface {
 	// the last moment may not be seen yet (the DynamoDB adapter reads
 	// eventually consistently); senders check at every batch.
 	SuppressedAmong(ctx context.Context, tenant string, keys []RecipientKey) (map[RecipientKey]bool, error)
+	// SuppressionsChangedAt is a time at or after the CreatedAt of every
+	// entry on the tenant's suppression list (an entry without one counts
+	// as added at the end of time), and the zero time only when the list
+	// is empty. A job created well after it was planned against the whole
+	// list, so its sender need not look its recipients up again (one
+	// eventually consistent read per recipient on DynamoDB); a tenant with
+	// no list needs no look-ups at all.
+	SuppressionsChangedAt(ctx context.Context, tenant string) (time.Time, error)
 	// ListSuppressions pages a tenant's suppression list ordered by account
 	// and recipient.
 	ListSuppressions(ctx context.Context, p ListSuppressionsParams) (ListSuppressionsResult, error)
@@ -273,6 +285,10 @@ type RecipientKey struct {
 	Account string
 	To      string
 }
+
+// EndOfTime is the latest time a store can hold (unix nanoseconds
+// MaxInt64): what SuppressionsChangedAt says when it cannot tell.
+var EndOfTime = time.Unix(0, math.MaxInt64).UTC()
 
 // Suppression is one entry of a tenant's suppression list.
 type Suppression struct {

@@ -281,6 +281,7 @@ func (s *Submitter) planGroup(ctx context.Context, ss store.StagingStore, job st
 	g := st.NextGroup
 	from, to := st.Groups[g][0], st.Groups[g][1]
 	repeated := st.Attempted == g
+	anySupp := false
 	if !repeated {
 		st.Attempted = g
 		var err error
@@ -288,6 +289,9 @@ func (s *Submitter) planGroup(ctx context.Context, ss store.StagingStore, job st
 			return lp, err
 		}
 		st = &lp.state
+		if anySupp, err = s.anySuppressions(ctx, job.Tenant); err != nil {
+			return lp, err
+		}
 	}
 	shards := make([]groupShard, to-from)
 	var dups int64
@@ -355,7 +359,7 @@ func (s *Submitter) planGroup(ctx context.Context, ss store.StagingStore, job st
 					return err
 				}
 			}
-			if !repeated {
+			if !repeated && anySupp {
 				keys := make([]store.RecipientKey, len(chunk))
 				for j := range chunk {
 					keys[j] = store.RecipientKey{Account: account, To: tos[j]}

@@ -628,7 +628,10 @@
       el.itemsNewer.disabled = filters.cursors.length <= 1;
       el.itemsOlder.disabled = !filters.next;
       setText(el.itemsPage, t('items.page', { n: filters.cursors.length }));
+      // A large job's filtered page may come back empty before the end
+      // (each call reads a bounded part of the job): say so.
       el.itemsEmpty.hidden = page.items.length > 0;
+      setText(el.itemsEmpty, t(filters.next ? 'items.noneYet' : 'items.none'));
       syncRows(el.itemBody, page.items, (it) => it.seq, () => h('tr', {},
         h('td', { class: 'num seq' }), h('td', {}), h('td', {}), h('td', { class: 'status' }),
         h('td', { class: 'category' }), h('td', {}), h('td', { class: 'num' }), h('td', {})),

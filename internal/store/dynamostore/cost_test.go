@@ -229,3 +229,160 @@ func TestCostPerMessageWithRefs(t *testing.T) {
 		t.Fatalf("%.3f WCU per message with references, target 0.5", w/float64(msgs))
 	}
 }
+
+// putPendingJob stores a running job of n pending items over shards
+// shards (seq i in shard i % shards).
+func putPendingJob(tb testing.TB, s *dynamostore.Store, n, shards int) string {
+	tb.Helper()
+	ctx := context.Background()
+	t0 := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+	jobID := fmt.Sprintf("list-%d-%d", n, time.Now().UnixNano())
+	sh := make([]store.Shard, shards)
+	for i := range sh {
+		size := int64(n / shards)
+		if i < n%shards {
+			size++
+		}
+		sh[i] = store.Shard{Index: i, Account: "acct", Size: size, Counts: store.Counts{Pending: size}, SlowFactor: 1}
+	}
+	if _, err := s.CreateJob(ctx, store.CreateJobParams{
+		Job:    store.Job{ID: jobID, Tenant: "t", IdempotencyKey: jobID, RequestHash: "h", Total: int64(n), ShardCount: shards, CreatedAt: t0},
+		Shards: sh,
+	}); err != nil {
+		tb.Fatalf("CreateJob: %v", err)
+	}
+	items := make([]store.Item, 0, store.MaxPutItems)
+	for i := 0; i < n; i++ {
+		items = append(items, store.Item{JobID: jobID, Shard: i % shards, Seq: int64(i), Account: "acct", To: fmt.Sprintf("user-%07d", i)})
+		if len(items) == store.MaxPutItems || i == n-1 {
+			if err := s.PutItems(ctx, store.PutItemsParams{JobID: jobID, Items: items}); err != nil {
+				tb.Fatalf("PutItems: %v", err)
+			}
+			items = items[:0]
+		}
+	}
+	if _, err := s.TransitionJob(ctx, store.TransitionJobParams{JobID: jobID, To: store.JobRunning, At: t0}); err != nil {
+		tb.Fatalf("TransitionJob: %v", err)
+	}
+	return jobID
+}
+
+// TestFilteredItemsPageCostIsBounded: a page of a job's items filtered by
+// status reads a bounded number of units whatever the job's size (a
+// filter that matches nothing used to read every status page of the job:
+// 25,600 items → 208 read units). The bound (docs/operations.md, "Listing
+// items"): at most maxListPages status pages per call, plus the job record
+// and their member lists the first time; a call that runs out of budget
+// answers fewer items, or none, with a cursor to go on from.
+func TestFilteredItemsPageCostIsBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const perCall = 48.0 // read units: 32 pages + 32 member lists + the job, with room
+	firstCall := map[int]float64{}
+	for _, n := range []int{20_000, 60_000} {
+		var m capacityMeter
+		s := newStore(t, dynamostore.Options{OnCapacity: m.observe})
+		jobID := putPendingJob(t, s, n, 4)
+		calls, cursor, worst := 0, "", 0.0
+		for {
+			_, r0 := m.snapshot()
+			res, err := s.ListItems(ctx, store.ListItemsParams{JobID: jobID, Status: store.ItemFailed, Limit: 100, Cursor: cursor})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, r1 := m.snapshot()
+			if calls == 0 {
+				firstCall[n] = r1 - r0
+			}
+			worst = max(worst, r1-r0)
+			calls++
+			if len(res.Items) != 0 {
+				t.Fatalf("%d failed items listed from a job with none", len(res.Items))
+			}
+			if cursor = res.NextCursor; cursor == "" {
+				break
+			}
+			if calls > n/1000 {
+				t.Fatalf("%d calls and the listing of a %d-item job has not ended", calls, n)
+			}
+		}
+		t.Logf("%d items, status=failed: %d calls to the end, first call %.1f RCU, worst %.1f RCU", n, calls, firstCall[n], worst)
+		if worst > perCall {
+			t.Errorf("%d items: a filtered page read %.1f units, bound %.0f", n, worst, perCall)
+		}
+		// A filter that matches: one page of 100 pending items.
+		_, r0 := m.snapshot()
+		res, err := s.ListItems(ctx, store.ListItemsParams{JobID: jobID, Status: store.ItemPending, Limit: 100})
+		_, r1 := m.snapshot()
+		if err != nil || len(res.Items) != 100 || res.NextCursor == "" {
+			t.Fatalf("pending page: %d items, cursor %q, %v", len(res.Items), res.NextCursor, err)
+		}
+		t.Logf("%d items: a page of 100 pending items read %.1f RCU", n, r1-r0)
+		if r1-r0 > perCall {
+			t.Errorf("%d items: a page of 100 pending items read %.1f units, bound %.0f", n, r1-r0, perCall)
+		}
+	}
+	if firstCall[60_000] > firstCall[20_000]+1 {
+		t.Errorf("the first filtered page of a job 3 times larger read %.1f units, not about %.1f: the cost grows with the job", firstCall[60_000], firstCall[20_000])
+	}
+}
+
+// TestRefPageCostIsBounded: listing by a reference reads a bounded number
+// of units per call whatever the job's size: a reference of one item at
+// the end of a 40,000-item job, where every item has a reference, is
+// found by following cursors, each call within the bound.
+func TestRefPageCostIsBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const n, perCall = 40_000, 48.0
+	var m capacityMeter
+	s := newStore(t, dynamostore.Options{OnCapacity: m.observe})
+	t0 := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+	jobID := fmt.Sprintf("refs-%d", time.Now().UnixNano())
+	if _, err := s.CreateJob(ctx, store.CreateJobParams{
+		Job:    store.Job{ID: jobID, Tenant: "t", IdempotencyKey: jobID, RequestHash: "h", Total: n, ShardCount: 1, CreatedAt: t0},
+		Shards: []store.Shard{{Index: 0, Account: "acct", Size: n, Counts: store.Counts{Pending: n}, SlowFactor: 1}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	items := make([]store.Item, 0, store.MaxPutItems)
+	for i := 0; i < n; i++ {
+		ref := fmt.Sprintf("order-%06d", i)
+		if i == n-3 {
+			ref = "the-needle"
+		}
+		items = append(items, store.Item{JobID: jobID, Seq: int64(i), Account: "acct", To: fmt.Sprintf("user-%07d", i), Ref: ref})
+		if len(items) == store.MaxPutItems || i == n-1 {
+			if err := s.PutItems(ctx, store.PutItemsParams{JobID: jobID, Items: items}); err != nil {
+				t.Fatal(err)
+			}
+			items = items[:0]
+		}
+	}
+	calls, cursor, worst := 0, "", 0.0
+	var found []store.Item
+	for {
+		_, r0 := m.snapshot()
+		res, err := s.ListItems(ctx, store.ListItemsParams{JobID: jobID, Ref: "the-needle", Limit: 100, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, r1 := m.snapshot()
+		worst = max(worst, r1-r0)
+		calls++
+		found = append(found, res.Items...)
+		if cursor = res.NextCursor; cursor == "" {
+			break
+		}
+		if calls > 20 {
+			t.Fatalf("%d calls and the listing by ref has not ended", calls)
+		}
+	}
+	t.Logf("%d items, one with the ref: %d calls, worst %.1f RCU a call", n, calls, worst)
+	if len(found) != 1 || found[0].Seq != n-3 || found[0].Ref != "the-needle" {
+		t.Fatalf("found %+v, want the one item with the ref", found)
+	}
+	if worst > perCall {
+		t.Errorf("a by-ref call read %.1f units, bound %.0f", worst, perCall)
+	}
+}

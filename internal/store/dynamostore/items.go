@@ -95,12 +95,22 @@ func (s *Store) loadPage(ctx context.Context, jobID string, index int, block int
 	if prec == nil {
 		return nil, nil, nil
 	}
+	return s.pageWithMembers(ctx, jobID, index, block, prec, recs[mID])
+}
+
+// pageWithMembers decodes a status page record read already and finds its
+// member list: mrec when read with it, else the cache, else a read.
+func (s *Store) pageWithMembers(ctx context.Context, jobID string, index int, block int64, prec, mrec map[string]types.AttributeValue) (*page, *members, error) {
+	pk := jobPK(jobID)
+	mID := pk + "\x00" + skMembers(index, block)
+	s.membersMu.Lock()
+	mem := s.members[mID]
+	s.membersMu.Unlock()
 	pg, err := pageFrom(prec)
 	if err != nil {
 		return nil, nil, fmt.Errorf("page %s/%d/%d: %w", jobID, index, block, err)
 	}
 	if mem == nil || len(mem.seqs) != len(pg.slots) {
-		mrec := recs[mID]
 		if mrec == nil {
 			if mrec, err = s.getItem(ctx, pk, skMembers(index, block)); err != nil {
 				return nil, nil, err
@@ -448,7 +458,7 @@ type shardPages struct {
 	done  bool
 }
 
-func (s *Store) nextPages(ctx context.Context, jobID string, sp *shardPages, fromBlock int64) error {
+func (s *Store) nextPages(ctx context.Context, jobID string, sp *shardPages, fromBlock int64, limit int32) error {
 	in := &dynamodb.QueryInput{
 		TableName:              aws.String(s.table),
 		KeyConditionExpression: aws.String("pk = :pk AND sk BETWEEN :a AND :b"),
@@ -457,7 +467,7 @@ func (s *Store) nextPages(ctx context.Context, jobID string, sp *shardPages, fro
 			":b": attrS(fmt.Sprintf("P#%06d#~", sp.index)),
 		},
 		ConsistentRead:         aws.Bool(true),
-		Limit:                  aws.Int32(16),
+		Limit:                  aws.Int32(limit),
 		ExclusiveStartKey:      sp.start,
 		ReturnConsumedCapacity: s.capacity(),
 	}
@@ -472,9 +482,27 @@ func (s *Store) nextPages(ctx context.Context, jobID string, sp *shardPages, fro
 	return nil
 }
 
+// maxListPages bounds the status pages one ListItems call reads (each a
+// consistent read of at most a few KB, ~1 read unit): a filter matching
+// few items of a large job returns fewer items than asked for, or none,
+// with a cursor to go on from, instead of reading the whole job. At least
+// one block (one page per shard) is read per call.
+const maxListPages = 32
+
+// allDone says every shard's pages have been read to the end.
+func allDone(shards []*shardPages) bool {
+	for _, sp := range shards {
+		if len(sp.recs) > 0 || !sp.done {
+			return false
+		}
+	}
+	return true
+}
+
 // ListItems walks the status pages of the selected shards in block order
 // (one Query per shard per 16 pages), merging shards block by block, and
-// reads payloads and error records only for the items it returns.
+// reads payloads and error records only for the items it returns. It
+// reads at most maxListPages pages (more if a block has more shards).
 func (s *Store) ListItems(ctx context.Context, p store.ListItemsParams) (store.ListItemsResult, error) {
 	limit := p.Limit
 	if limit <= 0 {
@@ -513,7 +541,14 @@ func (s *Store) ListItems(ctx context.Context, p store.ListItemsParams) (store.L
 			shards = append(shards, &shardPages{index: i})
 		}
 	}
+	if len(shards) == 0 {
+		return store.ListItemsResult{Items: []store.Item{}}, nil
+	}
 	fromBlock := (after + 1) / pageWidth
+	pagesRead, lastBlock := 0, int64(-1)
+	// Each shard's Query reads its share of the budget at a time (every
+	// page a Query returns is paid for, used or not).
+	perShard := int32(min(16, max(1, maxListPages/len(shards))))
 	type hit struct {
 		index int
 		pg    *page
@@ -522,10 +557,13 @@ func (s *Store) ListItems(ctx context.Context, p store.ListItemsParams) (store.L
 	}
 	var hits []hit
 	for len(hits) <= limit {
+		if pagesRead >= maxListPages {
+			break // the scan budget: the cursor says where the next call goes on
+		}
 		block := int64(-1)
 		for _, sp := range shards {
 			if len(sp.recs) == 0 && !sp.done {
-				if err := s.nextPages(ctx, p.JobID, sp, fromBlock); err != nil {
+				if err := s.nextPages(ctx, p.JobID, sp, fromBlock, perShard); err != nil {
 					return store.ListItemsResult{}, fmt.Errorf("list items of %s: %w", p.JobID, err)
 				}
 			}
@@ -543,13 +581,14 @@ func (s *Store) ListItems(ctx context.Context, p store.ListItemsParams) (store.L
 			if len(sp.recs) == 0 || getN(sp.recs[0], "blk") != block {
 				continue
 			}
+			// The Query read the page consistently: decode it, do not read
+			// it again.
+			prec := sp.recs[0]
 			sp.recs = sp.recs[1:]
-			pg, mem, err := s.loadPage(ctx, p.JobID, sp.index, block)
+			pagesRead++
+			pg, mem, err := s.pageWithMembers(ctx, p.JobID, sp.index, block, prec, nil)
 			if err != nil {
 				return store.ListItemsResult{}, fmt.Errorf("list items of %s: %w", p.JobID, err)
-			}
-			if pg == nil {
-				continue
 			}
 			for o, sl := range pg.slots {
 				if mem.seqs[o] <= after || (statusFilter != 0 && sl.status != statusFilter) ||
@@ -563,22 +602,47 @@ func (s *Store) ListItems(ctx context.Context, p store.ListItemsParams) (store.L
 			return blockHits[a].mem.seqs[blockHits[a].ord] < blockHits[b].mem.seqs[blockHits[b].ord]
 		})
 		hits = append(hits, blockHits...)
+		lastBlock = block
 	}
 	res := store.ListItemsResult{Items: []store.Item{}}
-	if len(hits) > limit {
+	switch {
+	case len(hits) > limit:
 		hits = hits[:limit]
 		last := hits[limit-1]
 		if res.NextCursor, err = encodeCursor(listCursor{After: last.mem.seqs[last.ord]}); err != nil {
 			return store.ListItemsResult{}, err
 		}
+	case pagesRead >= maxListPages && !allDone(shards):
+		// Out of scan budget with fewer matches than asked for: go on
+		// after the last block read.
+		if res.NextCursor, err = encodeCursor(listCursor{After: (lastBlock+1)*pageWidth - 1}); err != nil {
+			return store.ListItemsResult{}, err
+		}
 	}
+	// One materialize per page: the items of a page share payload records.
+	type group struct {
+		h    hit
+		ords []int
+	}
+	var groups []*group
+	byPage := map[*page]*group{}
 	for _, h := range hits {
-		items, err := s.materialize(ctx, p.JobID, h.index, h.pg, h.mem, []int{h.ord})
+		g := byPage[h.pg]
+		if g == nil {
+			g = &group{h: h}
+			byPage[h.pg] = g
+			groups = append(groups, g)
+		}
+		g.ords = append(g.ords, h.ord)
+	}
+	for _, g := range groups {
+		items, err := s.materialize(ctx, p.JobID, g.h.index, g.h.pg, g.h.mem, g.ords)
 		if err != nil {
 			return store.ListItemsResult{}, fmt.Errorf("list items of %s: %w", p.JobID, err)
 		}
 		res.Items = append(res.Items, items...)
 	}
+	sort.Slice(res.Items, func(a, b int) bool { return res.Items[a].Seq < res.Items[b].Seq })
 	return res, nil
 }
 

@@ -153,10 +153,18 @@ func decodeRefRecord(rec map[string]types.AttributeValue) (map[string][]refEntry
 	return out, nil
 }
 
+// maxRefRecords bounds the look-up records one by-ref ListItems call
+// reads (each at most a few KB): with maxListPages status pages, a call
+// reads a bounded number of units whatever the job's size; a reference
+// with few items in a large job is listed over several calls, each with
+// a cursor.
+const maxRefRecords = 32
+
 // refItems returns the items of ref with seq after after, in seq order,
-// reading the ref's bucket records from after's block on, a Query page at
-// a time, until it has more than want (or the bucket ends).
-func (s *Store) refItems(ctx context.Context, jobID, ref string, after int64, want int) ([]refEntry, error) {
+// reading the ref's bucket records from after's block on, until it has
+// more than want or has read budget records. coveredTo is the last seq
+// the records read cover; done says the bucket has no more records.
+func (s *Store) refItems(ctx context.Context, jobID, ref string, after int64, want, budget int) (out []refEntry, coveredTo int64, done bool, read int, err error) {
 	bucket := refBucket(ref)
 	from := refKey{bucket, max(after, 0) / refWidth}
 	in := &dynamodb.QueryInput{
@@ -166,29 +174,36 @@ func (s *Store) refItems(ctx context.Context, jobID, ref string, after int64, wa
 			":pk": attrS(jobPK(jobID)), ":lo": attrS(skRef(from)), ":hi": attrS(fmt.Sprintf("R#%02x#~", bucket)),
 		},
 		ConsistentRead:         aws.Bool(true),
-		Limit:                  aws.Int32(16),
 		ReturnConsumedCapacity: s.capacity(),
 	}
-	var out []refEntry
+	coveredTo = after
 	for {
+		in.Limit = aws.Int32(int32(max(1, min(16, budget-read))))
 		res, err := s.db.Query(ctx, in)
 		if err != nil {
-			return nil, err
+			return nil, 0, false, read, err
 		}
 		s.consumed("Query", res.ConsumedCapacity)
 		for _, rec := range res.Items {
+			read++
 			refs, err := decodeRefRecord(rec)
 			if err != nil {
-				return nil, fmt.Errorf("ref record %s: %w", getS(rec, attrSK), err)
+				return nil, 0, false, read, fmt.Errorf("ref record %s: %w", getS(rec, attrSK), err)
 			}
 			for _, e := range refs[ref] {
 				if e.seq > after {
 					out = append(out, e)
 				}
 			}
+			var blk int64
+			if _, err := fmt.Sscanf(getS(rec, attrSK)[len("R#00#"):], "%d", &blk); err == nil {
+				coveredTo = max(coveredTo, (blk+1)*refWidth-1)
+			}
 		}
-		if len(out) > want || len(res.LastEvaluatedKey) == 0 {
-			return out, nil
+		done = len(res.LastEvaluatedKey) == 0
+		if done || len(out) > want || read >= budget {
+			slices.SortFunc(out, func(a, b refEntry) int { return int(a.seq - b.seq) })
+			return out, coveredTo, done, read, nil
 		}
 		in.ExclusiveStartKey = res.LastEvaluatedKey
 	}
@@ -196,7 +211,10 @@ func (s *Store) refItems(ctx context.Context, jobID, ref string, after int64, wa
 
 // listItemsByRef lists the items of one reference: its bucket's look-up
 // records (see refBuckets), then the status pages of its items after the
-// cursor (each page read once), filtered like ListItems.
+// cursor (each page read once), filtered like ListItems. A call reads at
+// most maxRefRecords look-up records and maxListPages status pages; out
+// of budget with fewer matches than asked for, it answers them with a
+// cursor to go on from.
 func (s *Store) listItemsByRef(ctx context.Context, p store.ListItemsParams, after int64, statusFilter byte, limit int) (store.ListItemsResult, error) {
 	res := store.ListItemsResult{Items: []store.Item{}}
 	type loaded struct {
@@ -211,22 +229,27 @@ func (s *Store) listItemsByRef(ctx context.Context, p store.ListItemsParams, aft
 		ord   int
 	}
 	var hits []hit
+	recordsRead := 0
+	more := false // out of budget before the end: the cursor goes on from after
+scan:
 	for len(hits) <= limit {
-		entries, err := s.refItems(ctx, p.JobID, p.Ref, after, limit-len(hits))
+		entries, coveredTo, done, n, err := s.refItems(ctx, p.JobID, p.Ref, after, limit-len(hits), maxRefRecords-recordsRead)
 		if err != nil {
 			return res, fmt.Errorf("list items of %s by ref: %w", p.JobID, err)
 		}
-		if len(entries) == 0 {
-			break
-		}
+		recordsRead += n
 		for _, e := range entries {
-			after = e.seq
 			if p.Shard != nil && *p.Shard != e.shard {
+				after = e.seq
 				continue
 			}
 			k := pageKey{e.shard, e.seq / pageWidth}
 			l, ok := pages[k]
 			if !ok {
+				if len(pages) >= maxListPages {
+					more = true
+					break scan
+				}
 				pg, mem, err := s.loadPage(ctx, p.JobID, e.shard, k.block)
 				if err != nil {
 					return res, fmt.Errorf("list items of %s by ref: %w", p.JobID, err)
@@ -234,6 +257,7 @@ func (s *Store) listItemsByRef(ctx context.Context, p store.ListItemsParams, aft
 				l = loaded{pg, mem}
 				pages[k] = l
 			}
+			after = e.seq
 			if l.pg == nil {
 				continue
 			}
@@ -247,17 +271,30 @@ func (s *Store) listItemsByRef(ctx context.Context, p store.ListItemsParams, aft
 			}
 			hits = append(hits, hit{e.shard, l.pg, l.mem, o})
 			if len(hits) > limit {
-				break
+				break scan
 			}
 		}
-	}
-	if len(hits) > limit {
-		hits = hits[:limit]
-		last := hits[limit-1]
-		var err error
-		if res.NextCursor, err = encodeCursor(listCursor{After: last.mem.seqs[last.ord]}); err != nil {
-			return res, err
+		if len(hits) <= limit {
+			after = max(after, coveredTo)
 		}
+		if done {
+			break
+		}
+		if recordsRead >= maxRefRecords {
+			more = true
+			break
+		}
+	}
+	var err error
+	switch {
+	case len(hits) > limit:
+		hits = hits[:limit]
+		res.NextCursor, err = encodeCursor(listCursor{After: hits[limit-1].mem.seqs[hits[limit-1].ord]})
+	case more:
+		res.NextCursor, err = encodeCursor(listCursor{After: after})
+	}
+	if err != nil {
+		return res, err
 	}
 	for _, h := range hits {
 		items, err := s.materialize(ctx, p.JobID, h.index, h.pg, h.mem, []int{h.ord})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -56,10 +57,78 @@ func (s *Store) PutSuppressions(ctx context.Context, tenant string, entries []st
 		}
 		reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
 	}
+	// The tenant's change mark first: entries are never on the list with
+	// a mark older than they are (a crash after it only costs look-ups).
+	if err := s.markSuppressions(ctx, tenant, entries); err != nil {
+		return err
+	}
 	if err := s.batchWrite(ctx, reqs); err != nil {
 		return fmt.Errorf("put suppressions of %s: %w", tenant, err)
 	}
 	return nil
+}
+
+// The change mark of a tenant's suppression list (SuppressionsChangedAt):
+// its own record, outside the list's partition so listing never sees it.
+func suppMarkPK(tenant string) string { return "SUPPMARK#" + tenant }
+
+const skSuppMark = "M"
+
+// markSuppressions moves the tenant's mark forward to the newest CreatedAt
+// of entries (the end of time for an entry without one); a mark already
+// later is kept.
+func (s *Store) markSuppressions(ctx context.Context, tenant string, entries []store.Suppression) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	var newest int64
+	for _, e := range entries {
+		t := nanos(e.CreatedAt)
+		if t == 0 {
+			t = nanos(store.EndOfTime)
+		}
+		newest = max(newest, t)
+	}
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       key(suppMarkPK(tenant), skSuppMark),
+		UpdateExpression:          aws.String("SET #at = :t"),
+		ConditionExpression:       aws.String("attribute_not_exists(#at) OR #at < :t"),
+		ExpressionAttributeNames:  map[string]string{"#at": "at"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":t": attrN(newest)},
+		ReturnConsumedCapacity:    s.capacity(),
+	})
+	if err != nil && !isConditionFailed(err) {
+		return fmt.Errorf("mark suppressions of %s: %w", tenant, err)
+	}
+	if err == nil {
+		s.consumed("UpdateItem", out.ConsumedCapacity)
+	}
+	return nil
+}
+
+// SuppressionsChangedAt reads the tenant's mark (eventually consistent:
+// callers allow a margin). A tenant whose list has entries but no mark
+// (written before marks existed) gets the end of time.
+func (s *Store) SuppressionsChangedAt(ctx context.Context, tenant string) (time.Time, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), Key: key(suppMarkPK(tenant), skSuppMark), ReturnConsumedCapacity: s.capacity(),
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("suppressions of %s: %w", tenant, mapErr(err))
+	}
+	s.consumed("GetItem", out.ConsumedCapacity)
+	if out.Item != nil {
+		return fromNanos(getN(out.Item, "at")), nil
+	}
+	page, err := s.ListSuppressions(ctx, store.ListSuppressionsParams{Tenant: tenant, Limit: 1})
+	if err != nil {
+		return time.Time{}, err
+	}
+	if len(page.Entries) > 0 {
+		return store.EndOfTime, nil
+	}
+	return time.Time{}, nil
 }
 
 // DeleteSuppression deletes one entry (DeleteItem; absent is no error).

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/qunfa/qunfa/internal/store"
 )
@@ -71,6 +72,21 @@ func (s *Store) DeleteSuppression(ctx context.Context, tenant, account, to strin
 // SuppressedAmong returns the given recipients that are on the tenant's
 // list (one query for the whole batch; absent recipients are absent from
 // the map).
+// SuppressionsChangedAt answers the end of time when the tenant has any
+// entry, and the zero time for an empty list: look-ups cost little here
+// (primary-key reads), while finding the newest entry would scan the
+// tenant's whole list at every call.
+func (s *Store) SuppressionsChangedAt(ctx context.Context, tenant string) (time.Time, error) {
+	var any bool
+	if err := s.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM suppressions WHERE tenant = ?)`, tenant).Scan(&any); err != nil {
+		return time.Time{}, mapErr(fmt.Errorf("suppressions of %s: %w", tenant, err))
+	}
+	if any {
+		return store.EndOfTime, nil
+	}
+	return time.Time{}, nil
+}
+
 func (s *Store) SuppressedAmong(ctx context.Context, tenant string, keys []store.RecipientKey) (map[store.RecipientKey]bool, error) {
 	if tenant == "" {
 		return nil, fmt.Errorf("suppressed among: %w: empty tenant", store.ErrInvalidArgument)

@@ -292,6 +292,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"ListBreakers", testListBreakers},
 		{"Suppressions", testSuppressions},
 		{"ListSuppressions", testListSuppressions},
+		{"SuppressionsChangedAt", testSuppressionsChangedAt},
 		{"FrequencyCap", testFrequencyCap},
 		{"FrequencyCapConcurrent", testFrequencyCapConcurrent},
 		{"FrequencyCapProperty", testFrequencyCapProperty},

@@ -214,3 +214,43 @@ func testListSuppressions(t *testing.T, s store.Store, _ Capabilities) {
 		t.Fatalf("ListSuppressions(tenant without a list) = %+v", got)
 	}
 }
+
+func changedAt(t tb, s store.Store, tenant string) time.Time {
+	t.Helper()
+	at, err := s.SuppressionsChangedAt(ctxOf(t), tenant)
+	if err != nil {
+		t.Fatalf("SuppressionsChangedAt(%s): %v", tenant, err)
+	}
+	return at
+}
+
+// SuppressionsChangedAt is zero for an empty list and never before the
+// CreatedAt of an entry on it: whoever skips look-ups on its word (a
+// sender whose job was planned after it) never misses an entry.
+func testSuppressionsChangedAt(t *testing.T, s store.Store, _ Capabilities) {
+	tenant := uniqueID("tenant-mark")
+	if at := changedAt(t, s, tenant); !at.IsZero() {
+		t.Fatalf("a tenant without a list: %s, want the zero time", at)
+	}
+	t1, t2 := at(time.Minute), at(2*time.Minute)
+	putSuppressions(t, s, tenant, store.Suppression{Account: "a", To: "u1", CreatedAt: t2})
+	putSuppressions(t, s, tenant, store.Suppression{Account: "a", To: "u2", CreatedAt: t1}, store.Suppression{Account: "b", To: "u3", CreatedAt: t1})
+	if got := changedAt(t, s, tenant); got.Before(t2) {
+		t.Fatalf("after entries of %s and %s: %s, before the newest", t1, t2, got)
+	}
+	// Re-adding an entry renews it.
+	t3 := at(3 * time.Minute)
+	putSuppressions(t, s, tenant, store.Suppression{Account: "a", To: "u2", CreatedAt: t3})
+	if got := changedAt(t, s, tenant); got.Before(t3) {
+		t.Fatalf("after re-adding an entry at %s: %s", t3, got)
+	}
+	// An entry without a time counts as added at the end of time.
+	putSuppressions(t, s, tenant, store.Suppression{Account: "c", To: "u4"})
+	if got := changedAt(t, s, tenant); !got.Equal(store.EndOfTime) {
+		t.Fatalf("after an entry without a time: %s, want the end of time", got)
+	}
+	// Other tenants are not affected.
+	if at := changedAt(t, s, uniqueID("tenant-other")); !at.IsZero() {
+		t.Fatalf("another tenant: %s", at)
+	}
+}
