@@ -17,15 +17,15 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
-// Defines values for BreakerStateState.
+// Defines values for BreakerStateName.
 const (
-	Closed   BreakerStateState = "closed"
-	HalfOpen BreakerStateState = "half_open"
-	Open     BreakerStateState = "open"
+	Closed   BreakerStateName = "closed"
+	HalfOpen BreakerStateName = "half_open"
+	Open     BreakerStateName = "open"
 )
 
-// Valid indicates whether the value is a known member of the BreakerStateState enum.
-func (e BreakerStateState) Valid() bool {
+// Valid indicates whether the value is a known member of the BreakerStateName enum.
+func (e BreakerStateName) Valid() bool {
 	switch e {
 	case Closed:
 		return true
@@ -388,6 +388,10 @@ func (e WebhookDeliveryStatus) Valid() bool {
 
 // Defines values for WebhookEventType.
 const (
+	BreakerClosed      WebhookEventType = "breaker.closed"
+	BreakerOpened      WebhookEventType = "breaker.opened"
+	CampaignSkipped    WebhookEventType = "campaign.skipped"
+	CountsMismatch     WebhookEventType = "counts.mismatch"
 	ItemsOutcomes      WebhookEventType = "items.outcomes"
 	JobCanaryReady     WebhookEventType = "job.canary_ready"
 	JobDeadLetters     WebhookEventType = "job.dead_letters"
@@ -400,6 +404,14 @@ const (
 // Valid indicates whether the value is a known member of the WebhookEventType enum.
 func (e WebhookEventType) Valid() bool {
 	switch e {
+	case BreakerClosed:
+		return true
+	case BreakerOpened:
+		return true
+	case CampaignSkipped:
+		return true
+	case CountsMismatch:
+		return true
 	case ItemsOutcomes:
 		return true
 	case JobCanaryReady:
@@ -413,6 +425,24 @@ func (e WebhookEventType) Valid() bool {
 	case JobPaused:
 		return true
 	case JobStarted:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookKind.
+const (
+	Http       WebhookKind = "http"
+	WecomRobot WebhookKind = "wecom_robot"
+)
+
+// Valid indicates whether the value is a known member of the WebhookKind enum.
+func (e WebhookKind) Valid() bool {
+	switch e {
+	case Http:
+		return true
+	case WecomRobot:
 		return true
 	default:
 		return false
@@ -543,20 +573,61 @@ type BreakerConfigInput struct {
 	MinSamples          *int64   `json:"min_samples,omitempty"`
 }
 
+// BreakerHistory An account's last breaker transitions (at most 100), newest first.
+type BreakerHistory struct {
+	Account     string              `json:"account"`
+	Transitions []BreakerTransition `json:"transitions"`
+}
+
 // BreakerState The account's circuit breaker now: open pauses its shards (reason breaker) until the cool-down ends and a probe succeeds.
 type BreakerState struct {
 	// OpenedAt An RFC 3339 time in UTC, null while unset (the key is always there).
 	OpenedAt *NullableTimestamp `json:"opened_at"`
 	Opens    int64              `json:"opens"`
 	Reason   string             `json:"reason"`
-	State    BreakerStateState  `json:"state"`
+
+	// State A circuit breaker's state: closed (sending), open (the account's shards pause until the cool-down ends), half_open (one shard probes).
+	State BreakerStateName `json:"state"`
 
 	// Until An RFC 3339 time in UTC, null while unset (the key is always there).
 	Until *NullableTimestamp `json:"until"`
 }
 
-// BreakerStateState defines model for BreakerState.State.
-type BreakerStateState string
+// BreakerStateName A circuit breaker's state: closed (sending), open (the account's shards pause until the cool-down ends), half_open (one shard probes).
+type BreakerStateName string
+
+// BreakerTransition One change of an account's breaker state.
+type BreakerTransition struct {
+	// At An RFC 3339 time in UTC.
+	At Timestamp `json:"at"`
+
+	// Attempts The attempts of the window failure_rate is over; 0 when not the cause.
+	Attempts int64 `json:"attempts"`
+
+	// ConsecutiveFailures The streak of failed sends that opened the breaker; 0 when not the cause.
+	ConsecutiveFailures int64 `json:"consecutive_failures"`
+
+	// FailureRate The failure rate (0..1) over attempts that opened the breaker (the scheduled check); 0 when not the cause.
+	FailureRate float64 `json:"failure_rate"`
+
+	// From A circuit breaker's state: closed (sending), open (the account's shards pause until the cool-down ends), half_open (one shard probes).
+	From BreakerStateName `json:"from"`
+
+	// Opens Opens in a row after the transition (each doubles the cool-down).
+	Opens int64 `json:"opens"`
+
+	// Reason Why, in words ("5 failed sends in a row", "probe succeeded").
+	Reason string `json:"reason"`
+
+	// Seq Numbers the account's transitions from 1.
+	Seq int64 `json:"seq"`
+
+	// To A circuit breaker's state: closed (sending), open (the account's shards pause until the cool-down ends), half_open (one shard probes).
+	To BreakerStateName `json:"to"`
+
+	// Until End of the cool-down after an open; null otherwise.
+	Until *NullableTimestamp `json:"until"`
+}
 
 // Campaign A scheduled campaign.
 type Campaign struct {
@@ -1196,13 +1267,16 @@ type ValidationProblemStatus int32
 // ValidationProblemType urn:qunfa:problem:validation.
 type ValidationProblemType string
 
-// Webhook A registered webhook (its secret is never returned).
+// Webhook A registered webhook (its secret is never returned; a robot's key is masked in its URL).
 type Webhook struct {
 	// CreatedAt An RFC 3339 time in UTC.
 	CreatedAt Timestamp          `json:"created_at"`
 	Events    []WebhookEventType `json:"events"`
 	Id        string             `json:"id"`
-	Url       string             `json:"url"`
+
+	// Kind What the endpoint takes: http, an endpoint of yours that gets signed JSON events; wecom_robot, a WeCom group robot (https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=…) that gets each event as a markdown message, the ones due together in one message, at most 20 messages a minute.
+	Kind WebhookKind `json:"kind"`
+	Url  string      `json:"url"`
 }
 
 // WebhookDelivery One event to be delivered to a webhook, with its attempts so far.
@@ -1218,7 +1292,7 @@ type WebhookDelivery struct {
 	// EventId The id of the event (the body's id), the same on every attempt: receivers dedupe by it.
 	EventId string `json:"event_id"`
 
-	// EventType An event type a webhook can receive.
+	// EventType An event type a webhook can receive. The operator alerts breaker.opened, breaker.closed, counts.mismatch and campaign.skipped go to wecom_robot webhooks only, items.outcomes to http webhooks only.
 	EventType WebhookEventType `json:"event_type"`
 	Id        string           `json:"id"`
 
@@ -1249,20 +1323,28 @@ type WebhookDeliveryList struct {
 	NextCursor string `json:"next_cursor"`
 }
 
-// WebhookEventType An event type a webhook can receive.
+// WebhookEventType An event type a webhook can receive. The operator alerts breaker.opened, breaker.closed, counts.mismatch and campaign.skipped go to wecom_robot webhooks only, items.outcomes to http webhooks only.
 type WebhookEventType string
+
+// WebhookKind What the endpoint takes: http, an endpoint of yours that gets signed JSON events; wecom_robot, a WeCom group robot (https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=…) that gets each event as a markdown message, the ones due together in one message, at most 20 messages a minute.
+type WebhookKind string
 
 // WebhookList defines model for WebhookList.
 type WebhookList struct {
 	Webhooks []Webhook `json:"webhooks"`
 }
 
-// WebhookRequest A webhook to register. The secret signs every delivery (header Qunfa-Signature) and is never shown again.
+// WebhookRequest A webhook to register. Kind http (the default): the secret signs every delivery (header Qunfa-Signature) and is never shown again. Kind wecom_robot: no secret (the key in the robot's URL is its secret; it is shown masked).
 type WebhookRequest struct {
 	Events []WebhookEventType `json:"events"`
-	Secret *string            `json:"secret,omitempty"`
 
-	// Url http(s) URL of the endpoint; loopback, private and other non-public addresses are refused.
+	// Kind Default http.
+	Kind *WebhookKind `json:"kind,omitempty"`
+
+	// Secret Required for kind http; absent for wecom_robot.
+	Secret *string `json:"secret,omitempty"`
+
+	// Url http(s) URL of the endpoint; loopback, private and other non-public addresses are refused. A WeCom group robot's URL has its key.
 	Url string `json:"url"`
 }
 
@@ -1555,6 +1637,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /v1/accounts/{account} (the `PutAccount` operationId).
 	PutAccount(ctx context.Context, account AccountID, body PutAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetBreakerHistory An account's circuit breaker transitions, newest first
+	//
+	// Each change of the account's breaker (closed → open → half_open → closed, and reopens) with its time, reason and the figures that tripped it: the failure rate over a window of attempts (the scheduled check) or the streak of failed sends. The last 100 are kept.
+	//
+	// Corresponds with GET /v1/accounts/{account}/breaker/history (the `GetBreakerHistory` operationId).
+	GetBreakerHistory(ctx context.Context, account AccountID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetAccountSeries An account's sends per minute across the tenant's jobs, with its batch rate
 	//
@@ -2012,6 +2101,23 @@ func (c *Client) PutAccountWithBody(ctx context.Context, account AccountID, cont
 // Corresponds with PUT /v1/accounts/{account} (the `PutAccount` operationId).
 func (c *Client) PutAccount(ctx context.Context, account AccountID, body PutAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPutAccountRequest(c.Server, account, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetBreakerHistory An account's circuit breaker transitions, newest first
+//
+// Each change of the account's breaker (closed → open → half_open → closed, and reopens) with its time, reason and the figures that tripped it: the failure rate over a window of attempts (the scheduled check) or the streak of failed sends. The last 100 are kept.
+//
+// Corresponds with GET /v1/accounts/{account}/breaker/history (the `GetBreakerHistory` operationId).
+func (c *Client) GetBreakerHistory(ctx context.Context, account AccountID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetBreakerHistoryRequest(c.Server, account)
 	if err != nil {
 		return nil, err
 	}
@@ -3075,6 +3181,40 @@ func NewPutAccountRequestWithBody(server string, account AccountID, contentType 
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetBreakerHistoryRequest constructs an http.Request for the GetBreakerHistory method
+func NewGetBreakerHistoryRequest(server string, account AccountID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "account", account, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/accounts/%s/breaker/history", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -4972,6 +5112,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /v1/accounts/{account} (the `PutAccount` operationId).
 	PutAccountWithResponse(ctx context.Context, account AccountID, body PutAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*PutAccountResponse, error)
 
+	// GetBreakerHistoryWithResponse An account's circuit breaker transitions, newest first
+	//
+	// Each change of the account's breaker (closed → open → half_open → closed, and reopens) with its time, reason and the figures that tripped it: the failure rate over a window of attempts (the scheduled check) or the streak of failed sends. The last 100 are kept.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/accounts/{account}/breaker/history (the `GetBreakerHistory` operationId).
+	GetBreakerHistoryWithResponse(ctx context.Context, account AccountID, reqEditors ...RequestEditorFn) (*GetBreakerHistoryResponse, error)
+
 	// GetAccountSeriesWithResponse An account's sends per minute across the tenant's jobs, with its batch rate
 	//
 	// The same per-minute series as the jobs', per account: what the senders sent (provider attempts) and what was confirmed. Compare sent / 60 with batch_rate_per_sec.
@@ -5677,6 +5826,75 @@ func (r PutAccountResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PutAccountResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetBreakerHistoryResponse401Headers the declared response headers of an HTTP 401 response for GetBreakerHistory
+type GetBreakerHistoryResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type GetBreakerHistoryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BreakerHistory
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetBreakerHistoryResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetBreakerHistoryResponse) GetJSON200() *BreakerHistory {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetBreakerHistoryResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetBreakerHistoryResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetBreakerHistoryResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetBreakerHistoryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetBreakerHistoryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetBreakerHistoryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetBreakerHistoryResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -9208,6 +9426,21 @@ func (c *ClientWithResponses) PutAccountWithResponse(ctx context.Context, accoun
 	return ParsePutAccountResponse(rsp)
 }
 
+// GetBreakerHistoryWithResponse An account's circuit breaker transitions, newest first
+//
+// Each change of the account's breaker (closed → open → half_open → closed, and reopens) with its time, reason and the figures that tripped it: the failure rate over a window of attempts (the scheduled check) or the streak of failed sends. The last 100 are kept.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/accounts/{account}/breaker/history (the `GetBreakerHistory` operationId).
+func (c *ClientWithResponses) GetBreakerHistoryWithResponse(ctx context.Context, account AccountID, reqEditors ...RequestEditorFn) (*GetBreakerHistoryResponse, error) {
+	rsp, err := c.GetBreakerHistory(ctx, account, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetBreakerHistoryResponse(rsp)
+}
+
 // GetAccountSeriesWithResponse An account's sends per minute across the tenant's jobs, with its batch rate
 //
 // The same per-minute series as the jobs', per account: what the senders sent (provider attempts) and what was confirmed. Compare sent / 60 with batch_rate_per_sec.
@@ -10198,6 +10431,66 @@ func ParsePutAccountResponse(rsp *http.Response) (*PutAccountResponse, error) {
 			headers.Accept = value
 		}
 		response.Headers415 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetBreakerHistoryResponse parses an HTTP response from a GetBreakerHistoryWithResponse call
+func ParseGetBreakerHistoryResponse(rsp *http.Response) (*GetBreakerHistoryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetBreakerHistoryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BreakerHistory
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetBreakerHistoryResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil

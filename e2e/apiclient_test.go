@@ -348,6 +348,12 @@ func TestGeneratedClientDrivesEveryOperation(t *testing.T) {
 	if js.JSON200 == nil || as.JSON200 == nil || as.JSON200.Account != "acct-fast" {
 		t.Errorf("series: %s / %s", js.Body, as.Body)
 	}
+	// The breaker of an account that never tripped has no history.
+	bh, err := cl.GetBreakerHistoryWithResponse(ctx, "acct-fast")
+	want("getBreakerHistory", bh, err, 200)
+	if bh.JSON200 == nil || bh.JSON200.Account != "acct-fast" || len(bh.JSON200.Transitions) != 0 {
+		t.Errorf("breaker history: %s", bh.Body)
+	}
 
 	// Tokens of the tenant, and the platform operator's calls.
 	ct, err := cl.CreateTokenWithResponse(ctx, apiclient.TokenRequest{Name: "reader", Role: apiclient.Read})

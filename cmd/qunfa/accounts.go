@@ -35,7 +35,7 @@ func (c *cli) group(ctx context.Context, name string, args []string, subs map[st
 
 func (c *cli) accounts(ctx context.Context, args []string) error {
 	return c.group(ctx, "accounts", args, map[string]func(context.Context, []string) error{
-		"list": c.accountsList, "get": c.accountsGet, "put": c.accountsPut,
+		"list": c.accountsList, "get": c.accountsGet, "put": c.accountsPut, "history": c.accountsHistory,
 	}, "list")
 }
 
@@ -85,6 +85,50 @@ func (c *cli) accountsGet(ctx context.Context, args []string) error {
 		return err
 	}
 	return c.show(*out, resp.Body, func(w io.Writer) { printAccount(w, *resp.JSON200) })
+}
+
+// accountsHistory lists an account's breaker transitions, newest first.
+func (c *cli) accountsHistory(ctx context.Context, args []string) error {
+	fs := c.newFlagSet("accounts")
+	out := outputFlag(fs)
+	pos, cl, err := c.parseRead(fs, out, args, 1, "ACCOUNT")
+	if err != nil {
+		return err
+	}
+	resp, err := cl.GetBreakerHistoryWithResponse(ctx, pos[0])
+	if err := cl.check(resp, err, http.StatusOK); err != nil {
+		return err
+	}
+	return c.show(*out, resp.Body, func(w io.Writer) {
+		if len(resp.JSON200.Transitions) == 0 {
+			fmt.Fprintf(w, "the breaker of %s never changed state\n", resp.JSON200.Account)
+			return
+		}
+		rows := make([][]any, 0, len(resp.JSON200.Transitions))
+		for _, tr := range resp.JSON200.Transitions {
+			rows = append(rows, []any{shortTime(&tr.At), fmt.Sprintf("%s → %s", tr.From, tr.To), transitionFigures(tr), tr.Reason})
+		}
+		table(w, "AT\tTRANSITION\tFIGURES\tREASON", rows)
+	})
+}
+
+// transitionFigures is what tripped a breaker, and the cool-down after an
+// open: "60% of 120 attempts, until 09:01:00", "20 in a row", "-".
+func transitionFigures(tr apiclient.BreakerTransition) string {
+	var parts []string
+	if tr.Attempts > 0 {
+		parts = append(parts, fmt.Sprintf("%.0f%% of %d attempts", 100*tr.FailureRate, tr.Attempts))
+	}
+	if tr.ConsecutiveFailures > 0 {
+		parts = append(parts, fmt.Sprintf("%d in a row", tr.ConsecutiveFailures))
+	}
+	if tr.To == apiclient.Open && tr.Until != nil {
+		parts = append(parts, "until "+shortTime(tr.Until))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func printAccount(w io.Writer, a apiclient.Account) {

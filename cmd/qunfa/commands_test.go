@@ -3,11 +3,15 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/qunfa/qunfa/internal/breaker"
 )
 
 // jsonOut decodes a command's --output json.
@@ -145,6 +149,31 @@ func TestAccountsCommand(t *testing.T) {
 	runCLI(ctx, srv, "", "accounts", "put", "acct-e", "--rate", "5", "--reserve", "5").want(t, 1, nil, []string{"(HTTP 422)", "  online_reserve_per_sec:"})
 	runCLI(ctx, srv, "", "accounts", "put", "acct-e", "--file", writeFile(t, "a.json", `{"rate": 1}`)).want(t, 1, nil, []string{`unknown field "rate"`})
 	runCLI(ctx, srv, "", "accounts", "frob").want(t, 2, nil, []string{`unknown subcommand "frob"`, "usage: qunfa accounts"})
+
+	// Breaker history: each transition with its figures, newest first.
+	runCLI(ctx, srv, "", "accounts", "history", "acct-c").want(t, 0, []string{"the breaker of acct-c never changed state"}, nil)
+	brk := &breaker.Breakers{Store: srv.store, Clock: srv.clock}
+	if _, err := brk.OpenFor(ctx, "tenant-a", "acct-c", breaker.Cause{Reason: "failure rate 60% over 120 attempts in 1m0s", FailureRate: 0.6, Attempts: 120}); err != nil {
+		t.Fatal(err)
+	}
+	srv.clock.Advance(time.Minute)
+	if _, err := brk.Gate(ctx, "tenant-a", "acct-c", "job/0"); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(ctx, srv, "", "accounts", "history", "acct-c")
+	r.want(t, 0, []string{"AT", "open → half_open", "closed → open", "60% of 120 attempts, until 2025-03-01 09:01:00", "cool-down over: probing"}, nil)
+	if strings.Index(r.stdout, "open → half_open") > strings.Index(r.stdout, "closed → open") {
+		t.Errorf("history not newest first:\n%s", r.stdout)
+	}
+	var h struct {
+		Transitions []struct{ From, To string }
+	}
+	jsonOut(t, runCLI(ctx, srv, "", "accounts", "history", "acct-c", "--output", "json"), &h)
+	if len(h.Transitions) != 2 || h.Transitions[0].To != "half_open" {
+		t.Errorf("accounts history --output json: %+v", h)
+	}
+	runCLI(ctx, srv, "", "accounts", "history", "nope").want(t, 1, nil, []string{"Not found (HTTP 404)"})
+	runCLI(ctx, srv, "", "accounts", "history").want(t, 2, nil, []string{"missing ACCOUNT"})
 }
 
 func TestCampaignsCommand(t *testing.T) {
@@ -213,6 +242,19 @@ func TestWebhooksCommand(t *testing.T) {
 	runCLI(ctx, srv, "", "webhooks", "create", "--url", "http://127.0.0.1:9/x", "--event", "job.exploded").want(t, 1, nil, []string{"(HTTP 422)", "  events"})
 	runCLI(ctx, srv, "", "webhooks", "create", "--url", "http://127.0.0.1:9/x").want(t, 2, nil, []string{"at least one --event"})
 	runCLI(ctx, srv, "", "webhooks", "delete", id).want(t, 0, []string{"webhook " + id + " deleted"}, nil)
+
+	// A WeCom group robot: no secret, its key masked wherever it is shown.
+	robot := runCLI(ctx, srv, "", "webhooks", "create", "--kind", "wecom_robot", "--url", "http://127.0.0.1:9/cgi-bin/webhook/send?key=robot-secret-key",
+		"--event", "breaker.opened,job.finished")
+	robot.want(t, 0, []string{"(wecom_robot)", "key=%2A%2A%2A%2A-key", "breaker.opened"}, nil)
+	runCLI(ctx, srv, "", "webhooks").want(t, 0, []string{"KIND", "wecom_robot"}, nil)
+	if all := runCLI(ctx, srv, "", "webhooks", "--output", "json"); strings.Contains(robot.stdout+all.stdout, "robot-secret-key") {
+		t.Errorf("the robot's key is shown: %s%s", robot.stdout, all.stdout)
+	}
+	runCLI(ctx, srv, "", "webhooks", "create", "--kind", "wecom_robot", "--url", "http://127.0.0.1:9/send?key=k", "--event", "items.outcomes").
+		want(t, 1, nil, []string{"(HTTP 422)", "events[0]"})
+	runCLI(ctx, srv, "", "webhooks", "create", "--kind", "smtp", "--url", "http://127.0.0.1:9/x", "--event", "job.finished").
+		want(t, 2, nil, []string{"--kind must be http or wecom_robot"})
 	runCLI(ctx, srv, "", "webhooks", "delete", id).want(t, 1, nil, []string{"(HTTP 404)"})
 }
 
@@ -240,6 +282,36 @@ func TestCompletion(t *testing.T) {
 				out, err := exec.Command(bash, script).CombinedOutput()
 				if err != nil || !strings.Contains(string(out), "delete deliveries") || !strings.Contains(string(out), "suppress") {
 					t.Errorf("bash completion: %v\n%s", err, out)
+				}
+				// Flags: of the command, of the subcommand named, of the
+				// default subcommand when none is.
+				for _, c := range []struct{ words, want string }{
+					{"qunfa items job-1 --r", "--ref --review"},
+					{"qunfa accounts put acct-a --breaker-c", "--breaker-cooldown"},
+					{"qunfa accounts --o", "--output"},
+					{"qunfa webhooks create --u", "--url"},
+					{"qunfa dev --allow", "--allow-private-urls"},
+					{"qunfa watch --s", "--strict"},
+				} {
+					words := strings.Fields(c.words)
+					script := writeFile(t, "flags.bash", fmt.Sprintf("%s\nCOMP_WORDS=(%s); COMP_CWORD=%d; _qunfa; echo \"${COMPREPLY[*]}\"\n",
+						r.stdout, c.words, len(words)-1))
+					out, err := exec.Command(bash, script).CombinedOutput()
+					if got := strings.TrimSpace(string(out)); err != nil || got != c.want {
+						t.Errorf("bash completion of %q = %q (%v), want %q", c.words, got, err, c.want)
+					}
+				}
+			}
+		}
+		if sh == "fish" {
+			for _, want := range []string{
+				"-n '__fish_seen_subcommand_from items' -l ref -r -d",
+				"-n '__fish_seen_subcommand_from dev' -l allow-private-urls -d",
+				"-n '__fish_seen_subcommand_from accounts; and __fish_seen_subcommand_from put' -l breaker-cooldown -r -d",
+				"-n '__fish_seen_subcommand_from accounts; and not __fish_seen_subcommand_from list get put history' -l output -r -d",
+			} {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("fish completion lacks %q", want)
 				}
 			}
 		}

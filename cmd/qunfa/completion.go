@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -10,7 +11,7 @@ import (
 
 // completion prints a shell completion script made from the command
 // table: command names, then the subcommands of accounts, campaigns,
-// suppress and webhooks, then file names.
+// suppress and webhooks, then each (sub)command's flags, then file names.
 func (c *cli) completion(_ context.Context, args []string) error {
 	fs := c.newFlagSet("completion")
 	pos, err := c.parse(fs, args, 1, "SHELL (bash, zsh or fish)")
@@ -41,6 +42,52 @@ func commandNames() []string {
 	return names
 }
 
+// commandFlags returns the flags of a command (of its subcommand sub when
+// sub is not empty), sorted by name. It learns them from the flag sets the
+// command itself makes: it runs the command with -h in a cli that records
+// them and writes nowhere, so the completion never drifts from the flags.
+func commandFlags(name, sub string) []*flag.Flag {
+	cmd, ok := commands[name]
+	if !ok {
+		return nil
+	}
+	var sets []*flag.FlagSet
+	probe := &cli{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard,
+		getenv: func(string) string { return "" }, flagSets: &sets}
+	args := []string{"-h"}
+	if sub != "" {
+		args = []string{sub, "-h"}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // nothing it might start may run
+	_ = cmd.run(probe, ctx, args)
+	seen := map[string]*flag.Flag{}
+	for _, fs := range sets {
+		fs.VisitAll(func(f *flag.Flag) { seen[f.Name] = f })
+	}
+	flags := make([]*flag.Flag, 0, len(seen))
+	for _, f := range seen {
+		flags = append(flags, f)
+	}
+	sort.Slice(flags, func(i, j int) bool { return flags[i].Name < flags[j].Name })
+	return flags
+}
+
+// flagWords are the flags as a completion offers them: --name.
+func flagWords(flags []*flag.Flag) string {
+	words := make([]string, len(flags))
+	for i, f := range flags {
+		words[i] = "--" + f.Name
+	}
+	return strings.Join(words, " ")
+}
+
+// isBoolFlag reports a flag that takes no value (--demo, not --rate R).
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
 func writeBashCompletion(w io.Writer) {
 	fmt.Fprintf(w, `# qunfa completion for bash: source <(qunfa completion bash)
 _qunfa() {
@@ -49,7 +96,7 @@ _qunfa() {
     COMPREPLY=($(compgen -W %q -- "$cur"))
     return
   fi
-  if [[ $COMP_CWORD -eq 2 ]]; then
+  if [[ $COMP_CWORD -eq 2 && $cur != -* ]]; then
     case ${COMP_WORDS[1]} in
 `, strings.Join(commandNames(), " "))
 	for _, n := range commandNames() {
@@ -59,6 +106,28 @@ _qunfa() {
 	}
 	fmt.Fprint(w, `      help) COMPREPLY=($(compgen -W "$(qunfa help 2>/dev/null | awk '/^  [a-z]/ {print $1}')" -- "$cur")); return ;;
     esac
+  fi
+  if [[ $cur == -* ]]; then
+    local sub=
+    [[ $COMP_CWORD -gt 2 ]] && sub=${COMP_WORDS[2]}
+    case "${COMP_WORDS[1]}/$sub" in
+`)
+	for _, n := range commandNames() {
+		cmd, ok := commands[n]
+		if !ok {
+			continue
+		}
+		for _, sub := range cmd.subs {
+			if flags := commandFlags(n, sub); len(flags) > 0 {
+				fmt.Fprintf(w, "      %s/%s) COMPREPLY=($(compgen -W %q -- \"$cur\")); return ;;\n", n, sub, flagWords(flags))
+			}
+		}
+		// Without a subcommand, a command with subcommands runs its first.
+		if flags := commandFlags(n, ""); len(flags) > 0 {
+			fmt.Fprintf(w, "      %s/*) COMPREPLY=($(compgen -W %q -- \"$cur\")); return ;;\n", n, flagWords(flags))
+		}
+	}
+	fmt.Fprint(w, `    esac
   fi
   COMPREPLY=($(compgen -f -- "$cur"))
 }
@@ -78,7 +147,34 @@ func writeFishCompletion(w io.Writer) {
 		if len(cmd.subs) > 0 {
 			fmt.Fprintf(w, "complete -c qunfa -f -n '__fish_seen_subcommand_from %s' -a %s\n", n, fishQuote(strings.Join(cmd.subs, " ")))
 		}
+		for _, sub := range cmd.subs {
+			writeFishFlags(w, fmt.Sprintf("__fish_seen_subcommand_from %s; and __fish_seen_subcommand_from %s", n, sub), commandFlags(n, sub))
+		}
+		cond := "__fish_seen_subcommand_from " + n
+		if len(cmd.subs) > 0 {
+			cond += "; and not __fish_seen_subcommand_from " + strings.Join(cmd.subs, " ")
+		}
+		writeFishFlags(w, cond, commandFlags(n, ""))
 	}
+}
+
+// writeFishFlags completes each flag as --name when cond holds; flags that
+// take a value require one (-r).
+func writeFishFlags(w io.Writer, cond string, flags []*flag.Flag) {
+	for _, f := range flags {
+		value := " -r"
+		if isBoolFlag(f) {
+			value = ""
+		}
+		fmt.Fprintf(w, "complete -c qunfa -n %s -l %s%s -d %s\n", fishQuote(cond), f.Name, value, fishQuote(firstLine(f.Usage)))
+	}
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
 }
 
 func fishQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `\'`) + "'" }

@@ -18,11 +18,12 @@ import (
 	"github.com/qunfa/qunfa/internal/submit"
 )
 
-// runDev runs the whole stack locally: `qunfa dev`.
-func runDev(ctx context.Context, args []string) error {
-	tuneGC()
+// runDev runs the whole stack locally: `qunfa dev`. record sees its flag
+// set (shell completion lists the flags from it).
+func runDev(ctx context.Context, args []string, record func(*flag.FlagSet)) error {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
+	record(fs)
 	var cfg devstack.Config
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "API listen address")
 	fs.StringVar(&cfg.DataDir, "data-dir", ".qunfa", "data directory (store, queue, mock delivery log)")
@@ -49,6 +50,7 @@ func runDev(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
+	tuneGC()
 	if *demo {
 		// The demo's flaky account loses an answer now and then; a short
 		// timeout keeps its shard from stalling on each, so the demo shows

@@ -42,6 +42,9 @@ type cli struct {
 	// terminal forces watch's progress-bar mode (default: stdout is a
 	// terminal).
 	terminal *bool
+	// flagSets, when not nil, collects every flag set a command makes:
+	// shell completion runs each command with -h to learn its flags.
+	flagSets *[]*flag.FlagSet
 }
 
 // command is one subcommand.
@@ -65,7 +68,7 @@ func init() {
 		"dev": {
 			usage:   "[--addr 127.0.0.1:8080] [--data-dir .qunfa] [--provider-url URL] [--mock-addr 127.0.0.1:8081] [--demo] [--workers N] ...",
 			summary: "run the whole stack locally (API, store, queue, workers, mock provider)",
-			run:     func(_ *cli, ctx context.Context, args []string) error { return runDev(ctx, args) },
+			run:     func(c *cli, ctx context.Context, args []string) error { return runDev(ctx, args, c.record) },
 		},
 		"mock-provider": {
 			usage:   "--addr ADDR --log FILE [--rate R] [--burst B] [--silent-drop]",
@@ -127,10 +130,11 @@ func init() {
 				"       qunfa accounts get ACCOUNT [--output table|json]\n" +
 				"       qunfa accounts put ACCOUNT --rate R [--burst B] [--reserve R] [--max-recipients N]\n" +
 				"             [--breaker-failures N] [--breaker-rate F] [--breaker-min-samples N] [--breaker-cooldown SEC]\n" +
-				"       qunfa accounts put ACCOUNT --file FILE (the JSON body of PUT /v1/accounts/{account}; flags override it)",
-			summary: "list, show or set sending accounts and their limits",
+				"       qunfa accounts put ACCOUNT --file FILE (the JSON body of PUT /v1/accounts/{account}; flags override it)\n" +
+				"       qunfa accounts history ACCOUNT [--output table|json] (the breaker's transitions, newest first)",
+			summary: "list, show or set sending accounts and their limits; an account's breaker history",
 			run:     (*cli).accounts,
-			subs:    []string{"list", "get", "put"},
+			subs:    []string{"list", "get", "put", "history"},
 			read:    true,
 		},
 		"campaigns": {
@@ -155,11 +159,11 @@ func init() {
 		},
 		"webhooks": {
 			usage: "[list] [--output table|json]\n" +
-				"       qunfa webhooks create --url URL --event TYPE[,TYPE...] [--secret S]\n" +
+				"       qunfa webhooks create --url URL --event TYPE[,TYPE...] [--secret S] [--kind http|wecom_robot]\n" +
 				"       qunfa webhooks delete WEBHOOK\n" +
 				"       qunfa webhooks deliveries WEBHOOK [--limit N] [--cursor C] [--output table|json]\n" +
 				"       qunfa webhooks redeliver WEBHOOK DELIVERY",
-			summary: "endpoints of yours that get job events, and their delivery log",
+			summary: "endpoints of yours that get job events, or WeCom group robots that get alerts as markdown, and their delivery log",
 			run:     (*cli).webhooks,
 			subs:    []string{"list", "create", "delete", "deliveries", "redeliver"},
 			read:    true,
@@ -329,7 +333,15 @@ func (c *cli) newFlagSet(name string) *flag.FlagSet {
 		fmt.Fprintf(c.stderr, "usage: qunfa %s %s\n", name, commands[name].usage)
 		fs.PrintDefaults()
 	}
+	c.record(fs)
 	return fs
+}
+
+// record keeps fs when the run collects flag sets (see flagSets).
+func (c *cli) record(fs *flag.FlagSet) {
+	if c.flagSets != nil {
+		*c.flagSets = append(*c.flagSets, fs)
+	}
 }
 
 // parse parses a command's flags and checks its positional argument count.

@@ -10,7 +10,6 @@ import (
 )
 
 func (c *cli) mockProvider(ctx context.Context, args []string) error {
-	tuneGC()
 	fs := c.newFlagSet("mock-provider")
 	addr := fs.String("addr", "127.0.0.1:8081", "address to listen on")
 	logPath := fs.String("log", "", "JSON-lines log of delivered messages (created if missing, loaded at start; required)")
@@ -20,6 +19,7 @@ func (c *cli) mockProvider(ctx context.Context, args []string) error {
 	if _, err := c.parse(fs, args, 0, ""); err != nil {
 		return err
 	}
+	tuneGC()
 	if *logPath == "" {
 		return usagef("--log FILE is required: the delivery log is how tests judge qunfa")
 	}

@@ -32,9 +32,9 @@ func (c *cli) webhooksList(ctx context.Context, args []string) error {
 	return c.show(*out, resp.Body, func(w io.Writer) {
 		rows := make([][]any, 0, len(resp.JSON200.Webhooks))
 		for _, h := range resp.JSON200.Webhooks {
-			rows = append(rows, []any{h.Id, h.Url, eventsText(h.Events), shortTime(&h.CreatedAt)})
+			rows = append(rows, []any{h.Id, h.Kind, h.Url, eventsText(h.Events), shortTime(&h.CreatedAt)})
 		}
-		table(w, "ID\tURL\tEVENTS\tCREATED", rows)
+		table(w, "ID\tKIND\tURL\tEVENTS\tCREATED", rows)
 	})
 }
 
@@ -64,10 +64,12 @@ func (l *listFlag) Set(s string) error {
 func (c *cli) webhooksCreate(ctx context.Context, args []string) error {
 	fs := c.newFlagSet("webhooks")
 	out := outputFlag(fs)
-	url := fs.String("url", "", "the endpoint qunfa POSTs events to (https)")
-	secret := fs.String("secret", "", "the shared secret of the signatures (Qunfa-Signature)")
+	kind := fs.String("kind", "http", "http (your endpoint gets signed JSON events) or wecom_robot (a WeCom group robot gets markdown messages)")
+	url := fs.String("url", "", "the endpoint qunfa POSTs events to (https); for a robot https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=KEY")
+	secret := fs.String("secret", "", "the shared secret of the signatures (Qunfa-Signature); none for a robot")
 	var events listFlag
-	fs.Var(&events, "event", "an event type to receive (repeat, or separate with commas): job.started, job.paused, job.canary_ready, job.finished, job.dead_letters, job.items_need_review, items.outcomes")
+	fs.Var(&events, "event", "an event type to receive (repeat, or separate with commas): job.started, job.paused, job.canary_ready, job.finished, job.dead_letters, job.items_need_review, items.outcomes (http only); "+
+		"breaker.opened, breaker.closed, counts.mismatch, campaign.skipped (wecom_robot only)")
 	if _, err := c.parse(fs, args, 0, ""); err != nil {
 		return err
 	}
@@ -77,7 +79,11 @@ func (c *cli) webhooksCreate(ctx context.Context, args []string) error {
 	if *url == "" || len(events) == 0 {
 		return usagef("give --url and at least one --event")
 	}
-	req := apiclient.WebhookRequest{Url: *url, Secret: ptrIf(*secret)}
+	if *kind != "http" && *kind != "wecom_robot" {
+		return usagef("--kind must be http or wecom_robot")
+	}
+	k := apiclient.WebhookKind(*kind)
+	req := apiclient.WebhookRequest{Kind: &k, Url: *url, Secret: ptrIf(*secret)}
 	for _, e := range events {
 		req.Events = append(req.Events, apiclient.WebhookEventType(e))
 	}
@@ -91,7 +97,7 @@ func (c *cli) webhooksCreate(ctx context.Context, args []string) error {
 	}
 	h := resp.JSON201
 	return c.show(*out, resp.Body, func(w io.Writer) {
-		fmt.Fprintf(w, "webhook %s: %s (%s)\n", h.Id, h.Url, eventsText(h.Events))
+		fmt.Fprintf(w, "webhook %s (%s): %s (%s)\n", h.Id, h.Kind, h.Url, eventsText(h.Events))
 	})
 }
 

@@ -48,6 +48,14 @@ func TestDashboardPages(t *testing.T) {
 	st.call("POST", "/v1/campaigns", map[string]any{"id": "weekly", "name": "Weekly digest", "schedule": "cron(0 9 ? * MON *)", "mode": "snapshot",
 		"request": map[string]any{"template": "Hi", "recipients": []map[string]any{{"account": account, "to": "u1"}}}}, nil)
 	st.call("PUT", "/v1/suppressions/"+account+"/blocked-1", map[string]any{"reason": "complaint"}, nil)
+	// An account whose credential the provider refuses: its breaker opens
+	// at the first send, so the accounts page has a history to show.
+	const downAccount = "acct-down"
+	st.call("PUT", "/v1/accounts/"+downAccount, map[string]any{"rate_per_sec": 5, "burst": 5, "online_reserve_per_sec": 0, "max_recipients_per_call": 1,
+		"breaker": map[string]any{"consecutive_failures": 3, "failure_rate": 0, "min_samples": 0, "cooldown_sec": 600}}, nil)
+	st.mock("PUT", "/_mock/accounts/"+downAccount, map[string]any{"errors": []map[string]any{{"errcode": 40001, "ratio": 1}}})
+	st.call("POST", "/v1/jobs", map[string]any{"name": "Refused credential", "template": "Hi", "recipients": []map[string]any{
+		{"account": downAccount, "to": "d1"}, {"account": downAccount, "to": "d2"}}}, nil)
 
 	b := &tab{t: t, ctx: newBrowser(t, chromium), artifacts: artifacts}
 	b.do("open the dashboard", chromedp.Navigate(st.apiURL+"/"), chromedp.WaitVisible(chromedp.CSS("#token")))
@@ -137,6 +145,18 @@ func TestDashboardPages(t *testing.T) {
 	b.do("redeliver", chromedp.Click(chromedp.CSS(`#deliveries-body tr button.redeliver`)))
 	b.waitJS("redelivery is confirmed", `document.getElementById('delivery-msg').textContent.includes('queued again')`)
 
+	// A WeCom group robot from the form: robot events offered, no secret,
+	// the key masked in the list.
+	b.do("back to webhooks", chromedp.Click(chromedp.CSS("#nav-webhooks")))
+	b.waitJS("the form is shown", `document.getElementById('hook-kind') !== null`)
+	b.choose("#hook-kind", "wecom_robot")
+	b.waitJS("robot events are offered, no secret", `document.querySelector('#hook-events input[value="breaker.opened"]')?.checked === true
+		&& document.querySelector('#hook-events input[value="items.outcomes"]') === null && document.getElementById('hook-secret-in').closest('.field').hidden`)
+	b.do("enter the robot's URL", chromedp.SendKeys(`#hook-url`, recv.URL+"/cgi-bin/webhook/send?key=dashboard-robot-key"))
+	b.do("add the robot", chromedp.Click(chromedp.CSS("#hook-create")))
+	b.waitJS("the robot is listed, its key masked", `(() => { const r = document.querySelector('#hooks-body tr[data-kind="wecom_robot"]');
+		return !!r && r.textContent.includes('key=%2A%2A%2A%2A-key') && !document.body.innerText.includes('dashboard-robot-key'); })()`)
+
 	// Tokens: create one (its secret shown once), see it listed, revoke it.
 	b.do("open tokens", chromedp.Click(chromedp.CSS("#nav-tokens")))
 	b.waitJS("the tokens are listed", `document.querySelectorAll('#tokens-body tr').length > 0`)
@@ -155,6 +175,13 @@ func TestDashboardPages(t *testing.T) {
 	sel := `section[data-account="` + account + `"]`
 	b.waitJS("the rate is shown against the batch rate", `(() => { const e = document.querySelector('`+sel+` .rate-now'); return e && e.dataset.batch === '10'; })()`)
 	b.waitJS("the chart has the batch-rate line and sends", `document.querySelector('`+sel+` .rate-chart line.limit') !== null && document.querySelector('`+sel+` .rate-chart polyline') !== null`)
+	// Breaker history: none for the healthy account; the refused one's
+	// breaker opened, with its cool-down end.
+	b.waitJS("the healthy account's breaker has no history", `!document.querySelector('`+sel+` .history-none').hidden && document.querySelectorAll('`+sel+` .history-body tr').length === 0`)
+	downSel := `section[data-account="` + downAccount + `"]`
+	b.waitJS("the refused account's breaker opened in its history", `(() => { const r = document.querySelector('`+downSel+` .history-body tr[data-to="open"]');
+		return !!r && r.children[1].textContent === 'Closed (sending) → Open (paused)' && r.children[2].textContent.includes('paused until')
+			&& r.children[3].textContent.length > 0; })()`)
 
 	// Every page in both languages.
 	pages := []struct{ name, hash, ready string }{
@@ -166,7 +193,7 @@ func TestDashboardPages(t *testing.T) {
 		{"suppressions", "#/suppressions", `document.querySelectorAll('#supp-body tr').length >= 4`},
 		{"webhooks", "#/webhooks", `document.querySelectorAll('#hooks-body tr').length > 0`},
 		{"deliveries", "#/webhooks/" + hook.ID, `document.querySelectorAll('#deliveries-body tr').length > 0`},
-		{"accounts", "#/accounts", `document.querySelector('.rate-chart svg') !== null`},
+		{"accounts", "#/accounts", `document.querySelector('.rate-chart svg') !== null && document.querySelector('.history-body tr[data-to="open"]') !== null`},
 		{"tokens", "#/tokens", `document.querySelectorAll('#tokens-body tr').length > 0`},
 	}
 	for _, lang := range []string{"en", "zh"} {

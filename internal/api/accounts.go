@@ -168,6 +168,28 @@ func (s *server) getAccount(w http.ResponseWriter, r *http.Request, tenant strin
 	return nil
 }
 
+// breakerHistory answers GET /v1/accounts/{account}/breaker/history.
+func (s *server) breakerHistory(w http.ResponseWriter, r *http.Request, tenant string) *Problem {
+	a, err := s.Store.GetAccount(r.Context(), tenant, r.PathValue("account"))
+	if err != nil {
+		return s.storeProblem(r, "account", err)
+	}
+	h, err := s.Store.ListBreakerHistory(r.Context(), tenant, a.ID)
+	if err != nil {
+		return s.storeProblem(r, "breaker history", err)
+	}
+	out := BreakerHistory{Account: a.ID, Transitions: make([]BreakerTransition, 0, len(h))}
+	for _, tr := range h {
+		out.Transitions = append(out.Transitions, BreakerTransition{
+			Seq: tr.Seq, From: string(tr.From), To: string(tr.To), At: tr.At.UTC(), Reason: tr.Reason,
+			FailureRate: tr.FailureRate, Attempts: tr.Attempts, ConsecutiveFailures: tr.ConsecutiveFailures,
+			Opens: tr.Opens, Until: timePtr(tr.Until),
+		})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
 func (s *server) listAccounts(w http.ResponseWriter, r *http.Request, tenant string) *Problem {
 	as, err := s.Store.ListAccounts(r.Context(), tenant)
 	if err != nil {

@@ -131,6 +131,7 @@ func New(deps Deps) http.Handler {
 	s.handle("GET /v1/accounts/{account}", s.getAccount)
 	s.handle("GET /v1/accounts", s.listAccounts)
 	s.handle("GET /v1/accounts/{account}/series", s.accountSeries)
+	s.handle("GET /v1/accounts/{account}/breaker/history", s.breakerHistory)
 
 	s.handle("POST /v1/jobs", s.submitJob)
 	s.handle("POST /v1/jobs/preview", s.previewJob)

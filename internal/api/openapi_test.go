@@ -16,6 +16,7 @@ import (
 
 	"github.com/qunfa/qunfa/internal/api"
 	"github.com/qunfa/qunfa/internal/api/apispec"
+	"github.com/qunfa/qunfa/internal/breaker"
 	"github.com/qunfa/qunfa/internal/store"
 )
 
@@ -367,6 +368,30 @@ func TestOpenAPIConformance(t *testing.T) {
 		specCall{method: "GET", path: "/v1/jobs/nope/series", token: tokenA, want: 404},
 		specCall{method: "GET", path: "/v1/accounts/acct-c/series?minutes=x", token: tokenA, want: 400},
 		specCall{method: "GET", path: "/v1/accounts/acct-c/series", token: tokenB, want: 404},
+	)
+
+	// Breaker history: an open, a probe, a close, newest first.
+	brk := &breaker.Breakers{Store: s.store, Clock: s.clock}
+	if _, err := brk.OpenFor(ctx, "tenant-a", "acct-c", breaker.Cause{Reason: "20 failed sends in a row", ConsecutiveFailures: 20}); err != nil {
+		t.Fatal(err)
+	}
+	s.clock.Advance(time.Minute)
+	if d, err := brk.Gate(ctx, "tenant-a", "acct-c", "job/0"); err != nil || !d.Probe {
+		t.Fatalf("gate after the cool-down: %+v, %v", d, err)
+	}
+	if err := brk.ProbeResult(ctx, "tenant-a", "acct-c", "job/0", true); err != nil {
+		t.Fatal(err)
+	}
+	var history api.BreakerHistory
+	c.run(s, specCall{method: "GET", path: "/v1/accounts/acct-c/breaker/history", token: tokenARead, want: 200})[0].json(t, &history)
+	if len(history.Transitions) != 3 || history.Transitions[0].To != "closed" || history.Transitions[1].To != "half_open" ||
+		history.Transitions[2].To != "open" || history.Transitions[2].ConsecutiveFailures != 20 || history.Transitions[2].Until == nil {
+		t.Errorf("breaker history: %+v", history)
+	}
+	c.run(s,
+		specCall{method: "GET", path: "/v1/accounts/acct-d/breaker/history", token: tokenA, want: 200},
+		specCall{method: "GET", path: "/v1/accounts/acct-c/breaker/history", token: tokenB, want: 404},
+		specCall{method: "GET", path: "/v1/accounts/nope/breaker/history", token: tokenA, want: 404},
 	)
 
 	var items api.ItemList

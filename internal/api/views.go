@@ -130,6 +130,30 @@ type BreakerState struct {
 	Opens    int        `json:"opens"`
 }
 
+// BreakerTransition is one change of an account's breaker state.
+type BreakerTransition struct {
+	Seq    int64     `json:"seq"`
+	From   string    `json:"from"`
+	To     string    `json:"to"`
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason"`
+	// FailureRate (0..1) over Attempts: the window that opened the
+	// breaker; ConsecutiveFailures: the streak that did (0 otherwise).
+	FailureRate         float64    `json:"failure_rate"`
+	Attempts            int64      `json:"attempts"`
+	ConsecutiveFailures int        `json:"consecutive_failures"`
+	Opens               int        `json:"opens"`
+	Until               *time.Time `json:"until"`
+}
+
+// BreakerHistory is the answer of GET
+// /v1/accounts/{account}/breaker/history: the account's last transitions,
+// newest first.
+type BreakerHistory struct {
+	Account     string              `json:"account"`
+	Transitions []BreakerTransition `json:"transitions"`
+}
+
 // AccountList is the answer of GET /v1/accounts, ordered by id.
 type AccountList struct {
 	Accounts []Account `json:"accounts"`

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"time"
@@ -16,16 +17,22 @@ import (
 	"github.com/qunfa/qunfa/internal/webhook"
 )
 
-// WebhookRequest is the body of POST /v1/webhooks.
+// WebhookRequest is the body of POST /v1/webhooks. Kind "http" (the
+// default) is an endpoint of the tenant's that gets signed JSON events
+// (secret required); "wecom_robot" a WeCom group robot that gets markdown
+// messages (no secret: the key in its URL is the secret).
 type WebhookRequest struct {
+	Kind   string   `json:"kind"`
 	URL    string   `json:"url"`
 	Events []string `json:"events"`
 	Secret string   `json:"secret"`
 }
 
-// Webhook is a registered endpoint; its secret is never shown.
+// Webhook is a registered endpoint; its secret is never shown, nor a
+// robot's key (its URL is shown masked).
 type Webhook struct {
 	ID        string    `json:"id"`
+	Kind      string    `json:"kind"`
 	URL       string    `json:"url"`
 	Events    []string  `json:"events"`
 	CreatedAt time.Time `json:"created_at"`
@@ -68,7 +75,34 @@ const (
 )
 
 func webhookView(w store.Webhook) Webhook {
-	return Webhook{ID: w.ID, URL: w.URL, Events: slices.Clone(w.Events), CreatedAt: w.CreatedAt.UTC()}
+	kind, u := w.Kind, w.URL
+	if kind == "" {
+		kind = store.WebhookHTTP
+	}
+	if kind == store.WebhookWeComRobot {
+		u = maskRobotKey(u)
+	}
+	return Webhook{ID: w.ID, Kind: string(kind), URL: u, Events: slices.Clone(w.Events), CreatedAt: w.CreatedAt.UTC()}
+}
+
+// maskRobotKey shows a robot's URL with its key masked but for its last
+// four characters, so an operator can tell robots apart.
+func maskRobotKey(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unreadable URL)"
+	}
+	q := u.Query()
+	if k := q.Get("key"); k != "" {
+		tail := ""
+		if len(k) > 8 {
+			tail = k[len(k)-4:]
+		}
+		q.Set("key", "****"+tail)
+	}
+	u.RawQuery = q.Encode()
+	u.User = nil
+	return u.String()
 }
 
 func deliveryView(d store.Delivery) WebhookDelivery {
@@ -102,6 +136,12 @@ func (s *server) webhooks() store.WebhookStore {
 
 func (s *server) checkWebhook(ctx context.Context, req WebhookRequest) []submit.FieldError {
 	var errs []submit.FieldError
+	kind := store.WebhookKind(req.Kind)
+	switch kind {
+	case store.WebhookHTTP, store.WebhookWeComRobot:
+	default:
+		errs = append(errs, submit.FieldError{Field: "kind", Message: "must be http or wecom_robot"})
+	}
 	switch {
 	case req.URL == "":
 		errs = append(errs, submit.FieldError{Field: "url", Message: "is required"})
@@ -114,6 +154,8 @@ func (s *server) checkWebhook(ctx context.Context, req WebhookRequest) []submit.
 		}
 		if err := netguard.CheckURL(ctx, req.URL, r, s.AllowPrivateURLs); err != nil {
 			errs = append(errs, submit.FieldError{Field: "url", Message: err.Error()})
+		} else if u, err := url.Parse(req.URL); kind == store.WebhookWeComRobot && (err != nil || u.Query().Get("key") == "") {
+			errs = append(errs, submit.FieldError{Field: "url", Message: "a WeCom group robot's URL has its key: https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=…"})
 		}
 	}
 	if len(req.Events) == 0 {
@@ -122,13 +164,16 @@ func (s *server) checkWebhook(ctx context.Context, req WebhookRequest) []submit.
 	for i, e := range req.Events {
 		field := "events[" + strconv.Itoa(i) + "]"
 		switch {
-		case !webhook.EventType(e).Valid():
-			errs = append(errs, submit.FieldError{Field: field, Message: "is not an event type (" + eventTypeList() + ")"})
+		case !webhook.EventType(e).ValidFor(kind):
+			errs = append(errs, submit.FieldError{Field: field, Message: "is not an event type of a " + string(kind) + " webhook (" + eventTypeList(kind) + ")"})
 		case slices.Index(req.Events, e) < i:
 			errs = append(errs, submit.FieldError{Field: field, Message: "repeats " + strconv.Quote(e)})
 		}
 	}
 	switch {
+	case kind == store.WebhookWeComRobot && req.Secret != "":
+		errs = append(errs, submit.FieldError{Field: "secret", Message: "must be absent for a WeCom group robot (the key in its URL is its secret)"})
+	case kind == store.WebhookWeComRobot:
 	case req.Secret == "":
 		errs = append(errs, submit.FieldError{Field: "secret", Message: "is required (it signs every delivery)"})
 	case len(req.Secret) < minWebhookSecret || len(req.Secret) > maxWebhookSecret:
@@ -137,9 +182,13 @@ func (s *server) checkWebhook(ctx context.Context, req WebhookRequest) []submit.
 	return errs
 }
 
-func eventTypeList() string {
+func eventTypeList(kind store.WebhookKind) string {
+	types := webhook.EventTypes()
+	if kind == store.WebhookWeComRobot {
+		types = webhook.RobotEventTypes()
+	}
 	var b []byte
-	for i, t := range webhook.EventTypes() {
+	for i, t := range types {
 		if i > 0 {
 			b = append(b, ", "...)
 		}
@@ -158,6 +207,9 @@ func (s *server) createWebhook(w http.ResponseWriter, r *http.Request, tenant st
 	if p := decodeStrict(body, &req); p != nil {
 		return p
 	}
+	if req.Kind == "" {
+		req.Kind = string(store.WebhookHTTP)
+	}
 	if errs := s.checkWebhook(r.Context(), req); len(errs) > 0 {
 		return newProblem(http.StatusUnprocessableEntity, kindValidation, "the webhook was not registered", errs...)
 	}
@@ -169,13 +221,13 @@ func (s *server) createWebhook(w http.ResponseWriter, r *http.Request, tenant st
 		return newProblem(http.StatusUnprocessableEntity, kindValidation, "the webhook was not registered",
 			submit.FieldError{Field: "url", Message: "a tenant has at most " + strconv.Itoa(maxWebhooks) + " webhooks; delete one first"})
 	}
-	hook := store.Webhook{Tenant: tenant, ID: webhook.NewWebhookID(), URL: req.URL, Events: req.Events, Secret: req.Secret,
+	hook := store.Webhook{Tenant: tenant, ID: webhook.NewWebhookID(), Kind: store.WebhookKind(req.Kind), URL: req.URL, Events: req.Events, Secret: req.Secret,
 		CreatedAt: s.Clock.Now().UTC().Truncate(time.Millisecond)}
 	if err := ws.CreateWebhook(r.Context(), hook); err != nil {
 		return s.storeProblem(r, "webhook", err)
 	}
 	s.Logger.Info("webhook registered", slog.String("tenant", tenant), slog.String("webhook", hook.ID),
-		slog.Any("events", hook.Events))
+		slog.String("kind", string(hook.Kind)), slog.Any("events", hook.Events))
 	w.Header().Set("Location", "/v1/webhooks/"+hook.ID)
 	writeJSON(w, http.StatusCreated, webhookView(hook))
 	return nil

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/qunfa/qunfa/internal/alert"
 	"github.com/qunfa/qunfa/internal/api"
+	"github.com/qunfa/qunfa/internal/store"
 	"github.com/qunfa/qunfa/internal/webhook"
 )
 
@@ -134,6 +136,62 @@ func TestWebhookRegistration(t *testing.T) {
 	local := newStack(t, func(d *api.Deps) { d.AllowPrivateURLs = true })
 	if r := local.do("POST", "/v1/webhooks", tokenA, `{"url": "http://127.0.0.1:8080/x", "events": ["job.paused"], "secret": "`+secret+`"}`); r.status != http.StatusCreated {
 		t.Errorf("loopback with AllowPrivateURLs: %d %s", r.status, r.body)
+	}
+}
+
+// TestWeComRobotRegistration: a WeCom group robot registers without a
+// secret, with operator alerts among its events; its key is never shown
+// (masked in the URL, not in logs) and is required; HTTP webhooks cannot
+// take operator alerts, robots cannot take per-recipient outcomes.
+func TestWeComRobotRegistration(t *testing.T) {
+	var logs strings.Builder
+	s := newStack(t, func(d *api.Deps) {
+		d.Resolver = resolver{"qyapi.weixin.qq.com": "101.226.0.1", "hooks.example.com": "93.184.215.14"}
+		d.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	const key = "693a91f6-7aoc-4bc4-97a0-0ec2sifa5aaa"
+	robotURL := "https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=" + key
+	r := s.do("POST", "/v1/webhooks", tokenA, `{"kind": "wecom_robot", "url": "`+robotURL+`", "events": ["breaker.opened", "counts.mismatch", "job.finished"]}`)
+	if r.status != http.StatusCreated {
+		t.Fatalf("POST /v1/webhooks (robot): %d %s", r.status, r.body)
+	}
+	var hook api.Webhook
+	r.json(t, &hook)
+	if hook.Kind != "wecom_robot" || hook.URL != "https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=%2A%2A%2A%2A5aaa" || len(hook.Events) != 3 {
+		t.Fatalf("created robot %+v", hook)
+	}
+	var list api.WebhookList
+	s.do("GET", "/v1/webhooks", tokenA, nil).json(t, &list)
+	if len(list.Webhooks) != 1 || list.Webhooks[0].Kind != "wecom_robot" || strings.Contains(list.Webhooks[0].URL, key) {
+		t.Fatalf("webhooks list %+v", list)
+	}
+	if !strings.Contains(logs.String(), "webhook registered") || strings.Contains(logs.String(), key) {
+		t.Errorf("the robot's key reached the log:\n%s", logs.String())
+	}
+	if stored, err := s.store.GetWebhook(t.Context(), "tenant-a", hook.ID); err != nil || stored.URL != robotURL || stored.Kind != store.WebhookWeComRobot {
+		t.Fatalf("stored robot %+v, %v: the URL must be kept whole to post", stored, err)
+	}
+	for name, tc := range map[string]struct{ body, field string }{
+		"robot with a secret":     {`{"kind": "wecom_robot", "url": "` + robotURL + `", "events": ["job.finished"], "secret": "whsec-0123456789abcdef"}`, "secret"},
+		"robot without key":       {`{"kind": "wecom_robot", "url": "https://qyapi.weixin.qq.com/cgi-bin/webhook/send", "events": ["job.finished"]}`, "url"},
+		"robot with outcomes":     {`{"kind": "wecom_robot", "url": "` + robotURL + `", "events": ["items.outcomes"]}`, "events[0]"},
+		"http with an alert":      {`{"url": "https://hooks.example.com/q", "events": ["breaker.opened"], "secret": "whsec-0123456789abcdef"}`, "events[0]"},
+		"unknown kind":            {`{"kind": "smtp", "url": "https://hooks.example.com/q", "events": ["job.finished"], "secret": "whsec-0123456789abcdef"}`, "kind"},
+		"robot on a private host": {`{"kind": "wecom_robot", "url": "http://127.0.0.1:9/cgi-bin/webhook/send?key=k", "events": ["job.finished"]}`, "url"},
+	} {
+		r := s.do("POST", "/v1/webhooks", tokenA, tc.body)
+		var p api.Problem
+		r.json(t, &p)
+		found := false
+		for _, e := range p.Errors {
+			found = found || e.Field == tc.field
+		}
+		if r.status != http.StatusUnprocessableEntity || !found {
+			t.Errorf("%s: %d %s; want 422 naming %s", name, r.status, r.body, tc.field)
+		}
+	}
+	if hooks, _ := s.store.ListWebhooks(t.Context(), "tenant-a"); len(hooks) != 1 {
+		t.Errorf("refused registrations stored webhooks: %d", len(hooks))
 	}
 }
 

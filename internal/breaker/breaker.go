@@ -95,6 +95,8 @@ func (b *Breakers) Gate(ctx context.Context, tenant, account, shard string) (Dec
 				return Decision{Wait: br.Until.Sub(now), State: br}, nil
 			}
 			br.State, br.ProbeShard, br.UpdatedAt = store.BreakerHalfOpen, shard, now
+			br.Transition = &store.BreakerTransition{From: store.BreakerOpen, To: store.BreakerHalfOpen, At: now,
+				Reason: "cool-down over: probing", Opens: br.Opens}
 			saved, err := b.Store.SaveBreaker(ctx, br)
 			if errors.Is(err, store.ErrConflict) {
 				continue // someone else moved it; read again
@@ -124,9 +126,25 @@ func Cooldown(cfg store.BreakerConfig, n int) time.Duration {
 	return min(d, MaxCooldown)
 }
 
-// Open opens an account's breaker (no-op when already open) and publishes
-// BreakerOpened.
+// Cause is why a breaker opens: the reason in words and, when one tripped
+// it, the failure rate over a window of attempts or the streak of failed
+// sends. The breaker history keeps them.
+type Cause struct {
+	Reason              string
+	FailureRate         float64
+	Attempts            int64
+	ConsecutiveFailures int
+}
+
+// Open opens an account's breaker for reason (see OpenFor).
 func (b *Breakers) Open(ctx context.Context, tenant, account, reason string) (store.Breaker, error) {
+	return b.OpenFor(ctx, tenant, account, Cause{Reason: reason})
+}
+
+// OpenFor opens an account's breaker (no-op when already open), records
+// the transition with its cause and publishes BreakerOpened.
+func (b *Breakers) OpenFor(ctx context.Context, tenant, account string, cause Cause) (store.Breaker, error) {
+	reason := cause.Reason
 	acct, err := b.Store.GetAccount(ctx, tenant, account)
 	if err != nil {
 		return store.Breaker{}, fmt.Errorf("read account %s: %w", account, err)
@@ -140,10 +158,17 @@ func (b *Breakers) Open(ctx context.Context, tenant, account, reason string) (st
 			return br, nil
 		}
 		now := b.Clock.Now()
+		from := br.State
+		if from == "" {
+			from = store.BreakerClosed
+		}
 		br.Tenant, br.Account = tenant, account
 		br.Opens++
 		br.State, br.Reason, br.OpenedAt, br.ProbeShard, br.UpdatedAt = store.BreakerOpen, reason, now, "", now
 		br.Until = now.Add(Cooldown(acct.Breaker, br.Opens))
+		br.Transition = &store.BreakerTransition{From: from, To: store.BreakerOpen, At: now, Reason: reason,
+			FailureRate: cause.FailureRate, Attempts: cause.Attempts, ConsecutiveFailures: cause.ConsecutiveFailures,
+			Opens: br.Opens, Until: br.Until}
 		saved, err := b.Store.SaveBreaker(ctx, br)
 		if errors.Is(err, store.ErrConflict) {
 			continue
@@ -177,6 +202,7 @@ func (b *Breakers) ProbeResult(ctx context.Context, tenant, account, shard strin
 		}
 		now := b.Clock.Now()
 		br.State, br.Opens, br.ProbeShard, br.Reason, br.UpdatedAt = store.BreakerClosed, 0, "", "probe succeeded", now
+		br.Transition = &store.BreakerTransition{From: store.BreakerHalfOpen, To: store.BreakerClosed, At: now, Reason: "probe succeeded"}
 		if _, err := b.Store.SaveBreaker(ctx, br); errors.Is(err, store.ErrConflict) {
 			continue
 		} else if err != nil {
@@ -204,6 +230,8 @@ func (b *Breakers) ReleaseProbe(ctx context.Context, tenant, account, shard stri
 		}
 		now := b.Clock.Now()
 		br.State, br.ProbeShard, br.Until, br.UpdatedAt = store.BreakerOpen, "", now, now
+		br.Transition = &store.BreakerTransition{From: store.BreakerHalfOpen, To: store.BreakerOpen, At: now,
+			Reason: "probe had nothing to send: another shard probes", Opens: br.Opens, Until: now}
 		if _, err := b.Store.SaveBreaker(ctx, br); errors.Is(err, store.ErrConflict) {
 			continue
 		} else if err != nil {
@@ -272,8 +300,9 @@ func (b *Breakers) Check(ctx context.Context) (CheckReport, error) {
 		if !br.WindowAt.IsZero() && dA > 0 && dF >= 0 && cfg.FailureRate > 0 &&
 			dA >= int64(max(cfg.MinSamples, 1)) && float64(dF)/float64(dA) >= cfg.FailureRate &&
 			(br.State == "" || br.State == store.BreakerClosed) {
-			reason := fmt.Sprintf("failure rate %.0f%% over %d attempts in %s", 100*float64(dF)/float64(dA), dA, now.Sub(br.WindowAt).Round(time.Second))
-			if _, err := b.Open(ctx, k.tenant, k.account, reason); err != nil {
+			rate := float64(dF) / float64(dA)
+			reason := fmt.Sprintf("failure rate %.0f%% over %d attempts in %s", 100*rate, dA, now.Sub(br.WindowAt).Round(time.Second))
+			if _, err := b.OpenFor(ctx, k.tenant, k.account, Cause{Reason: reason, FailureRate: rate, Attempts: dA}); err != nil {
 				return rep, err
 			}
 			rep.Opened++

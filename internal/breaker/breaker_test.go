@@ -86,6 +86,37 @@ func TestGateOpenHalfOpenClose(t *testing.T) {
 	if br.State != store.BreakerClosed || br.Opens != 0 {
 		t.Fatalf("after a good probe: %+v", br)
 	}
+	// Every transition is in the history, newest first, with its time and
+	// reason; the probe takeover check (s2 waiting) is not a transition.
+	h, err := f.st.ListBreakerHistory(ctx, "t", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)
+	want := []struct {
+		from, to store.BreakerState
+		at       time.Duration
+		reason   string
+		opens    int
+	}{
+		{store.BreakerHalfOpen, store.BreakerClosed, 30 * time.Second, "probe succeeded", 0},
+		{store.BreakerOpen, store.BreakerHalfOpen, 30 * time.Second, "cool-down over: probing", 2},
+		{store.BreakerHalfOpen, store.BreakerOpen, 10 * time.Second, "probe failed", 2},
+		{store.BreakerOpen, store.BreakerHalfOpen, 10 * time.Second, "cool-down over: probing", 1},
+		{store.BreakerClosed, store.BreakerOpen, 0, "test", 1},
+	}
+	if len(h) != len(want) {
+		t.Fatalf("history has %d transitions, want %d: %+v", len(h), len(want), h)
+	}
+	for i, w := range want {
+		tr := h[i]
+		if tr.From != w.from || tr.To != w.to || !tr.At.Equal(t0.Add(w.at)) || tr.Reason != w.reason || tr.Opens != w.opens || tr.Seq != int64(len(want)-i) {
+			t.Errorf("history[%d] = %+v, want %s→%s at +%s (%q, opens %d)", i, tr, w.from, w.to, w.at, w.reason, w.opens)
+		}
+	}
+	if h[2].Until != t0.Add(30*time.Second) {
+		t.Errorf("reopen's cool-down end = %s, want +30s", h[2].Until)
+	}
 	// Other accounts were never affected.
 	if d, _ := f.b.Gate(ctx, "t", "b", "s9"); !d.Allow {
 		t.Fatalf("other account: %+v", d)
@@ -158,6 +189,16 @@ func TestCheckOpensOnFailureRate(t *testing.T) {
 		}
 		if state != want {
 			t.Errorf("%s: %s, want %s", acct, state, want)
+		}
+		h, err := f.st.ListBreakerHistory(ctx, "t", acct)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want == store.BreakerOpen && (len(h) != 1 || h[0].FailureRate != 0.75 || h[0].Attempts != 40 || h[0].To != store.BreakerOpen) {
+			t.Errorf("%s: history %+v, want one open at 75%% over 40 attempts", acct, h)
+		}
+		if want == store.BreakerClosed && len(h) != 0 {
+			t.Errorf("%s: history %+v, want none (window saves are no transitions)", acct, h)
 		}
 	}
 }

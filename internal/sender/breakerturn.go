@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/qunfa/qunfa/internal/breaker"
 	"github.com/qunfa/qunfa/internal/store"
 )
 
@@ -92,7 +93,8 @@ func (tr *turn) judgeBreaker(ctx context.Context, accountDown, batchFailed bool)
 			return err
 		}
 	case n > 0 && len(tr.streak) >= n:
-		if _, err := tr.s.Breakers.Open(ctx, tenant, account, fmt.Sprintf("%d failed sends in a row", len(tr.streak))); err != nil {
+		cause := breaker.Cause{Reason: fmt.Sprintf("%d failed sends in a row", len(tr.streak)), ConsecutiveFailures: len(tr.streak)}
+		if _, err := tr.s.Breakers.OpenFor(ctx, tenant, account, cause); err != nil {
 			return err
 		}
 	default:

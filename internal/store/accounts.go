@@ -25,6 +25,40 @@ type Breaker struct {
 	WindowFailures int64
 	UpdatedAt      time.Time
 	Version        int64
+	// Transitions counts the transitions recorded in the account's breaker
+	// history; the history keeps the last MaxBreakerHistory of them.
+	Transitions int64
+	// Transition, when set on a breaker to save, is recorded in the
+	// history in the same write as the breaker (Transitions + 1). It is
+	// not part of the stored breaker: read back, it is nil.
+	Transition *BreakerTransition
+}
+
+// MaxBreakerHistory is how many transitions an account's breaker history
+// keeps; a newer one replaces the oldest.
+const MaxBreakerHistory = 100
+
+// BreakerTransition is one change of a breaker's state: when, why, and
+// the figures that tripped it.
+type BreakerTransition struct {
+	// Seq numbers the account's transitions from 1 (set by the store).
+	Seq  int64
+	From BreakerState
+	To   BreakerState
+	At   time.Time
+	// Reason says why, in words ("5 failed sends in a row", "probe
+	// succeeded").
+	Reason string
+	// FailureRate (0..1) over Attempts is the scheduled check's window
+	// that opened the breaker; ConsecutiveFailures the streak that did.
+	// Zero when not the cause.
+	FailureRate         float64
+	Attempts            int64
+	ConsecutiveFailures int
+	// Opens and Until are the breaker's after the transition: opens in a
+	// row and the end of the cool-down (zero unless open).
+	Opens int
+	Until time.Time
 }
 
 // ListBreakersParams selects breakers.

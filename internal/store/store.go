@@ -175,7 +175,12 @@ type Store interface {
 	// SaveBreaker stores b if the stored breaker's Version is still
 	// b.Version (0 = none stored yet); the result has Version + 1. Anything
 	// else is ErrConflict and nothing changes.
+	// With b.Transition set, the same write appends it to the account's
+	// breaker history as number b.Transitions + 1.
 	SaveBreaker(ctx context.Context, b Breaker) (Breaker, error)
+	// ListBreakerHistory returns an account's last MaxBreakerHistory
+	// breaker transitions, newest first (none: empty, not ErrNotFound).
+	ListBreakerHistory(ctx context.Context, tenant, account string) ([]BreakerTransition, error)
 	// ListBreakers lists breakers (all tenants) that are not closed, or
 	// every stored breaker when AllStates is set.
 	ListBreakers(ctx context.Context, p ListBreakersParams) ([]Breaker, error)

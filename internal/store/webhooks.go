@@ -45,11 +45,24 @@ type WebhookStore interface {
 	UpdateDelivery(ctx context.Context, d Delivery) (Delivery, error)
 }
 
+// WebhookKind is what a webhook's endpoint takes.
+type WebhookKind string
+
+// Webhook kinds: an HTTP endpoint of the tenant's that gets signed JSON
+// events (the empty kind reads as it), or a WeCom group robot that gets
+// markdown messages (its URL holds the robot's key, a secret).
+const (
+	WebhookHTTP       WebhookKind = "http"
+	WebhookWeComRobot WebhookKind = "wecom_robot"
+)
+
 // Webhook is a tenant's endpoint for events.
 type Webhook struct {
 	Tenant string
 	ID     string
-	URL    string
+	// Kind is WebhookHTTP or WebhookWeComRobot ("" reads as http).
+	Kind WebhookKind
+	URL  string
 	// Events are the event types it receives (webhook.EventType names).
 	Events []string
 	// Secret signs every delivery (HMAC-SHA256). It is never returned by

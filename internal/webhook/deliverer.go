@@ -18,6 +18,7 @@ import (
 // DelivererStore is what the Deliverer needs of the store.
 type DelivererStore interface {
 	GetWebhook(ctx context.Context, tenant, id string) (store.Webhook, error)
+	ListDeliveries(ctx context.Context, p store.ListDeliveriesParams) ([]store.Delivery, error)
 	DueDeliveries(ctx context.Context, p store.DueDeliveriesParams) ([]store.Delivery, error)
 	UpdateDelivery(ctx context.Context, d store.Delivery) (store.Delivery, error)
 }
@@ -29,11 +30,19 @@ type Request struct {
 	Body   []byte
 }
 
+// Answer is an endpoint's answer to an attempt: its status and the start
+// of its body (a WeCom robot says in the body whether it took a message).
+type Answer struct {
+	Status int
+	Body   []byte
+}
+
 // Poster makes delivery attempts (webhook/httppost over HTTP). An error
 // means no answer (refused, timed out, a URL that may not be reached);
-// any answer, whatever its status, is a nil error.
+// any answer, whatever its status, is a nil error. Errors never hold the
+// URL (a robot's URL holds its key).
 type Poster interface {
-	Post(ctx context.Context, r Request) (status int, err error)
+	Post(ctx context.Context, r Request) (Answer, error)
 }
 
 // Deliverer works due deliveries: claims each (its next attempt moved a
@@ -169,6 +178,11 @@ func (d *Deliverer) webhook(ctx context.Context, ds []store.Delivery) (RunResult
 			res.Failed++
 			continue
 		}
+		if hook.Kind == store.WebhookWeComRobot {
+			r, err := d.robot(ctx, hook, ds)
+			res.add(r)
+			return res, err
+		}
 		out, err := d.attempt(ctx, hook, dl)
 		if errors.Is(err, store.ErrConflict) {
 			continue // another worker has it
@@ -189,14 +203,24 @@ func (d *Deliverer) webhook(ctx context.Context, ds []store.Delivery) (RunResult
 	return res, nil
 }
 
-// attempt claims, posts and records one delivery.
-func (d *Deliverer) attempt(ctx context.Context, hook store.Webhook, dl store.Delivery) (store.Delivery, error) {
-	now := d.Clock.Now()
+// claim takes a delivery for an attempt: its next attempt moves a lease
+// ahead, conditional on its version (ErrConflict: another worker has it).
+func (d *Deliverer) claim(ctx context.Context, dl store.Delivery) (store.Delivery, error) {
 	claim := dl
-	claim.NextAttemptAt = now.Add(d.lease())
+	claim.NextAttemptAt = d.Clock.Now().Add(d.lease())
 	claimed, err := d.Store.UpdateDelivery(ctx, claim)
 	if err != nil {
 		return dl, fmt.Errorf("claim delivery %s: %w", dl.ID, err)
+	}
+	return claimed, nil
+}
+
+// attempt claims, posts and records one delivery.
+func (d *Deliverer) attempt(ctx context.Context, hook store.Webhook, dl store.Delivery) (store.Delivery, error) {
+	now := d.Clock.Now()
+	claimed, err := d.claim(ctx, dl)
+	if err != nil {
+		return dl, err
 	}
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
@@ -204,7 +228,15 @@ func (d *Deliverer) attempt(ctx context.Context, hook store.Webhook, dl store.De
 	h.Set("Qunfa-Event-Id", dl.EventID)
 	h.Set("Qunfa-Event-Type", dl.EventType)
 	h.Set(SignatureHeader, Sign(hook.Secret, now, dl.Body))
-	status, perr := d.Poster.Post(ctx, Request{URL: hook.URL, Header: h, Body: dl.Body})
+	ans, perr := d.Poster.Post(ctx, Request{URL: hook.URL, Header: h, Body: dl.Body})
+	return d.record(ctx, claimed, ans.Status, perr)
+}
+
+// record stores the outcome of an attempt on a claimed delivery: a 2xx
+// answer (and no error) delivers it; anything else schedules a retry with
+// backoff, or fails it when its attempts are used up.
+func (d *Deliverer) record(ctx context.Context, claimed store.Delivery, status int, perr error) (store.Delivery, error) {
+	dl := claimed
 	done := d.Clock.Now()
 	rec := claimed
 	rec.Attempts++

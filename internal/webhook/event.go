@@ -19,6 +19,7 @@ import (
 	"encoding/base32"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,9 +40,9 @@ const (
 	ItemsOutcomes      EventType = "items.outcomes"
 )
 
-// fromAlert maps the alert types webhooks deliver to their event types;
-// other alerts (breakers, count mismatches, campaign skips) are for
-// operators and are not delivered.
+// fromAlert maps the alert types webhooks deliver to their event types.
+// The operator alerts (breakers, count mismatches, campaign skips) go to
+// WeCom group robots only (EventType.ValidFor).
 var fromAlert = map[alert.Type]EventType{
 	alert.JobStarted:      JobStarted,
 	alert.JobPaused:       JobPaused,
@@ -50,6 +51,22 @@ var fromAlert = map[alert.Type]EventType{
 	alert.DeadLetters:     JobDeadLetters,
 	alert.ItemsNeedReview: JobItemsNeedReview,
 	alert.ItemOutcomes:    ItemsOutcomes,
+	alert.BreakerOpened:   BreakerOpened,
+	alert.BreakerClosed:   BreakerClosed,
+	alert.CountsMismatch:  CountsMismatch,
+	alert.CampaignSkipped: CampaignSkipped,
+}
+
+// AlertTypes lists the alert types webhooks deliver (to HTTP endpoints or
+// to WeCom group robots), sorted: the detail-types the webhooks
+// function's EventBridge rule takes.
+func AlertTypes() []alert.Type {
+	out := make([]alert.Type, 0, len(fromAlert))
+	for t := range fromAlert {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // EventTypes lists every event type, in the order of the documentation.

@@ -65,16 +65,28 @@ func (p *Publisher) Deliver(ctx context.Context, src Source) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("webhooks of %s: %w", src.Tenant, err)
 	}
-	var body []byte
+	var signed, markdown []byte
 	var ds []store.Delivery
 	for _, h := range hooks {
-		if !slices.Contains(h.Events, string(ev.Type)) {
+		if !slices.Contains(h.Events, string(ev.Type)) || !ev.Type.ValidFor(h.Kind) {
 			continue
 		}
-		if body == nil {
-			if body, err = json.Marshal(ev); err != nil {
-				return 0, fmt.Errorf("encode %s event: %w", ev.Type, err)
+		var body []byte
+		switch h.Kind {
+		case store.WebhookWeComRobot:
+			if markdown == nil {
+				if markdown, err = robotBody(RobotMarkdown(ev)); err != nil {
+					return 0, fmt.Errorf("encode %s robot message: %w", ev.Type, err)
+				}
 			}
+			body = markdown
+		default:
+			if signed == nil {
+				if signed, err = json.Marshal(ev); err != nil {
+					return 0, fmt.Errorf("encode %s event: %w", ev.Type, err)
+				}
+			}
+			body = signed
 		}
 		next, err := p.behindPending(ctx, h, now)
 		if err != nil {

@@ -101,19 +101,19 @@ type endpoint struct {
 	got    []webhook.Request
 }
 
-func (e *endpoint) Post(_ context.Context, r webhook.Request) (int, error) {
+func (e *endpoint) Post(_ context.Context, r webhook.Request) (webhook.Answer, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.got = append(e.got, r)
 	if len(e.script) == 0 {
-		return 200, nil
+		return webhook.Answer{Status: 200}, nil
 	}
 	s := e.script[0]
 	e.script = e.script[1:]
 	if s < 0 {
-		return 0, errors.New("connection refused")
+		return webhook.Answer{}, errors.New("connection refused")
 	}
-	return s, nil
+	return webhook.Answer{Status: s}, nil
 }
 
 func (e *endpoint) requests() []webhook.Request {

@@ -1112,12 +1112,37 @@
       const hid = 'acct-h-' + forms.size;
       const rateText = h('p', { class: 'rate-now' });
       const rateChart = h('div', { class: 'chart rate-chart' });
+      const historyBody = h('tbody', { class: 'history-body' });
+      const historyNone = h('p', { class: 'muted history-none', hidden: true }, t('acct.historyNone'));
+      const history = h('div', { class: 'breaker-history' },
+        h('h3', {}, t('acct.history')), h('p', { class: 'muted small' }, t('acct.historyHelp')), historyNone,
+        h('table', { class: 'small' },
+          h('thead', {}, h('tr', {}, ['acct.historyAt', 'acct.historyTransition', 'acct.historyFigures', 'acct.historyReason'].map((k) => h('th', { scope: 'col' }, t(k))))),
+          historyBody));
       const sec = h('section', { class: 'card account', 'data-account': a.account, 'aria-labelledby': hid },
         h('h2', { id: hid }, a.account), info,
         h('h3', {}, t('acct.sendRate')), rateText, rateChart, h('p', { class: 'muted small' }, t('acct.sendRateHelp')),
-        breakerState, form);
-      forms.set(a.account, { sec, form, info, breakerState, rateText, rateChart, seriesAt: 0 });
+        breakerState, history, form);
+      forms.set(a.account, { sec, form, info, breakerState, rateText, rateChart, historyBody, historyNone, seriesAt: 0 });
       return sec;
+    }
+
+    // drawHistory lists the breaker's transitions, newest first, with the
+    // figures that tripped it.
+    function drawHistory(c, res) {
+      const trs = res.transitions || [];
+      c.historyNone.hidden = trs.length > 0;
+      syncRows(c.historyBody, trs, (tr) => tr.seq, () => h('tr', {}, h('td'), h('td'), h('td'), h('td')), (row, tr) => {
+        const figures = [];
+        if (tr.attempts > 0) figures.push(t('acct.historyRate', { rate: pct(tr.failure_rate), n: num(tr.attempts) }));
+        if (tr.consecutive_failures > 0) figures.push(t('acct.historyStreak', { n: num(tr.consecutive_failures) }));
+        if (tr.to === 'open' && tr.until) figures.push(t('acct.historyUntil', { time: fmtTime(tr.until) }));
+        row.dataset.to = tr.to;
+        setText(row.children[0], fmtTime(tr.at));
+        setText(row.children[1], tOr('breaker.', tr.from) + ' → ' + tOr('breaker.', tr.to));
+        setText(row.children[2], figures.join('; ') || '–');
+        setText(row.children[3], tr.reason);
+      });
     }
 
     function update(a) {
@@ -1156,8 +1181,11 @@
       await Promise.all(accts.filter((a) => now - forms.get(a.account).seriesAt >= cfg.seriesPollMs).map(async (a) => {
         const c = forms.get(a.account);
         c.seriesAt = now;
-        const res = await api('GET', '/v1/accounts/' + enc(a.account) + '/series' + qs({ minutes: cfg.seriesMinutes }));
+        const [res, hist] = await Promise.all([
+          api('GET', '/v1/accounts/' + enc(a.account) + '/series' + qs({ minutes: cfg.seriesMinutes })),
+          api('GET', '/v1/accounts/' + enc(a.account) + '/breaker/history')]);
         drawRate(c, res);
+        drawHistory(c, hist);
       }));
     }
 
@@ -1614,6 +1642,11 @@
   // ------------------------------------------------------------ webhooks
 
   const webhookEvents = ['job.started', 'job.paused', 'job.canary_ready', 'job.finished', 'job.dead_letters', 'job.items_need_review', 'items.outcomes'];
+  // A WeCom group robot takes the job events and the operator alerts, not
+  // per-recipient outcomes.
+  const robotEvents = ['job.started', 'job.paused', 'job.canary_ready', 'job.finished', 'job.dead_letters', 'job.items_need_review',
+    'breaker.opened', 'breaker.closed', 'counts.mismatch', 'campaign.skipped'];
+  const robotDefaults = new Set(['job.paused', 'job.finished', 'job.dead_letters', 'breaker.opened', 'counts.mismatch']);
 
   function webhooksPage() {
     let tbody, empty;
@@ -1621,8 +1654,9 @@
       const res = await api('GET', '/v1/webhooks');
       const list = res.webhooks || [];
       empty.hidden = list.length > 0;
-      syncRows(tbody, list, (w) => w.id, (w) => h('tr', { 'data-webhook': w.id },
+      syncRows(tbody, list, (w) => w.id, (w) => h('tr', { 'data-webhook': w.id, 'data-kind': w.kind },
         h('td', {}, h('a', { href: '#/webhooks/' + enc(w.id), class: 'webhook-link mono' }, w.url)),
+        h('td', {}, tOr('hook.kind.', w.kind || 'http')),
         h('td', { class: 'small' }, w.events.join(', ')), h('td', {}, fmtTime(w.created_at)),
         h('td', {}, h('button', { type: 'button', class: 'danger delete', 'aria-label': t('hook.deleteFor', { url: w.url }), onclick: () => del(w) }, t('hook.delete')))),
       () => {});
@@ -1644,34 +1678,54 @@
         empty = h('p', { class: 'muted', id: 'hooks-empty', hidden: true }, t('hook.none'));
         const msg = h('p', { class: 'msg', role: 'status', id: 'hook-msg' });
         const secretOut = h('p', { id: 'hook-secret', class: 'mono', hidden: true });
-        const boxes = webhookEvents.map((ev) => h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'events', value: ev, checked: ev !== 'items.outcomes' }), ' ' + ev));
+        const boxes = h('div', { id: 'hook-events' });
+        const kindSel = h('select', { name: 'kind', id: 'hook-kind' },
+          ['http', 'wecom_robot'].map((k) => h('option', { value: k }, t('hook.kind.' + k))));
+        const urlIn = h('input', { name: 'url', type: 'url', required: true });
+        const secretField = field('hook-secret-in', 'hook.secret', h('input', { name: 'secret', type: 'text', autocomplete: 'off' }), 'hook.secret.help');
+        // The kind decides the events offered, the URL's example and
+        // whether there is a secret (a robot's is the key in its URL).
+        const showKind = () => {
+          const robot = kindSel.value === 'wecom_robot';
+          boxes.replaceChildren(...(robot ? robotEvents : webhookEvents).map((ev) => h('label', { class: 'check' },
+            h('input', { type: 'checkbox', name: 'events', value: ev, checked: robot ? robotDefaults.has(ev) : ev !== 'items.outcomes' }), ' ' + ev)));
+          urlIn.placeholder = robot ? 'https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=…' : 'https://crm.example.com/qunfa-events';
+          secretField.hidden = robot;
+        };
+        kindSel.addEventListener('change', showKind);
+        showKind();
         const form = h('form', { id: 'hook-form', class: 'card', novalidate: true }, h('h2', {}, t('hook.new')),
-          field('hook-url', 'hook.url', h('input', { name: 'url', type: 'url', required: true, placeholder: 'https://crm.example.com/qunfa-events' })),
-          field('hook-secret-in', 'hook.secret', h('input', { name: 'secret', type: 'text', autocomplete: 'off' }), 'hook.secret.help'),
+          field('hook-kind', 'hook.kind', kindSel, 'hook.kind.help'),
+          field('hook-url', 'hook.url', urlIn),
+          secretField,
           h('fieldset', {}, h('legend', {}, t('hook.events')), boxes),
           h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary', id: 'hook-create' }, t('hook.create'))), msg, secretOut);
         form.addEventListener('submit', async (e) => {
           e.preventDefault();
+          const kind = kindSel.value;
           let secret = form.elements.secret.value;
-          if (!secret) {
+          if (!secret && kind === 'http') {
             const b = new Uint8Array(24);
             crypto.getRandomValues(b);
             secret = [...b].map((x) => x.toString(16).padStart(2, '0')).join('');
           }
           const events = [...form.querySelectorAll('input[name=events]:checked')].map((x) => x.value);
+          const body = { kind, url: form.elements.url.value.trim(), events };
+          if (kind === 'http') body.secret = secret;
           try {
-            const w = await api('POST', '/v1/webhooks', { url: form.elements.url.value.trim(), events, secret });
+            const w = await api('POST', '/v1/webhooks', body);
             setText(msg, t('hook.created', { id: w.id }));
-            secretOut.hidden = false;
-            setText(secretOut, t('hook.secretShown', { secret }));
+            secretOut.hidden = kind !== 'http';
+            setText(secretOut, kind === 'http' ? t('hook.secretShown', { secret }) : '');
             announce(msg.textContent);
             form.reset();
+            showKind();
             await refresh();
           } catch (ex) { formError(form, msg, ex); }
         });
         main().replaceChildren(h('h1', {}, t('hook.title')), h('p', { class: 'muted' }, t('hook.help')),
           h('div', { class: 'scroll' }, h('table', { id: 'hooks-table' }, h('caption', { class: 'sr-only' }, t('hook.title')),
-            h('thead', {}, h('tr', {}, ['hook.url', 'hook.events', 'hook.createdAt', 'hook.actions'].map((k) => h('th', { scope: 'col' }, t(k))))), tbody)),
+            h('thead', {}, h('tr', {}, ['hook.url', 'hook.kind', 'hook.events', 'hook.createdAt', 'hook.actions'].map((k) => h('th', { scope: 'col' }, t(k))))), tbody)),
           empty, form);
       },
       poll: refresh,

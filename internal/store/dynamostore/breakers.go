@@ -3,6 +3,7 @@ package dynamostore
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sort"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -25,7 +26,7 @@ func breakerItem(b store.Breaker) map[string]types.AttributeValue {
 		attrPK: attrS(tenantPK(b.Tenant)), attrSK: attrS(skBreaker + b.Account),
 		"tenant": attrS(b.Tenant), "account": attrS(b.Account), "state": attrS(string(b.State)),
 		"opens": attrN(int64(b.Opens)), "winAtt": attrN(b.WindowAttempts), "winFail": attrN(b.WindowFailures),
-		"v":    attrN(b.Version),
+		"v": attrN(b.Version), "trans": attrN(b.Transitions),
 		"g2pk": attrS(breakersOpenPK), "g2sk": attrS(b.Tenant + "#" + b.Account),
 	}
 	if b.State == store.BreakerClosed {
@@ -50,7 +51,40 @@ func breakerFrom(m map[string]types.AttributeValue) store.Breaker {
 		Reason: getS(m, "reason"), OpenedAt: fromNanos(getN(m, "openedAt")), Until: fromNanos(getN(m, "until")),
 		Opens: int(getN(m, "opens")), ProbeShard: getS(m, "probe"),
 		WindowAt: fromNanos(getN(m, "winAt")), WindowAttempts: getN(m, "winAtt"), WindowFailures: getN(m, "winFail"),
-		UpdatedAt: fromNanos(getN(m, "updatedAt")), Version: getN(m, "v"),
+		UpdatedAt: fromNanos(getN(m, "updatedAt")), Version: getN(m, "v"), Transitions: getN(m, "trans"),
+	}
+}
+
+// skBreakerHistory is the sort key of slot of an account's ring of
+// breaker transitions (TENANT#<tenant>, BRKHIST#<account>#<slot 3d>).
+func skBreakerHistory(account string, slot int64) string {
+	return fmt.Sprintf("%s%s#%03d", skBreakerHist, account, slot)
+}
+
+const skBreakerHist = "BRKHIST#"
+
+func transitionItem(tenant, account string, tr store.BreakerTransition) map[string]types.AttributeValue {
+	m := map[string]types.AttributeValue{
+		attrPK: attrS(tenantPK(tenant)), attrSK: attrS(skBreakerHistory(account, (tr.Seq-1)%store.MaxBreakerHistory)),
+		"account": attrS(account), "seq": attrN(tr.Seq), "from": attrS(string(tr.From)), "to": attrS(string(tr.To)),
+		"at": attrN(nanos(tr.At)), "rate": attrF(tr.FailureRate), "att": attrN(tr.Attempts),
+		"streak": attrN(int64(tr.ConsecutiveFailures)), "opens": attrN(int64(tr.Opens)),
+	}
+	if tr.Reason != "" {
+		m["reason"] = attrS(tr.Reason)
+	}
+	if u := nanos(tr.Until); u != 0 {
+		m["until"] = attrN(u)
+	}
+	return m
+}
+
+func transitionFrom(m map[string]types.AttributeValue) store.BreakerTransition {
+	return store.BreakerTransition{
+		Seq: getN(m, "seq"), From: store.BreakerState(getS(m, "from")), To: store.BreakerState(getS(m, "to")),
+		At: fromNanos(getN(m, "at")), Reason: getS(m, "reason"), FailureRate: getF(m, "rate"),
+		Attempts: getN(m, "att"), ConsecutiveFailures: int(getN(m, "streak")), Opens: int(getN(m, "opens")),
+		Until: fromNanos(getN(m, "until")),
 	}
 }
 
@@ -83,8 +117,15 @@ func (s *Store) SaveBreaker(ctx context.Context, b store.Breaker) (store.Breaker
 	default:
 		return store.Breaker{}, fmt.Errorf("save breaker %s/%s: %w: state %q", b.Tenant, b.Account, store.ErrInvalidArgument, b.State)
 	}
+	if b.Transitions < 0 {
+		return store.Breaker{}, fmt.Errorf("save breaker %s/%s: %w: negative transitions", b.Tenant, b.Account, store.ErrInvalidArgument)
+	}
 	next := b
 	next.Version = b.Version + 1
+	next.Transition = nil
+	if b.Transition != nil {
+		next.Transitions = b.Transitions + 1
+	}
 	item := breakerItem(next)
 	cond, values := "attribute_not_exists(pk)", map[string]types.AttributeValue(nil)
 	if b.Version > 0 {
@@ -97,7 +138,46 @@ func (s *Store) SaveBreaker(ctx context.Context, b store.Breaker) (store.Breaker
 	if err != nil {
 		return store.Breaker{}, fmt.Errorf("save breaker %s/%s: %w", b.Tenant, b.Account, err)
 	}
+	if b.Transition != nil {
+		// The table has no transactions: the transition's slot is written
+		// once the breaker write won (its Transitions numbers the slot).
+		// A crash or a failed write in between loses that history entry,
+		// never the breaker: the save stands, and a failure is logged.
+		tr := *b.Transition
+		tr.Seq = next.Transitions
+		if err := s.putItem(ctx, transitionItem(b.Tenant, b.Account, tr), "", nil, nil); err != nil {
+			s.log.Warn("breaker transition not recorded in the history", slog.String("tenant", b.Tenant),
+				slog.String("account", b.Account), slog.Int64("seq", tr.Seq), slog.Any("err", err))
+		}
+	}
 	return breakerFrom(item), nil
+}
+
+// ListBreakerHistory queries the account's ring of transition slots (at
+// most MaxBreakerHistory items, one Query) and orders them newest first.
+func (s *Store) ListBreakerHistory(ctx context.Context, tenant, account string) ([]store.BreakerTransition, error) {
+	if tenant == "" || account == "" {
+		return nil, fmt.Errorf("list breaker history: %w: empty tenant or account", store.ErrInvalidArgument)
+	}
+	recs, err := s.query(ctx, &dynamodb.QueryInput{
+		KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :prefix)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": attrS(tenantPK(tenant)), ":prefix": attrS(skBreakerHist + account + "#"),
+		},
+		ConsistentRead: aws.Bool(true),
+	}, 0)
+	if err != nil {
+		return nil, fmt.Errorf("list breaker history of %s/%s: %w", tenant, account, err)
+	}
+	out := []store.BreakerTransition{}
+	for _, r := range recs {
+		if getS(r, "account") != account { // another account's name extends this one's
+			continue
+		}
+		out = append(out, transitionFrom(r))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq > out[j].Seq })
+	return out, nil
 }
 
 // ListBreakers queries the open partition of the breaker index (and the

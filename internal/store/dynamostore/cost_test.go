@@ -46,8 +46,10 @@ func (m *capacityMeter) snapshot() (w, r float64) {
 // through the sender's loop: take 10 tokens, claim 10, confirm them,
 // advance the shard (adding the attempts); with a frequency cap, the
 // claimed items are charged against it before they are confirmed, as the
-// sender does. It returns the number of messages confirmed.
-func runSenderLoop(tb testing.TB, s *dynamostore.Store, n int, fc store.FrequencyCap) int {
+// sender does. With refs, each item has a reference of its own (the
+// costliest case for the look-up records). It returns the number of
+// messages confirmed.
+func runSenderLoop(tb testing.TB, s *dynamostore.Store, n int, fc store.FrequencyCap, refs bool) int {
 	tb.Helper()
 	ctx := context.Background()
 	t0 := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -63,6 +65,9 @@ func runSenderLoop(tb testing.TB, s *dynamostore.Store, n int, fc store.Frequenc
 	for i := range items {
 		items[i] = store.Item{JobID: jobID, Shard: 0, Seq: int64(i), Account: "acct",
 			To: fmt.Sprintf("user-%06d", i), Vars: map[string]string{"name": fmt.Sprintf("Name %d", i)}}
+		if refs {
+			items[i].Ref = fmt.Sprintf("order-%06d", i)
+		}
 	}
 	for start := 0; start < n; start += store.MaxPutItems {
 		if err := s.PutItems(ctx, store.PutItemsParams{JobID: jobID, Items: items[start:min(start+store.MaxPutItems, n)]}); err != nil {
@@ -140,7 +145,7 @@ func BenchmarkCostPerMessage(b *testing.B) {
 	msgs := 0
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		msgs += runSenderLoop(b, s, 1000, store.FrequencyCap{})
+		msgs += runSenderLoop(b, s, 1000, store.FrequencyCap{}, false)
 	}
 	w, r := m.snapshot()
 	b.ReportMetric(w/float64(msgs), "WCU/msg")
@@ -153,7 +158,7 @@ func TestCostPerMessage(t *testing.T) {
 	t.Parallel()
 	var m capacityMeter
 	s := newStore(t, dynamostore.Options{OnCapacity: m.observe})
-	msgs := runSenderLoop(t, s, 1000, store.FrequencyCap{})
+	msgs := runSenderLoop(t, s, 1000, store.FrequencyCap{}, false)
 	w, r := m.snapshot()
 	t.Logf("%d messages: %.3f WCU/msg, %.3f RCU/msg, %d write requests", msgs, w/float64(msgs), r/float64(msgs), m.writeRequests)
 	if w/float64(msgs) > 0.5 {
@@ -172,7 +177,7 @@ func BenchmarkCostPerMessageFrequencyCapped(b *testing.B) {
 	msgs := 0
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		msgs += runSenderLoop(b, s, 1000, store.FrequencyCap{Max: 3, WindowSec: 86400})
+		msgs += runSenderLoop(b, s, 1000, store.FrequencyCap{Max: 3, WindowSec: 86400}, false)
 	}
 	w, r := m.snapshot()
 	b.ReportMetric(w/float64(msgs), "WCU/msg")
@@ -186,11 +191,42 @@ func TestCostPerMessageFrequencyCapped(t *testing.T) {
 	t.Parallel()
 	var m capacityMeter
 	s := newStore(t, dynamostore.Options{OnCapacity: m.observe})
-	msgs := runSenderLoop(t, s, 1000, store.FrequencyCap{Max: 3, WindowSec: 86400})
+	msgs := runSenderLoop(t, s, 1000, store.FrequencyCap{Max: 3, WindowSec: 86400}, false)
 	w, r := m.snapshot()
 	t.Logf("%d messages with a frequency cap: %.3f WCU/msg, %.3f RCU/msg, %d write requests", msgs, w/float64(msgs), r/float64(msgs), m.writeRequests)
 	if w/float64(msgs) > 1.5 {
 		t.Fatalf("%.3f WCU per message with a frequency cap, target 1.5", w/float64(msgs))
+	}
+}
+
+// BenchmarkCostPerMessageWithRefs is BenchmarkCostPerMessage with a
+// reference of its own on every recipient: each reference adds its
+// look-up record (one write at plan time).
+func BenchmarkCostPerMessageWithRefs(b *testing.B) {
+	var m capacityMeter
+	s := newStore(b, dynamostore.Options{OnCapacity: m.observe})
+	msgs := 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		msgs += runSenderLoop(b, s, 1000, store.FrequencyCap{}, true)
+	}
+	w, r := m.snapshot()
+	b.ReportMetric(w/float64(msgs), "WCU/msg")
+	b.ReportMetric(r/float64(msgs), "RCU/msg")
+}
+
+// TestCostPerMessageWithRefs keeps references within the cost target: a
+// reference on every recipient adds its share of a look-up record, not a
+// record of its own (which would add a whole write unit per message).
+func TestCostPerMessageWithRefs(t *testing.T) {
+	t.Parallel()
+	var m capacityMeter
+	s := newStore(t, dynamostore.Options{OnCapacity: m.observe})
+	msgs := runSenderLoop(t, s, 1000, store.FrequencyCap{}, true)
+	w, r := m.snapshot()
+	t.Logf("%d messages with a reference each: %.3f WCU/msg, %.3f RCU/msg, %d write requests", msgs, w/float64(msgs), r/float64(msgs), m.writeRequests)
+	if w/float64(msgs) > 0.5 {
+		t.Fatalf("%.3f WCU per message with references, target 0.5", w/float64(msgs))
 	}
 }
 
@@ -288,5 +324,65 @@ func TestFilteredItemsPageCostIsBounded(t *testing.T) {
 	}
 	if firstCall[60_000] > firstCall[20_000]+1 {
 		t.Errorf("the first filtered page of a job 3 times larger read %.1f units, not about %.1f: the cost grows with the job", firstCall[60_000], firstCall[20_000])
+	}
+}
+
+// TestRefPageCostIsBounded: listing by a reference reads a bounded number
+// of units per call whatever the job's size: a reference of one item at
+// the end of a 40,000-item job, where every item has a reference, is
+// found by following cursors, each call within the bound.
+func TestRefPageCostIsBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const n, perCall = 40_000, 48.0
+	var m capacityMeter
+	s := newStore(t, dynamostore.Options{OnCapacity: m.observe})
+	t0 := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+	jobID := fmt.Sprintf("refs-%d", time.Now().UnixNano())
+	if _, err := s.CreateJob(ctx, store.CreateJobParams{
+		Job:    store.Job{ID: jobID, Tenant: "t", IdempotencyKey: jobID, RequestHash: "h", Total: n, ShardCount: 1, CreatedAt: t0},
+		Shards: []store.Shard{{Index: 0, Account: "acct", Size: n, Counts: store.Counts{Pending: n}, SlowFactor: 1}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	items := make([]store.Item, 0, store.MaxPutItems)
+	for i := 0; i < n; i++ {
+		ref := fmt.Sprintf("order-%06d", i)
+		if i == n-3 {
+			ref = "the-needle"
+		}
+		items = append(items, store.Item{JobID: jobID, Seq: int64(i), Account: "acct", To: fmt.Sprintf("user-%07d", i), Ref: ref})
+		if len(items) == store.MaxPutItems || i == n-1 {
+			if err := s.PutItems(ctx, store.PutItemsParams{JobID: jobID, Items: items}); err != nil {
+				t.Fatal(err)
+			}
+			items = items[:0]
+		}
+	}
+	calls, cursor, worst := 0, "", 0.0
+	var found []store.Item
+	for {
+		_, r0 := m.snapshot()
+		res, err := s.ListItems(ctx, store.ListItemsParams{JobID: jobID, Ref: "the-needle", Limit: 100, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, r1 := m.snapshot()
+		worst = max(worst, r1-r0)
+		calls++
+		found = append(found, res.Items...)
+		if cursor = res.NextCursor; cursor == "" {
+			break
+		}
+		if calls > 20 {
+			t.Fatalf("%d calls and the listing by ref has not ended", calls)
+		}
+	}
+	t.Logf("%d items, one with the ref: %d calls, worst %.1f RCU a call", n, calls, worst)
+	if len(found) != 1 || found[0].Seq != n-3 || found[0].Ref != "the-needle" {
+		t.Fatalf("found %+v, want the one item with the ref", found)
+	}
+	if worst > perCall {
+		t.Errorf("a by-ref call read %.1f units, bound %.0f", worst, perCall)
 	}
 }

@@ -25,14 +25,19 @@
 //	status page       JOB#<job>           P#<index>#<block 10d>  state of the shard's items with seq in the block (256 seqs),
 //	                                                             v (version), g3 due key, g4 submitted key
 //	member list       JOB#<job>           M#<index>#<block>      the page's seqs (write-once) and account
-//	payload           JOB#<job>           D#<seq/64 10d>         to + vars of 64 seqs of any shard, deflated JSON (write-once)
+//	payload           JOB#<job>           D#<seq/64 10d>         to + vars + ref of 64 seqs of any shard, deflated JSON (write-once)
 //	error details     JOB#<job>           E#<index>#<seq 12d>    code, message of an item's last error (failed items only)
+//	ref look-up       JOB#<job>           R#<bucket 2h>#<seq/512 10d>  deflated JSON {ref: "seq.shard,..."} of the refs of
+//	                                                             512 seqs hashed (FNV-1a mod 16) to the bucket (refs.go)
 //	idempotency       IDEM#"<tenant>"#<key> _                    job id, request hash
 //	token bucket      BUCKET#<name>       _                      tokens, at, warm (warm-up start), v
 //	account           TENANT#<tenant>     ACCOUNT#<id>
 //	breaker           TENANT#<tenant>     BREAKER#<account>      state, times, window, v (version; no record = closed, 0),
 //	                                                             g2pk BREAKERS#open (open, half-open) or BREAKERS#closed,
 //	                                                             g2sk <tenant>#<account>
+//	breaker history   TENANT#<tenant>     BRKHIST#<account>#<slot 3d>  one transition (seq, from, to, at, reason, rate, att,
+//	                                                             streak, opens, until); transition n in slot (n-1) mod 100,
+//	                                                             written after its breaker save (trans counts them)
 //	campaign          TENANT#<tenant>     CAMPAIGN#<id>          request (B), schedule, …; g1pk CAMPAIGNS, g1sk <tenant>#<id>
 //	suppression       SUPP#<tenant>       <hex(account)>.<to>    account, to, reason, createdAt
 //	frequency charges FREQ#"<tenant>"#<hex(account)>.<to> _     ch (JSON [{k: <job>#<seq>, at}] of the charges still in
@@ -100,7 +105,10 @@
 //	UpdateItems        per page: BatchGetItem page; BatchWriteItem E# records of accepted errors;
 //	                   PutItem page conditional on its version (redo the page on a lost race)
 //	ListItems          per shard Query P# pages in block order, merged by seq; payloads and E# by
-//	                   BatchGetItem for the returned items only; cursor = last seq
+//	                   BatchGetItem for the returned items only; cursor = last seq. By ref: Query the
+//	                   ref's bucket R# records from the cursor's block (16 a page, until the page of
+//	                   items is full) + the items' status pages; reads about 1/16 of the job's refs
+//	                   at most, never a status page of another item's
 //	ListSubmittedItems Query submitted (g4sk < SubmittedBefore) + page reads; cursor = page key +
 //	                   last seq. The submitted key is sticky (set by a claim, not removed by a
 //	                   confirm, so the hot loop never writes that index); this query tidies it.
@@ -133,7 +141,9 @@
 // adds about 0.04 (payload records of 64 items compress to under 1 KB,
 // status pages and member lists are one write per 256 items), so a job of
 // 1,000 single-recipient items costs 0.44 WCU per message on dynalite
-// (BenchmarkCostPerMessage, TestCostPerMessage). Index writes, which
+// (BenchmarkCostPerMessage, TestCostPerMessage). A reference on every
+// recipient adds about 0.04 (its share of a ref look-up record; 0.485 in
+// all, BenchmarkCostPerMessageWithRefs, TestCostPerMessageWithRefs). Index writes, which
 // dynalite does not charge, happen only when an index key changes: a page
 // enters and leaves the due index once per pass over it, the submitted index
 // once per page between reconciler runs, the running index once per shard

@@ -170,7 +170,7 @@ func (s *Store) materialize(ctx context.Context, jobID string, index int, pg *pa
 		}
 		pl := datas[d][strconv.FormatInt(seq, 10)]
 		it := store.Item{
-			JobID: jobID, Shard: index, Seq: seq, Account: mem.account, To: pl.To, Vars: pl.Vars,
+			JobID: jobID, Shard: index, Seq: seq, Account: mem.account, To: pl.To, Vars: pl.Vars, Ref: pl.Ref,
 			Status: statusOf(sl.status), Attempts: sl.attempts, NextAttemptAt: fromNanos(sl.next),
 		}
 		if sl.status == 's' && sl.claim >= 0 && sl.claim < len(pg.claims) {
@@ -526,6 +526,9 @@ func (s *Store) ListItems(ctx context.Context, p store.ListItemsParams) (store.L
 		if statusFilter, ok = statusCode(p.Status); !ok {
 			return store.ListItemsResult{}, fmt.Errorf("list items: %w: status %q", store.ErrInvalidArgument, p.Status)
 		}
+	}
+	if p.Ref != "" {
+		return s.listItemsByRef(ctx, p, after, statusFilter, limit)
 	}
 	var shards []*shardPages
 	if p.Shard != nil {

@@ -448,6 +448,7 @@ func join(parts []string) string {
 type payload struct {
 	To   string            `json:"t"`
 	Vars map[string]string `json:"v,omitempty"`
+	Ref  string            `json:"r,omitempty"`
 }
 
 // PutItems merges the page into the member records, status pages and
@@ -498,10 +499,18 @@ func (s *Store) putItemsOnce(ctx context.Context, p store.PutItemsParams) error 
 	pk := jobPK(p.JobID)
 	pages := map[pageKey][]store.Item{}
 	datas := map[int64][]store.Item{}
+	refs := map[refKey]map[string][]refEntry{}
 	for _, it := range p.Items {
 		k := pageKey{it.Shard, it.Seq / pageWidth}
 		pages[k] = append(pages[k], it)
 		datas[it.Seq/dataWidth] = append(datas[it.Seq/dataWidth], it)
+		if it.Ref != "" {
+			rk := refKey{refBucket(it.Ref), it.Seq / refWidth}
+			if refs[rk] == nil {
+				refs[rk] = map[string][]refEntry{}
+			}
+			refs[rk][it.Ref] = append(refs[rk][it.Ref], refEntry{seq: it.Seq, shard: it.Shard})
+		}
 	}
 	var keys []map[string]types.AttributeValue
 	for k := range pages {
@@ -509,6 +518,9 @@ func (s *Store) putItemsOnce(ctx context.Context, p store.PutItemsParams) error 
 	}
 	for d := range datas {
 		keys = append(keys, key(pk, skData(d)))
+	}
+	for rk := range refs {
+		keys = append(keys, key(pk, skRef(rk)))
 	}
 	existing, err := s.batchGet(ctx, keys, true)
 	if err != nil {
@@ -576,8 +588,8 @@ func (s *Store) putItemsOnce(ctx context.Context, p store.PutItemsParams) error 
 		changed := false
 		for _, it := range items {
 			k := strconv.FormatInt(it.Seq, 10)
-			pl := payload{To: it.To, Vars: it.Vars}
-			if cur, ok := data[k]; !ok || cur.To != pl.To || !mapsEqual(cur.Vars, pl.Vars) {
+			pl := payload{To: it.To, Vars: it.Vars, Ref: it.Ref}
+			if cur, ok := data[k]; !ok || cur.To != pl.To || cur.Ref != pl.Ref || !mapsEqual(cur.Vars, pl.Vars) {
 				data[k], changed = pl, true
 			}
 		}
@@ -590,6 +602,36 @@ func (s *Store) putItemsOnce(ctx context.Context, p store.PutItemsParams) error 
 		}
 		writes = append(writes, versioned(map[string]types.AttributeValue{
 			attrPK: attrS(pk), attrSK: attrS(skData(d)), "z": &types.AttributeValueMemberB{Value: z},
+		}, old))
+	}
+	// The references of a seq block, hashed into refBuckets look-up
+	// records, list their items (seq and shard), so ListItems by ref reads
+	// one bucket's records and the items' pages, not the job.
+	for rk, add := range refs {
+		rKey := key(pk, skRef(rk))
+		old := existing[recordID(rKey)]
+		cur := map[string][]refEntry{}
+		if old != nil {
+			if cur, err = decodeRefRecord(old); err != nil {
+				return fmt.Errorf("ref record %s: %w", skRef(rk), err)
+			}
+		}
+		changed := false
+		for ref, entries := range add {
+			merged, ch := mergeRefEntries(cur[ref], entries)
+			if ch {
+				cur[ref], changed = merged, true
+			}
+		}
+		if !changed {
+			continue
+		}
+		z, err := encodeRefRecord(cur)
+		if err != nil {
+			return err
+		}
+		writes = append(writes, versioned(map[string]types.AttributeValue{
+			attrPK: attrS(pk), attrSK: attrS(skRef(rk)), "z": &types.AttributeValueMemberB{Value: z},
 		}, old))
 	}
 	for _, round := range [][]write{writes, pageWrites} {

@@ -53,6 +53,7 @@ func webhookItem(w store.Webhook) map[string]types.AttributeValue {
 		attrPK: attrS(tenantPK(w.Tenant)), attrSK: attrS(skWebhook + w.ID),
 		"tenant": attrS(w.Tenant), "id": attrS(w.ID), "url": attrS(w.URL),
 		"events": &types.AttributeValueMemberL{Value: events}, "createdAt": attrN(nanos(w.CreatedAt)),
+		"kind": attrS(string(kindOrHTTP(w.Kind))),
 	}
 	if w.Secret != "" {
 		m["secret"] = attrS(w.Secret)
@@ -62,7 +63,7 @@ func webhookItem(w store.Webhook) map[string]types.AttributeValue {
 
 func webhookFrom(m map[string]types.AttributeValue) store.Webhook {
 	w := store.Webhook{Tenant: getS(m, "tenant"), ID: getS(m, "id"), URL: getS(m, "url"), Secret: getS(m, "secret"),
-		CreatedAt: fromNanos(getN(m, "createdAt"))}
+		CreatedAt: fromNanos(getN(m, "createdAt")), Kind: kindOrHTTP(store.WebhookKind(getS(m, "kind")))}
 	if l, ok := m["events"].(*types.AttributeValueMemberL); ok {
 		w.Events = make([]string, 0, len(l.Value))
 		for _, v := range l.Value {
@@ -325,4 +326,12 @@ func (s *Store) UpdateDelivery(ctx context.Context, d store.Delivery) (store.Del
 		return store.Delivery{}, fmt.Errorf("update delivery %s: %w", d.ID, err)
 	}
 	return deliveryFrom(rec), nil
+}
+
+// kindOrHTTP reads the empty kind (webhooks made before kinds) as http.
+func kindOrHTTP(k store.WebhookKind) store.WebhookKind {
+	if k == "" {
+		return store.WebhookHTTP
+	}
+	return k
 }

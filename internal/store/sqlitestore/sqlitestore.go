@@ -40,7 +40,7 @@ var _ store.Store = (*Store)(nil)
 // schemaVersion is the version of the schema (schema plus migrations),
 // kept in PRAGMA user_version. Open refuses a file written by a newer
 // version.
-const schemaVersion = 15
+const schemaVersion = 16
 
 // busyTimeout is how long a write waits for another process's write lock.
 const busyTimeout = 30 * time.Second
@@ -201,6 +201,10 @@ ALTER TABLE jobs ADD COLUMN canary_failed INTEGER NOT NULL DEFAULT 0;
 	// 15: per-recipient frequency caps (issue 13): the items charged to a
 	// recipient of a tenant's account, by charge time (frequency.go).
 	15: frequencySchema,
+	// 16: issue 15: webhook kinds (webhooks.go) and the breaker history,
+	// each account's last store.MaxBreakerHistory transitions in a ring of
+	// slots (breakers.go).
+	16: issue15Schema,
 	// 10: the audit log of state-changing API calls (audit.go).
 	10: auditSchema,
 	// 9: tenants (issue 12). API tokens get an id, a name, a role and an

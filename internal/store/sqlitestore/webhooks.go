@@ -60,8 +60,8 @@ func (s *Store) CreateWebhook(ctx context.Context, w store.Webhook) error {
 		return fmt.Errorf("create webhook %s: %w", w.ID, err)
 	}
 	return s.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO webhooks (tenant, id, url, events, secret, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-			w.Tenant, w.ID, w.URL, string(events), w.Secret, toNanos(w.CreatedAt))
+		_, err := tx.ExecContext(ctx, `INSERT INTO webhooks (tenant, id, url, events, secret, created_at, kind) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			w.Tenant, w.ID, w.URL, string(events), w.Secret, toNanos(w.CreatedAt), string(kindOrHTTP(w.Kind)))
 		if err != nil {
 			return fmt.Errorf("create webhook %s/%s: %w", w.Tenant, w.ID, err)
 		}
@@ -74,10 +74,12 @@ func scanWebhook(row interface{ Scan(...any) error }) (store.Webhook, error) {
 		w       store.Webhook
 		events  string
 		created int64
+		kind    string
 	)
-	if err := row.Scan(&w.Tenant, &w.ID, &w.URL, &events, &w.Secret, &created); err != nil {
+	if err := row.Scan(&w.Tenant, &w.ID, &w.URL, &events, &w.Secret, &created, &kind); err != nil {
 		return w, err
 	}
+	w.Kind = kindOrHTTP(store.WebhookKind(kind))
 	if err := json.Unmarshal([]byte(events), &w.Events); err != nil {
 		return w, fmt.Errorf("webhook %s: events: %w", w.ID, err)
 	}
@@ -85,7 +87,15 @@ func scanWebhook(row interface{ Scan(...any) error }) (store.Webhook, error) {
 	return w, nil
 }
 
-const webhookCols = `tenant, id, url, events, secret, created_at`
+const webhookCols = `tenant, id, url, events, secret, created_at, kind`
+
+// kindOrHTTP reads the empty kind (webhooks made before kinds) as http.
+func kindOrHTTP(k store.WebhookKind) store.WebhookKind {
+	if k == "" {
+		return store.WebhookHTTP
+	}
+	return k
+}
 
 // GetWebhook reads a tenant's webhook.
 func (s *Store) GetWebhook(ctx context.Context, tenant, id string) (store.Webhook, error) {

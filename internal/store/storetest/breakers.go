@@ -211,3 +211,122 @@ func testListBreakers(t *testing.T, s store.Store, _ Capabilities) {
 		t.Fatalf("ListBreakers(AllStates) after changes = %v, want 4 breakers", got)
 	}
 }
+
+// normTransitions returns h with times in UTC without monotonic readings.
+func normTransitions(h []store.BreakerTransition) []store.BreakerTransition {
+	out := make([]store.BreakerTransition, len(h))
+	for i, tr := range h {
+		tr.At, tr.Until = tr.At.UTC().Round(0), tr.Until.UTC().Round(0)
+		out[i] = tr
+	}
+	return out
+}
+
+func breakerHistory(t tb, s store.Store, tenant, account string) []store.BreakerTransition {
+	t.Helper()
+	h, err := s.ListBreakerHistory(ctxOf(t), tenant, account)
+	if err != nil {
+		t.Fatalf("ListBreakerHistory(%s/%s): %v", tenant, account, err)
+	}
+	return normTransitions(h)
+}
+
+// testBreakerHistory: a save with a Transition records it with the
+// breaker (numbered by Transitions), a save without one records nothing,
+// the history reads newest first, keeps the last MaxBreakerHistory, and
+// is per tenant and account (an account whose name extends another's
+// included).
+func testBreakerHistory(t *testing.T, s store.Store, _ Capabilities) {
+	ctx := ctxOf(t)
+	if h := breakerHistory(t, s, "tenant-a", "acct-1"); len(h) != 0 {
+		t.Fatalf("history of a breaker never saved = %+v, want none", h)
+	}
+	opened := store.BreakerTransition{From: store.BreakerClosed, To: store.BreakerOpen, At: at(time.Second),
+		Reason: "failure rate 60% over 120 attempts in 1m0s", FailureRate: 0.6, Attempts: 120, Opens: 1, Until: at(time.Minute)}
+	b := openBreaker("tenant-a", "acct-1", time.Second)
+	b.Transition = &opened
+	got, err := s.SaveBreaker(ctx, b)
+	if err != nil {
+		t.Fatalf("SaveBreaker with a transition: %v", err)
+	}
+	if got.Transitions != 1 || got.Transition != nil {
+		t.Fatalf("SaveBreaker with a transition returned Transitions %d, Transition %v; want 1, nil", got.Transitions, got.Transition)
+	}
+	if stored := getBreaker(t, s, "tenant-a", "acct-1"); stored.Transitions != 1 || stored.Transition != nil || !sameBreaker(stored, got) {
+		t.Fatalf("GetBreaker after a transition = %+v, want %+v", stored, got)
+	}
+	want := opened
+	want.Seq = 1
+	if h := breakerHistory(t, s, "tenant-a", "acct-1"); !reflect.DeepEqual(h, normTransitions([]store.BreakerTransition{want})) {
+		t.Fatalf("history after one transition = %+v, want [%+v]", h, want)
+	}
+
+	// A save without a transition (the scheduled check's window) changes
+	// neither the count nor the history.
+	got.WindowAt, got.WindowAttempts = at(2*time.Second), 130
+	got = saveBreaker(t, s, got)
+	if got.Transitions != 1 {
+		t.Fatalf("a save without a transition moved Transitions to %d", got.Transitions)
+	}
+	if h := breakerHistory(t, s, "tenant-a", "acct-1"); len(h) != 1 {
+		t.Fatalf("a save without a transition changed the history: %+v", h)
+	}
+	// A refused save records nothing.
+	stale := got
+	stale.Version = 0
+	stale.Transition = &store.BreakerTransition{From: store.BreakerOpen, To: store.BreakerHalfOpen, At: at(3 * time.Second)}
+	if _, err := s.SaveBreaker(ctx, stale); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("stale SaveBreaker with a transition error = %v, want ErrConflict", err)
+	}
+	if h := breakerHistory(t, s, "tenant-a", "acct-1"); len(h) != 1 {
+		t.Fatalf("a refused save changed the history: %+v", h)
+	}
+
+	// More than MaxBreakerHistory transitions: the last ones are kept,
+	// newest first.
+	total := store.MaxBreakerHistory + 5
+	states := []store.BreakerState{store.BreakerHalfOpen, store.BreakerClosed, store.BreakerOpen}
+	for n := 2; n <= total; n++ {
+		from := got.State
+		got.State = states[n%3]
+		got.UpdatedAt = at(time.Duration(n) * time.Second)
+		got.Transition = &store.BreakerTransition{From: from, To: got.State, At: got.UpdatedAt,
+			Reason: fmt.Sprintf("transition %d", n), ConsecutiveFailures: n}
+		if got, err = s.SaveBreaker(ctx, got); err != nil {
+			t.Fatalf("SaveBreaker, transition %d: %v", n, err)
+		}
+	}
+	if got.Transitions != int64(total) {
+		t.Fatalf("Transitions after %d = %d", total, got.Transitions)
+	}
+	h := breakerHistory(t, s, "tenant-a", "acct-1")
+	if len(h) != store.MaxBreakerHistory {
+		t.Fatalf("history holds %d transitions, want the last %d", len(h), store.MaxBreakerHistory)
+	}
+	for i, tr := range h {
+		n := total - i
+		if tr.Seq != int64(n) || tr.Reason != fmt.Sprintf("transition %d", n) || tr.ConsecutiveFailures != n ||
+			tr.To != states[n%3] || !tr.At.Equal(at(time.Duration(n)*time.Second)) {
+			t.Fatalf("history[%d] = %+v, want transition %d", i, tr, n)
+		}
+	}
+
+	// Per tenant and account.
+	other := openBreaker("tenant-a", "acct-1#x", time.Second)
+	other.Transition = &store.BreakerTransition{From: store.BreakerClosed, To: store.BreakerOpen, At: at(time.Second), Reason: "other"}
+	if _, err := s.SaveBreaker(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if h := breakerHistory(t, s, "tenant-a", "acct-1"); len(h) != store.MaxBreakerHistory || h[0].Seq != int64(total) {
+		t.Fatalf("another account's transition shows in acct-1's history: %d entries, newest %+v", len(h), h[0])
+	}
+	if h := breakerHistory(t, s, "tenant-a", "acct-1#x"); len(h) != 1 || h[0].Reason != "other" || h[0].Seq != 1 {
+		t.Fatalf("history of acct-1#x = %+v, want its one transition", h)
+	}
+	if h := breakerHistory(t, s, "tenant-b", "acct-1"); len(h) != 0 {
+		t.Fatalf("another tenant's history of the same account = %+v, want none", h)
+	}
+	if _, err := s.ListBreakerHistory(ctx, "", "acct-1"); !errors.Is(err, store.ErrInvalidArgument) {
+		t.Fatalf("ListBreakerHistory(empty tenant) error = %v, want ErrInvalidArgument", err)
+	}
+}

@@ -1,7 +1,9 @@
 package storetest
 
 import (
+	"fmt"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -30,10 +32,7 @@ func testJobMetadata(t *testing.T, s store.Store, _ Capabilities) {
 
 // testItemRefs: a recipient's reference is kept with the snapshot, shown
 // by every listing and claim, and ListItems filters by it.
-func testItemRefs(t *testing.T, s store.Store, caps Capabilities) {
-	if caps.NoItemRefs {
-		t.Skip("the backend does not keep item references yet (Capabilities.NoItemRefs)")
-	}
+func testItemRefs(t *testing.T, s store.Store, _ Capabilities) {
 	p, items := NewJob("tenant-a", 2, 6) // seqs 1..12, shards alternate
 	for i := range items {
 		switch {
@@ -79,6 +78,59 @@ func testItemRefs(t *testing.T, s store.Store, caps Capabilities) {
 		if it.Shard != 0 || it.Ref != "order-42" || it.Status != store.ItemSubmitted {
 			t.Fatalf("ListItems(ref, submitted) returned %+v", it)
 		}
+	}
+}
+
+// testItemRefsLargeJob: over a job of 3,000 items in 3 shards, submitted
+// in pages whose order is not the seqs' (as parts arrive), a reference
+// shared by items far apart, one of a single item, and many others are
+// each found exactly, a page at a time, also within one shard.
+func testItemRefsLargeJob(t *testing.T, s store.Store, _ Capabilities) {
+	p, items := NewJob("tenant-a", 3, 1000)
+	want := map[string][]int64{}
+	for i := range items {
+		switch {
+		case i%250 == 7:
+			items[i].Ref = "campaign-shared"
+		case i == 2222:
+			items[i].Ref = "only-one"
+		case i%5 != 0:
+			items[i].Ref = fmt.Sprintf("r-%d", i%97)
+		}
+		if items[i].Ref != "" {
+			want[items[i].Ref] = append(want[items[i].Ref], items[i].Seq)
+		}
+	}
+	// Later seqs first: the look-up must not depend on submit order.
+	reordered := append(slices.Clone(items[1500:]), items[:1500]...)
+	createJob(t, s, p, reordered)
+	for _, ref := range []string{"campaign-shared", "only-one", "r-0", "r-96"} {
+		for _, limit := range []int{3, 1000} {
+			var seqs []int64
+			for _, it := range listAll(t, s, store.ListItemsParams{JobID: p.Job.ID, Ref: ref, Limit: limit}) {
+				if it.Ref != ref {
+					t.Fatalf("ListItems(ref %s) returned item %d with Ref %q", ref, it.Seq, it.Ref)
+				}
+				seqs = append(seqs, it.Seq)
+			}
+			if !equalSeqs(seqs, want[ref]) {
+				t.Fatalf("ListItems(ref %s, limit %d) = %d seqs %v, want %d %v", ref, limit, len(seqs), seqs, len(want[ref]), want[ref])
+			}
+		}
+	}
+	shard := 1
+	var inShard []int64
+	for _, seq := range want["campaign-shared"] {
+		if items[seq-1].Shard == shard {
+			inShard = append(inShard, seq)
+		}
+	}
+	var seqs []int64
+	for _, it := range listAll(t, s, store.ListItemsParams{JobID: p.Job.ID, Ref: "campaign-shared", Shard: &shard, Limit: 2}) {
+		seqs = append(seqs, it.Seq)
+	}
+	if len(inShard) == 0 || !equalSeqs(seqs, inShard) {
+		t.Fatalf("ListItems(ref campaign-shared, shard 1) = %v, want %v", seqs, inShard)
 	}
 }
 

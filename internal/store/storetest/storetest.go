@@ -85,9 +85,6 @@ type Capabilities struct {
 	// breaks the cost target; where to keep them is open (see
 	// dynamostore's package doc). The suite skips those checks only.
 	NoItemOutcomes bool
-	// NoItemRefs marks a backend that does not store Item.Ref nor filter
-	// by it yet (dynamostore: pending, with the payload records).
-	NoItemRefs bool
 }
 
 // sizes are the workload sizes of the heavier subtests.
@@ -275,6 +272,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"ListSubmittedItems", testListSubmittedItems},
 		{"JobMetadata", testJobMetadata},
 		{"ItemRefs", testItemRefs},
+		{"ItemRefsLargeJob", testItemRefsLargeJob},
 		{"ItemOutcomes", testItemOutcomes},
 		{"TakeTokens", testTakeTokens},
 		{"TakeTokensRateChange", testTakeTokensRateChange},
@@ -290,6 +288,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"JobByIdempotencyKey", testJobByIdempotencyKey},
 		{"Breakers", testBreakers},
 		{"SaveBreakerConcurrent", testSaveBreakerConcurrent},
+		{"BreakerHistory", testBreakerHistory},
 		{"ListBreakers", testListBreakers},
 		{"Suppressions", testSuppressions},
 		{"ListSuppressions", testListSuppressions},

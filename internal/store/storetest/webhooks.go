@@ -24,11 +24,16 @@ func testWebhooks(t *testing.T, s store.Store, _ Capabilities) {
 	ctx := ctxOf(t)
 
 	// Webhooks.
-	a1 := store.Webhook{Tenant: "tenant-a", ID: "wh-1", URL: "https://a.example/hook", Events: []string{"job.finished", "items.outcomes"},
+	a1 := store.Webhook{Tenant: "tenant-a", ID: "wh-1", Kind: store.WebhookHTTP, URL: "https://a.example/hook", Events: []string{"job.finished", "items.outcomes"},
 		Secret: "s3cret-a1", CreatedAt: at(time.Second)}
-	a2 := store.Webhook{Tenant: "tenant-a", ID: "wh-2", URL: "https://a.example/other", Events: []string{"job.paused"}, Secret: "s3cret-a2", CreatedAt: at(2 * time.Second)}
-	b1 := store.Webhook{Tenant: "tenant-b", ID: "wh-1", URL: "https://b.example/hook", Events: []string{"job.started"}, Secret: "s3cret-b1", CreatedAt: at(3 * time.Second)}
-	for _, w := range []store.Webhook{a2, a1, b1} {
+	a2 := store.Webhook{Tenant: "tenant-a", ID: "wh-2", Kind: store.WebhookHTTP, URL: "https://a.example/other", Events: []string{"job.paused"}, Secret: "s3cret-a2", CreatedAt: at(2 * time.Second)}
+	b1 := store.Webhook{Tenant: "tenant-b", ID: "wh-1", Kind: store.WebhookHTTP, URL: "https://b.example/hook", Events: []string{"job.started"}, Secret: "s3cret-b1", CreatedAt: at(3 * time.Second)}
+	// A WeCom group robot: no secret, its kind kept.
+	robot := store.Webhook{Tenant: "tenant-b", ID: "wh-robot", Kind: store.WebhookWeComRobot, URL: "https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=k-1",
+		Events: []string{"breaker.opened"}, CreatedAt: at(4 * time.Second)}
+	// A webhook saved without a kind reads as http.
+	bare := store.Webhook{Tenant: "tenant-b", ID: "wh-bare", URL: "https://b.example/bare", Events: []string{"job.started"}, Secret: "s3cret-b2", CreatedAt: at(5 * time.Second)}
+	for _, w := range []store.Webhook{a2, a1, b1, robot, bare} {
 		if err := ws.CreateWebhook(ctx, w); err != nil {
 			t.Fatalf("CreateWebhook(%s/%s): %v", w.Tenant, w.ID, err)
 		}
@@ -56,6 +61,12 @@ func testWebhooks(t *testing.T, s store.Store, _ Capabilities) {
 	list, err := ws.ListWebhooks(ctx, "tenant-a")
 	if err != nil || len(list) != 2 || !sameWebhook(list[0], a1) || !sameWebhook(list[1], a2) {
 		t.Fatalf("ListWebhooks(tenant-a) = %+v, %v; want wh-1, wh-2", list, err)
+	}
+	if got, err := ws.GetWebhook(ctx, "tenant-b", "wh-robot"); err != nil || !sameWebhook(got, robot) {
+		t.Fatalf("GetWebhook(robot) = %+v, %v; want %+v", got, err, robot)
+	}
+	if got, err := ws.GetWebhook(ctx, "tenant-b", "wh-bare"); err != nil || got.Kind != store.WebhookHTTP {
+		t.Fatalf("GetWebhook(saved without a kind) = %+v, %v; want kind http", got, err)
 	}
 	if list, err := ws.ListWebhooks(ctx, "tenant-c"); err != nil || len(list) != 0 {
 		t.Fatalf("ListWebhooks(tenant-c) = %+v, %v; want none", list, err)

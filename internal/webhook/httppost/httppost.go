@@ -9,10 +9,12 @@ package httppost
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/qunfa/qunfa/internal/netguard"
@@ -61,21 +63,27 @@ func New(c Config) *Client {
 	}}
 }
 
-// Post sends one attempt and returns the answer's status; the answer's
-// body is read (up to 64 KiB) and dropped.
-func (c *Client) Post(ctx context.Context, r webhook.Request) (int, error) {
+// Post sends one attempt and returns the answer's status and the first
+// 4 KiB of its body (the rest, up to 64 KiB, is read and dropped). Errors
+// leave the URL out: a WeCom robot's URL holds its key.
+func (c *Client) Post(ctx context.Context, r webhook.Request) (webhook.Answer, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.URL, bytes.NewReader(r.Body))
 	if err != nil {
-		return 0, fmt.Errorf("webhook request: %w", err)
+		return webhook.Answer{}, errors.New("webhook request: invalid URL")
 	}
 	for k, v := range r.Header {
 		req.Header[k] = v
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, err
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			return webhook.Answer{}, fmt.Errorf("%s: %w", uerr.Op, uerr.Err)
+		}
+		return webhook.Answer{}, err
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 60<<10))
 	_ = resp.Body.Close()
-	return resp.StatusCode, nil
+	return webhook.Answer{Status: resp.StatusCode, Body: body}, nil
 }
