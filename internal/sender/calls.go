@@ -16,6 +16,14 @@ import (
 
 // sendBatch renders and sends the claimed items and records outcomes.
 func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Item) error {
+	// The cursor passes every claimed item, sent or skipped below: the
+	// canary counts items claimed by it, so a skipped one is part of the
+	// canary (one of its failures), never replaced by a further item.
+	for _, it := range items {
+		if it.Seq+1 > tr.cursor {
+			tr.cursor = it.Seq + 1
+		}
+	}
 	// Recipients suppressed since the job was submitted are abandoned, not
 	// sent (checked per batch, right before sending).
 	keys := make([]store.RecipientKey, len(items))
@@ -48,11 +56,6 @@ func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Ite
 	calls, updates := tr.buildCalls(items)
 	updates = append(updates, skipped...)
 	tr.sent += len(items)
-	for _, it := range items {
-		if it.Seq+1 > tr.cursor {
-			tr.cursor = it.Seq + 1
-		}
-	}
 	if d := tr.spacing(tr.s.Clock.Now()); d > 0 && len(calls) > 0 {
 		// The exact gap, right before the call: the wait at the top of the
 		// batch ended spacingLead early, so the batch's own store work
