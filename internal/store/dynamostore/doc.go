@@ -29,7 +29,8 @@
 //	error details     JOB#<job>           E#<index>#<seq 12d>    code, message of an item's last error (failed items only)
 //	idempotency       IDEM#"<tenant>"#<key> _                    job id, request hash
 //	token bucket      BUCKET#<name>       _                      tokens, at, warm (warm-up start), v
-//	account           TENANT#<tenant>     ACCOUNT#<id>
+//	account           TENANT#<tenant>     ACCOUNT#<id>           limits; szBatch, szConc, szP99, szAt (the sender's sizing,
+//	                                                             SaveAccountSizing; a PutAccount drops them)
 //	breaker           TENANT#<tenant>     BREAKER#<account>      state, times, window, v (version; no record = closed, 0),
 //	                                                             g2pk BREAKERS#open (open, half-open) or BREAKERS#closed,
 //	                                                             g2sk <tenant>#<account>
