@@ -74,7 +74,16 @@ func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Ite
 		go func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
+			z := tr.sizing
+			if z != nil {
+				z.acquire()
+				defer z.release()
+			}
+			start := tr.s.Clock.Now()
 			r, err := tr.s.Provider.Send(callCtx, c.req)
+			if z != nil {
+				z.observe(len(c.req.To), tr.s.Clock.Now().Sub(start), tr.s.Clock.Now())
+			}
 			if err != nil {
 				r = provider.SendResult{}
 				for range c.req.To {
@@ -309,32 +318,52 @@ type call struct {
 // claimSize is how many items a batch asks for. Every call of a batch
 // starts at once, so a batch holds no more calls than call slots: one item
 // per call in general. When the template has no variables every item
-// renders the same text, and a batch of k·per items makes k calls of per
-// recipients each, so such a batch claims ClaimBatch calls' worth of items
-// and its calls go out full instead of carrying ClaimBatch recipients,
-// up to store.MaxPutItems (the most one suppression look-up or outcome
-// write takes). Tokens are still taken one per recipient: the rate is never
-// exceeded.
+// renders the same text, and a batch makes calls of the account's batch
+// size (callSize) each, so such a batch claims ClaimBatch calls' worth of
+// items, in whole calls, up to store.MaxPutItems (the most one suppression
+// look-up or outcome write takes) less one call: when the shard's pending
+// items are within a call of that, the batch takes them all, so its last
+// call is not left with a handful of recipients (buildCalls spreads them).
+// Tokens are still taken one per recipient: the rate is never exceeded.
 func (tr *turn) claimSize() int {
 	calls := min(tr.cfg.ClaimBatch, tr.cfg.Concurrency)
-	if per := tr.account.MaxRecipientsPerCall; per > 1 && len(tr.tmpl.Vars()) == 0 {
-		return max(calls, min(calls*per, store.MaxPutItems))
+	per := tr.callSize()
+	if per <= 1 || len(tr.tmpl.Vars()) > 0 {
+		return calls
 	}
-	return calls
+	most := max(per, (store.MaxPutItems-per)/per*per)
+	want := max(calls, min(calls*per, most))
+	if p := int(tr.shard.Counts.Pending); p > want && p < want+per && p <= store.MaxPutItems {
+		return p
+	}
+	return want
+}
+
+// callSize is how many recipients a call of identical content carries:
+// the account's batch size as measured (see sizing.go), 80% of its
+// max_recipients_per_call before any measurement.
+func (tr *turn) callSize() int {
+	if tr.sizing != nil {
+		return tr.sizing.batchSize()
+	}
+	return max(1, int(math.Floor(SizingShare*float64(tr.account.MaxRecipientsPerCall))))
 }
 
 // buildCalls renders items and groups those with equal content into calls
-// of up to the account's recipients per call. Items that cannot be rendered
-// fail permanently (the template was checked at submit, so this is a bug
-// guard, not a path).
+// of about the account's batch size (callSize): a group of n items makes
+// max(⌈n/hi⌉, ⌊n/size⌋, 1) calls of equal size (±1), where hi is
+// callSize + a quarter, never over max_recipients_per_call. So calls carry
+// at least the batch size whenever the group has that many, and a group's
+// remainder is spread over its calls instead of going out as a small call
+// of its own. Items that cannot be rendered fail permanently (the template
+// was checked at submit, so this is a bug guard, not a path).
 func (tr *turn) buildCalls(items []store.Item) ([]call, []store.ItemUpdate) {
-	per := tr.account.MaxRecipientsPerCall
-	if per < 1 {
-		per = 1
-	}
-	var calls []call
+	size := tr.callSize()
+	limit := max(1, tr.account.MaxRecipientsPerCall)
+	hi := min(limit, size+size/4)
 	var failed []store.ItemUpdate
-	open := map[string]int{} // content → index of the open call
+	var order []string
+	groups := map[string][]store.Item{}
 	for _, it := range items {
 		text, err := tr.tmpl.Render(it.Vars)
 		if err != nil {
@@ -344,20 +373,29 @@ func (tr *turn) buildCalls(items []store.Item) ([]call, []store.ItemUpdate) {
 			})
 			continue
 		}
-		if i, ok := open[text]; ok && per > 1 && len(calls[i].items) < per {
-			c := &calls[i]
-			c.req.To = append(c.req.To, it.To)
-			c.req.Keys = append(c.req.Keys, MessageKey(it.JobID, it.Seq))
-			c.items = append(c.items, it)
-			continue
+		if _, ok := groups[text]; !ok {
+			order = append(order, text)
 		}
-		open[text] = len(calls)
-		calls = append(calls, call{
-			req: provider.SendRequest{
-				Account: it.Account, To: []string{it.To}, Keys: []string{MessageKey(it.JobID, it.Seq)}, Content: text,
-			},
-			items: []store.Item{it},
-		})
+		groups[text] = append(groups[text], it)
+	}
+	var calls []call
+	for _, text := range order {
+		g := groups[text]
+		n := len(g)
+		k := max(1, (n+hi-1)/hi, n/size)
+		for i, start := 0, 0; i < k; i++ {
+			end := start + n/k
+			if i < n%k {
+				end++
+			}
+			c := call{req: provider.SendRequest{Account: g[start].Account, Content: text}, items: g[start:end:end]}
+			for _, it := range c.items {
+				c.req.To = append(c.req.To, it.To)
+				c.req.Keys = append(c.req.Keys, MessageKey(it.JobID, it.Seq))
+			}
+			calls = append(calls, c)
+			start = end
+		}
 	}
 	return calls, failed
 }
