@@ -155,6 +155,10 @@ func TestDashboardPages(t *testing.T) {
 	sel := `section[data-account="` + account + `"]`
 	b.waitJS("the rate is shown against the batch rate", `(() => { const e = document.querySelector('`+sel+` .rate-now'); return e && e.dataset.batch === '10'; })()`)
 	b.waitJS("the chart has the batch-rate line and sends", `document.querySelector('`+sel+` .rate-chart line.limit') !== null && document.querySelector('`+sel+` .rate-chart polyline') !== null`)
+	// The sizing the senders chose: one recipient per call on this
+	// account, once measured; until then the 80% it starts from.
+	b.waitJS("the batch size and concurrency are shown", `(() => { const e = document.querySelector('`+sel+` dd.sizing');
+		return e && e.textContent.length > 0 && (e.dataset.batch === '' || (e.dataset.batch === '1' && Number(e.dataset.concurrency) >= 1)); })()`)
 
 	// Every page in both languages.
 	pages := []struct{ name, hash, ready string }{
