@@ -346,21 +346,32 @@ func (tr *turn) callSize() int {
 	if tr.sizing != nil {
 		return tr.sizing.batchSize()
 	}
-	return max(1, int(math.Floor(SizingShare*float64(tr.account.MaxRecipientsPerCall))))
+	return topCallSize(tr.account.MaxRecipientsPerCall)
+}
+
+// topCallSize is the batch size of an account allowing limit recipients
+// per call before latency lowers it: SizingShare of it, at least 1.
+func topCallSize(limit int) int {
+	return max(1, int(math.Floor(SizingShare*float64(limit))))
 }
 
 // buildCalls renders items and groups those with equal content into calls
 // of about the account's batch size (callSize): a group of n items makes
-// max(⌈n/hi⌉, ⌊n/size⌋, 1) calls of equal size (±1), where hi is
-// callSize + a quarter, never over max_recipients_per_call. So calls carry
-// at least the batch size whenever the group has that many, and a group's
-// remainder is spread over its calls instead of going out as a small call
-// of its own. Items that cannot be rendered fail permanently (the template
-// was checked at submit, so this is a bug guard, not a path).
+// max(⌈n/hi⌉, ⌊n/size⌋, 1) calls of equal size (±1). While the batch size
+// is its 80% (the latency is fine), hi is max_recipients_per_call: calls
+// carry at least the batch size whenever the group has that many, and a
+// group's remainder rides along in its calls, within the account's limit,
+// instead of going out as a small call of its own. While the latency keeps
+// the batch size lower, hi is the batch size: no call is larger. Items
+// that cannot be rendered fail permanently (the template was checked at
+// submit, so this is a bug guard, not a path).
 func (tr *turn) buildCalls(items []store.Item) ([]call, []store.ItemUpdate) {
 	size := tr.callSize()
 	limit := max(1, tr.account.MaxRecipientsPerCall)
-	hi := min(limit, size+size/4)
+	hi := size
+	if size >= topCallSize(limit) {
+		hi = limit
+	}
 	var failed []store.ItemUpdate
 	var order []string
 	groups := map[string][]store.Item{}

@@ -142,7 +142,7 @@ func (z *accountSizer) configure(a store.Account, most int) {
 	z.concurrency = min(max(z.concurrency, 1), z.most)
 	if limit != z.limit {
 		z.limit = limit
-		z.top = max(1, int(math.Floor(SizingShare*float64(limit))))
+		z.top = topCallSize(limit)
 		z.batch = z.top
 		z.window, z.recipients = z.window[:0], 0
 		if z.at.IsZero() {
