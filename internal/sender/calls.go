@@ -282,9 +282,7 @@ func (tr *turn) record(ctx context.Context, calls []*pendingCall, extra []store.
 	if len(updates) == 0 {
 		return nil
 	}
-	res, err := tr.s.Store.UpdateItems(context.WithoutCancel(ctx), store.UpdateItemsParams{
-		JobID: tr.job.ID, Index: tr.shard.Index, Updates: updates, At: now,
-	})
+	res, err := tr.updateItems(context.WithoutCancel(ctx), updates, now)
 	if err != nil {
 		return fmt.Errorf("record outcomes: %w", err)
 	}
@@ -308,6 +306,33 @@ func (tr *turn) record(ctx context.Context, calls []*pendingCall, extra []store.
 		return nil
 	}
 	return tr.judgeBreaker(ctx, accountDown, batchFailed)
+}
+
+// updateItems writes the updates in pages of store.MaxPutItems: the calls
+// recorded together (a batch and the stragglers that answered since, or
+// every straggler at the end of a turn) can hold more recipients than one
+// UpdateItems takes (the SQLite store refuses over 1,000). A page that
+// fails stops the rest and fails the turn, whose shard the next turn
+// recounts (as for any failed write).
+func (tr *turn) updateItems(ctx context.Context, updates []store.ItemUpdate, now time.Time) (store.UpdateItemsResult, error) {
+	var out store.UpdateItemsResult
+	for start := 0; start < len(updates); start += store.MaxPutItems {
+		res, err := tr.s.Store.UpdateItems(ctx, store.UpdateItemsParams{
+			JobID: tr.job.ID, Index: tr.shard.Index, Updates: updates[start:min(len(updates), start+store.MaxPutItems)], At: now,
+		})
+		if err != nil {
+			return out, err
+		}
+		out.Delta = out.Delta.Add(res.Delta)
+		for k, n := range res.FailuresDelta {
+			if out.FailuresDelta == nil {
+				out.FailuresDelta = map[string]int64{}
+			}
+			out.FailuresDelta[k] += n
+		}
+		out.Rejected = append(out.Rejected, res.Rejected...)
+	}
+	return out, nil
 }
 
 type call struct {

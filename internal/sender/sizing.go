@@ -182,6 +182,11 @@ func (z *accountSizer) release() {
 func (z *accountSizer) observe(n int, d time.Duration, now time.Time) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
+	if z.batch < z.top && n > z.batch {
+		// A call made before the batch shrank: it tells nothing of the
+		// size chosen since.
+		return
+	}
 	z.window = append(z.window, d)
 	z.recipients += max(n, 1)
 	if len(z.window) < SizingSamples {
