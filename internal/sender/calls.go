@@ -54,6 +54,7 @@ func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Ite
 	skipped = append(skipped, capped...)
 	tr.giveBackBudget(ctx, int64(len(skipped))) // never sent
 	calls, updates := tr.buildCalls(items)
+	given := tr.giveSlots(len(calls))
 	updates = append(updates, skipped...)
 	tr.sent += len(items)
 	if d := tr.spacing(tr.s.Clock.Now()); d > 0 && len(calls) > 0 {
@@ -76,7 +77,11 @@ func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Ite
 			defer func() { <-sem }()
 			z := tr.sizing
 			if z != nil {
-				z.acquire()
+				if i >= given {
+					// More calls than the slots taken before the claim
+					// (claimSize keeps this from happening): wait for one.
+					z.acquire()
+				}
 				defer z.release()
 			}
 			start := tr.s.Clock.Now()
@@ -351,17 +356,47 @@ type call struct {
 // call is not left with a handful of recipients (buildCalls spreads them).
 // Tokens are still taken one per recipient: the rate is never exceeded.
 func (tr *turn) claimSize() int {
-	calls := min(tr.cfg.ClaimBatch, tr.cfg.Concurrency)
+	return tr.claimSizeFor(min(tr.cfg.ClaimBatch, tr.cfg.Concurrency))
+}
+
+// claimSizeFor is claimSize for a batch of at most calls calls: the items
+// it claims never make more calls than that (callsFor).
+func (tr *turn) claimSizeFor(calls int) int {
 	per := tr.callSize()
-	if per <= 1 || len(tr.tmpl.Vars()) > 0 {
+	if !tr.packed() {
 		return calls
 	}
 	most := max(per, (store.MaxPutItems-per)/per*per)
 	want := max(calls, min(calls*per, most))
-	if p := int(tr.shard.Counts.Pending); p > want && p < want+per && p <= store.MaxPutItems {
+	if p := int(tr.shard.Counts.Pending); p > want && p < want+per && p <= store.MaxPutItems && tr.callsFor(p) <= calls {
 		return p
 	}
 	return want
+}
+
+// packed reports whether the turn's items all render the same text and
+// the account takes several recipients per call.
+func (tr *turn) packed() bool {
+	return tr.callSize() > 1 && len(tr.tmpl.Vars()) == 0
+}
+
+// callsFor is how many calls n claimed items make at most (buildCalls).
+func (tr *turn) callsFor(n int) int {
+	if !tr.packed() {
+		return n
+	}
+	size, hi := tr.callSize(), tr.callLimit()
+	return max(1, (n+hi-1)/hi, n/size)
+}
+
+// callLimit is the most recipients buildCalls puts in one call: the
+// account's limit while the batch size is its 80%, else the batch size.
+func (tr *turn) callLimit() int {
+	size, limit := tr.callSize(), max(1, tr.account.MaxRecipientsPerCall)
+	if size >= topCallSize(limit) {
+		return limit
+	}
+	return size
 }
 
 // callSize is how many recipients a call of identical content carries:
@@ -391,12 +426,7 @@ func topCallSize(limit int) int {
 // that cannot be rendered fail permanently (the template was checked at
 // submit, so this is a bug guard, not a path).
 func (tr *turn) buildCalls(items []store.Item) ([]call, []store.ItemUpdate) {
-	size := tr.callSize()
-	limit := max(1, tr.account.MaxRecipientsPerCall)
-	hi := size
-	if size >= topCallSize(limit) {
-		hi = limit
-	}
+	size, hi := tr.callSize(), tr.callLimit()
 	var failed []store.ItemUpdate
 	var order []string
 	groups := map[string][]store.Item{}

@@ -235,6 +235,7 @@ func (s *Sender) HandleTurn(ctx context.Context, m Message) (Result, error) {
 		tr.deadline = d
 	}
 	res, err := tr.run(ctx)
+	tr.returnSlots()
 	if err != nil {
 		// Calls still running went out: wait for their answers and record
 		// them, so an item the provider answered for is not left submitted
@@ -316,8 +317,11 @@ type turn struct {
 	tokenWaiting bool
 	stateReadAt  time.Time
 
-	// sizing is the process's sizer of the account (set with the account).
+	// sizing is the process's sizer of the account (set with the account);
+	// slots are the account's call slots this batch holds, not yet given
+	// to a call.
 	sizing *accountSizer
+	slots  int
 
 	// canaryBase is the shard's first seq and canaryEnd one past its last
 	// canary seq, once canaryKnown.
@@ -342,6 +346,7 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 		tr.slow = 1
 	}
 	for {
+		tr.returnSlots() // call slots not given to a call last batch
 		if stopCtx.Err() != nil {
 			return tr.continueLater(ctx, "shutting down")
 		}
@@ -411,6 +416,15 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 		}
 		if wait := tr.spacing(now) - spacingLead; wait > 0 {
 			if res, done, err := tr.wait(stopCtx, wait, "spacing sends"); done || err != nil {
+				return res, err
+			}
+			continue
+		}
+		// Call slots before tokens and the claim: every call of the batch
+		// then starts at once, right after its claim.
+		want, ok := tr.takeSlots(want)
+		if !ok {
+			if res, done, err := tr.waitForSlot(stopCtx); done || err != nil {
 				return res, err
 			}
 			continue

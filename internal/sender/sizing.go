@@ -159,6 +159,27 @@ func (z *accountSizer) batchSize() int {
 	return z.batch
 }
 
+// tryAcquire takes up to n free call slots of the account at once and
+// tells how many it took (0: none free).
+func (z *accountSizer) tryAcquire(n int) int {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	g := max(0, min(n, z.concurrency-z.inFlight))
+	z.inFlight += g
+	return g
+}
+
+// releaseN frees n call slots.
+func (z *accountSizer) releaseN(n int) {
+	if n <= 0 {
+		return
+	}
+	z.mu.Lock()
+	z.inFlight -= n
+	z.cond.Broadcast()
+	z.mu.Unlock()
+}
+
 // acquire waits for a call slot of the account.
 func (z *accountSizer) acquire() {
 	z.mu.Lock()
@@ -279,4 +300,59 @@ func (tr *turn) noteSizing(ctx context.Context) {
 	}); err != nil {
 		tr.log.Warn("save account sizing", slog.String("account", tr.shard.Account), slog.Any("err", err))
 	}
+}
+
+// slotPoll is how long a turn waits before looking for a free call slot
+// of its account again.
+const slotPoll = 20 * time.Millisecond
+
+// takeSlots takes the account's call slots for a batch of want items
+// before tokens are taken and items claimed, so every call of the batch
+// starts right after its claim (the reconciler's settle delay counts from
+// the claim: a call queued behind others for long could be looked up as
+// never sent, resent, and then go out too). With fewer slots free than the
+// batch needs, the batch shrinks to them; with none, ok is false.
+func (tr *turn) takeSlots(want int) (int, bool) {
+	z := tr.sizing
+	if z == nil {
+		return want, true
+	}
+	need := tr.callsFor(want)
+	n := z.tryAcquire(need)
+	if n == 0 {
+		return 0, false
+	}
+	tr.slots = n
+	if n < need {
+		want = min(want, tr.claimSizeFor(n))
+	}
+	return want, true
+}
+
+// waitForSlot records this turn's calls that have answered (freeing their
+// slots) and waits a little before the batch is tried again.
+func (tr *turn) waitForSlot(ctx context.Context) (Result, bool, error) {
+	if err := tr.collectStragglers(context.WithoutCancel(ctx), false); err != nil {
+		return Result{}, true, err
+	}
+	return tr.wait(ctx, slotPoll, "waiting for a call slot")
+}
+
+// giveSlots hands the batch's slots to its n calls and frees the rest; it
+// tells how many calls got one.
+func (tr *turn) giveSlots(n int) int {
+	given := min(n, tr.slots)
+	if z := tr.sizing; z != nil {
+		z.releaseN(tr.slots - given)
+	}
+	tr.slots = 0
+	return given
+}
+
+// returnSlots frees the slots the batch took and gave to no call.
+func (tr *turn) returnSlots() {
+	if tr.slots > 0 && tr.sizing != nil {
+		tr.sizing.releaseN(tr.slots)
+	}
+	tr.slots = 0
 }

@@ -269,3 +269,51 @@ func TestPackedCallsCarryTheBatchSize(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchTakesItsCallSlotsBeforeClaiming: a batch takes the account's
+// call slots before it claims, and claims no more items than those slots'
+// calls carry, so no call of it waits for a slot after its claim; a batch
+// of another turn finding none free claims nothing.
+func TestBatchTakesItsCallSlotsBeforeClaiming(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(sizingT0)
+	packed, err := content.Parse("The same words for everyone.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := store.Account{Tenant: "t", ID: "a", RatePerSec: 10, MaxRecipientsPerCall: 100}
+	s := &Sender{}
+	z := s.sizer(a, 64, clk.Now())
+	for range SizingSamples { // 10/s in calls of 80, 1.6 s each: 1 call in flight
+		z.observe(80, 1600*time.Millisecond, clk.Now())
+	}
+	if c := z.snapshot().Concurrency; c != 1 {
+		t.Fatalf("concurrency %d, want 1", c)
+	}
+	newTurn := func() *turn {
+		tr := &turn{s: s, cfg: Config{}.withDefaults(), account: a, tmpl: packed, sizing: z}
+		tr.shard.Counts.Pending = 10000
+		return tr
+	}
+	t1, t2 := newTurn(), newTurn()
+	want, ok := t1.takeSlots(t1.claimSize())
+	if !ok || want != 80 || t1.slots != 1 {
+		t.Fatalf("first batch: want %d ok %v slots %d, want one call of 80", want, ok, t1.slots)
+	}
+	if _, ok := t2.takeSlots(t2.claimSize()); ok {
+		t.Fatal("a second batch took a slot while the only one was taken")
+	}
+	if got := t1.giveSlots(1); got != 1 || t1.slots != 0 {
+		t.Fatalf("gave %d slots, %d left", got, t1.slots)
+	}
+	z.release() // the call answered
+	if _, ok := t2.takeSlots(t2.claimSize()); !ok {
+		t.Fatal("no slot after the call answered")
+	}
+	t2.returnSlots()
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if z.inFlight != 0 {
+		t.Fatalf("%d slots held after all were returned", z.inFlight)
+	}
+}
