@@ -236,6 +236,9 @@ func (s *Sender) HandleTurn(ctx context.Context, m Message) (Result, error) {
 	}
 	res, err := tr.run(ctx)
 	tr.returnSlots()
+	// The calls answered last (stragglers recorded as the turn ended) may
+	// have changed the account's sizing after the last batch noted it.
+	tr.noteSizing(context.WithoutCancel(ctx))
 	if err != nil {
 		// Calls still running went out: wait for their answers and record
 		// them, so an item the provider answered for is not left submitted

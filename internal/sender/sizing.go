@@ -91,10 +91,12 @@ type accountSizer struct {
 
 	inFlight int
 
-	version          int64 // bumped by every decision
+	version          int64 // bumped by every decision that changed the sizing
 	published        int64 // the version last saved or being saved
 	publishedAt      time.Time
-	publishedMetrics int64 // the version last given to the metrics
+	decisions        int64 // bumped by every decision
+	publishedMetrics int64 // the decision last given to the metrics
+	loggedVersion    int64 // the version last logged
 }
 
 // sizer returns the process's sizer of the turn's account, creating it
@@ -226,6 +228,7 @@ func (z *accountSizer) observe(n int, d time.Duration, now time.Time) {
 	case float64(p99) < SizingGrowBelow*float64(SizingP99Target) && z.batch < z.top:
 		z.batch = min(z.top, z.batch+max(1, z.top/sizingGrowStepShare))
 	}
+	was := [2]int{z.batch, z.concurrency}
 	z.concurrency = z.most
 	if z.rate > 0 {
 		c := math.Ceil(z.rate / perCall * p99.Seconds() * SizingSafety)
@@ -233,7 +236,10 @@ func (z *accountSizer) observe(n int, d time.Duration, now time.Time) {
 	}
 	z.p99, z.at = p99, now
 	z.window, z.recipients = z.window[:0], 0
-	z.version++
+	z.decisions++
+	if was != [2]int{z.batch, z.concurrency} || z.decisions == 1 {
+		z.version++
+	}
 	z.cond.Broadcast()
 }
 
@@ -264,15 +270,17 @@ func (z *accountSizer) publishDue(now time.Time) (store.AccountSizing, bool) {
 }
 
 // metricsDue tells whether the metrics have not seen the latest decision,
-// and marks it seen.
-func (z *accountSizer) metricsDue() (store.AccountSizing, bool) {
+// and marks it seen; changed tells whether that decision changed the
+// sizing since the last one seen.
+func (z *accountSizer) metricsDue() (sz store.AccountSizing, due, changed bool) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	if z.at.IsZero() || z.publishedMetrics == z.version {
-		return store.AccountSizing{}, false
+	if z.at.IsZero() || z.publishedMetrics == z.decisions {
+		return store.AccountSizing{}, false, false
 	}
-	z.publishedMetrics = z.version
-	return z.snapshotLocked(), true
+	changed = z.loggedVersion != z.version
+	z.publishedMetrics, z.loggedVersion = z.decisions, z.version
+	return z.snapshotLocked(), true, changed
 }
 
 // noteSizing passes the account's latest sizing to the metrics and saves
@@ -284,12 +292,14 @@ func (tr *turn) noteSizing(ctx context.Context) {
 	if z == nil {
 		return
 	}
-	if sz, ok := z.metricsDue(); ok {
+	if sz, due, changed := z.metricsDue(); due {
 		if r, ok := tr.s.metrics().(metrics.SizingRecorder); ok {
 			r.AccountSizing(ctx, tr.shard.Account, sz.BatchSize, sz.Concurrency, sz.P99)
 		}
-		tr.log.Info("account sizing", slog.String("account", tr.shard.Account), slog.Int("batch_size", sz.BatchSize),
-			slog.Int("concurrency", sz.Concurrency), slog.Duration("p99", sz.P99))
+		if changed {
+			tr.log.Info("account sizing", slog.String("account", tr.shard.Account), slog.Int("batch_size", sz.BatchSize),
+				slog.Int("concurrency", sz.Concurrency), slog.Duration("p99", sz.P99))
+		}
 	}
 	sz, ok := z.publishDue(tr.s.Clock.Now())
 	if !ok {
