@@ -430,6 +430,7 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 			if res, done, err := tr.waitForSlot(stopCtx); done || err != nil {
 				return res, err
 			}
+			tr.tokenWaiting = true // poll the job state as when waiting for tokens
 			continue
 		}
 		granted, wait, err := tr.takeTokens(ctx, want, now)
