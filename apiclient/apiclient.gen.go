@@ -474,6 +474,9 @@ type Account struct {
 	// RatePerSec Greater than 0.
 	RatePerSec float64 `json:"rate_per_sec"`
 
+	// Sizing What the senders chose from the account's measured call latency; null until measured, and again after a PUT of the account.
+	Sizing *AccountSizing `json:"sizing"`
+
 	// UpdatedAt An RFC 3339 time in UTC, null while unset (the key is always there).
 	UpdatedAt *NullableTimestamp `json:"updated_at"`
 
@@ -522,6 +525,21 @@ type AccountSeries struct {
 
 	// To An RFC 3339 time in UTC.
 	To Timestamp `json:"to"`
+}
+
+// AccountSizing The batch size and calls in flight the senders chose for an account from its measured call latency: identical content packs batch_size recipients per call (80% of max_recipients_per_call, less while the P99 call latency is over 2 s); concurrency is the calls in flight (call rate × p99 latency × 0.7, at least 1, at most the sender's configured maximum).
+type AccountSizing struct {
+	// BatchSize Recipients per call of identical content.
+	BatchSize int64 `json:"batch_size"`
+
+	// Concurrency Provider calls in flight allowed per sending process.
+	Concurrency int64 `json:"concurrency"`
+
+	// MeasuredAt When the sizing was saved.
+	MeasuredAt time.Time `json:"measured_at"`
+
+	// P99Ms The P99 call latency (milliseconds) of the calls they were chosen from.
+	P99Ms int64 `json:"p99_ms"`
 }
 
 // AuditEntry One state-changing call: who, what, when, and the job or account it touched.
@@ -915,7 +933,7 @@ type JobPreviewAccount struct {
 	// BatchRatePerSec The rate the account's shards would send at: its batch rate (rate_per_sec minus online_reserve_per_sec), capped by the job's rate_per_sec.
 	BatchRatePerSec float64 `json:"batch_rate_per_sec"`
 
-	// EstSeconds recipients / batch_rate_per_sec, rounded up; 0 when the rate is 0.
+	// EstSeconds How long sending the recipients at batch_rate_per_sec takes, rounded up; 0 when the rate is 0. With the account's warmup_sec it assumes the job finds the account idle: the rate ramps from 10% to 100% over warmup_sec first.
 	EstSeconds int64 `json:"est_seconds"`
 
 	// Recipients Recipients of this account the job would send to.

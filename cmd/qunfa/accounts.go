@@ -146,6 +146,12 @@ func printAccount(w io.Writer, a apiclient.Account) {
 	} else {
 		fmt.Fprintf(w, "  frequency: no cap\n")
 	}
+	if z := a.Sizing; z != nil {
+		fmt.Fprintf(w, "  sizing:    %d recipients per call of identical content, %d calls in flight (P99 latency %d ms, %s)\n",
+			z.BatchSize, z.Concurrency, z.P99Ms, shortTime(&z.MeasuredAt))
+	} else {
+		fmt.Fprintf(w, "  sizing:    not measured yet\n")
+	}
 	b := a.Breaker
 	fmt.Fprintf(w, "  breaker:   opens after %d failures in a row or a failure rate of %g over %d sends; cool-down %ds\n",
 		b.ConsecutiveFailures, b.FailureRate, b.MinSamples, b.CooldownSec)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/qunfa/qunfa/internal/breaker"
+	"github.com/qunfa/qunfa/internal/store"
 )
 
 // jsonOut decodes a command's --output json.
@@ -123,7 +124,12 @@ func TestAccountsCommand(t *testing.T) {
 			"after 300s without a send, batch rate ramps from 10% to 100% over 300s", "at most 2 messages to a recipient in any 86400s"}, nil)
 	file := writeFile(t, "acct.json", `{"rate_per_sec": 4, "burst": 4, "max_recipients_per_call": 3}`)
 	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--file", file, "--burst", "8").want(t, 0, []string{"4/s, burst 8", "3 recipients", "at most 4096 bytes", "warm-up:   none", "frequency: no cap"}, nil)
-	runCLI(ctx, srv, "", "accounts", "get", "acct-d").want(t, 0, []string{"account acct-d", "4/s, burst 8"}, nil)
+	runCLI(ctx, srv, "", "accounts", "get", "acct-d").want(t, 0, []string{"account acct-d", "4/s, burst 8", "sizing:    not measured yet"}, nil)
+	if err := srv.store.SaveAccountSizing(ctx, store.SaveAccountSizingParams{Tenant: "tenant-a", Account: "acct-d",
+		Sizing: store.AccountSizing{BatchSize: 2, Concurrency: 1, P99: 2100 * time.Millisecond, At: srv.clock.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	runCLI(ctx, srv, "", "accounts", "get", "acct-d").want(t, 0, []string{"sizing:    2 recipients per call of identical content, 1 calls in flight (P99 latency 2100 ms, "}, nil)
 	runCLI(ctx, srv, "", "accounts", "put", "acct-e", "--rate", "1", "--frequency-cap-max", "2").
 		want(t, 2, nil, []string{"give both --frequency-cap-max and --frequency-cap-window-sec"})
 	capFile := writeFile(t, "capped.json", `{"rate_per_sec": 4, "frequency_cap": {"max": 1, "window_sec": 3600}}`)

@@ -154,11 +154,22 @@ func (c *cli) jobCommand(ctx context.Context, verb string, args []string) error 
 		}
 		job = resp.JSON200
 	case "resume":
+		// Resuming a job that waits for its canary approves the canary:
+		// say so, with the results the operator approved.
+		before, err := cl.GetJobWithResponse(ctx, pos[0])
+		if err := cl.check(before, err, http.StatusOK); err != nil {
+			return err
+		}
 		resp, err := cl.ResumeJobWithResponse(ctx, pos[0])
 		if err := cl.check(resp, err, http.StatusOK); err != nil {
 			return err
 		}
 		job = resp.JSON200
+		if waitingForCanary(*before.JSON200) && job.Canary != nil && job.Canary.Approved {
+			fmt.Fprintf(c.stdout, "%s %s; canary approved (%d confirmed, %d failed)\n", job.Id,
+				statusText(string(job.Status), job.PauseReason), job.Canary.Confirmed, job.Canary.Failed)
+			return nil
+		}
 	default:
 		resp, err := cl.CancelJobWithResponse(ctx, pos[0])
 		if err := cl.check(resp, err, http.StatusOK); err != nil {
@@ -265,6 +276,12 @@ func printJob(w io.Writer, j apiclient.Job) {
 	_ = tw.Flush()
 }
 
+// waitingForCanary reports whether the job is paused until its canary is
+// approved.
+func waitingForCanary(j apiclient.Job) bool {
+	return j.Status == apiclient.JobStatusPaused && j.PauseReason != nil && *j.PauseReason == apiclient.Canary
+}
+
 // canaryText tells where a job's canary stands and, while the job waits
 // for approval, what to run; "" when the job has no canary.
 func canaryText(j apiclient.Job) string {
@@ -276,7 +293,7 @@ func canaryText(j apiclient.Job) string {
 	switch {
 	case c.Approved:
 		return fmt.Sprintf("canary: approved (%s)", results)
-	case j.Status == apiclient.JobStatusPaused && j.PauseReason != nil && *j.PauseReason == apiclient.Canary:
+	case waitingForCanary(j):
 		return fmt.Sprintf("canary: %d done of %d — %s; waiting for approval: qunfa resume %s (approve) or qunfa cancel %s",
 			c.Confirmed+c.Failed, c.Count, results, j.Id, j.Id)
 	case store.JobFinal(store.JobStatus(j.Status)):

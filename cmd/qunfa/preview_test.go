@@ -141,7 +141,7 @@ func TestCanaryShown(t *testing.T) {
 		}
 		runtime.Gosched()
 	}
-	runCLI(ctx, srv, "", "resume", id).want(t, 0, []string{id}, nil)
+	runCLI(ctx, srv, "", "resume", id).want(t, 0, []string{id + " ", "; canary approved (1 confirmed, 2 failed)\n"}, nil)
 	select {
 	case r := <-done:
 		r.want(t, 0, []string{"job " + id + " partial", "\ncanary: approved (1 confirmed, 2 failed)\n"}, nil)

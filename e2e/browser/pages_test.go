@@ -182,6 +182,10 @@ func TestDashboardPages(t *testing.T) {
 	b.waitJS("the refused account's breaker opened in its history", `(() => { const r = document.querySelector('`+downSel+` .history-body tr[data-to="open"]');
 		return !!r && r.children[1].textContent === 'Closed (sending) → Open (paused)' && r.children[2].textContent.includes('paused until')
 			&& r.children[3].textContent.length > 0; })()`)
+	// The sizing the senders chose: one recipient per call on this
+	// account, once measured; until then the 80% it starts from.
+	b.waitJS("the batch size and concurrency are shown", `(() => { const e = document.querySelector('`+sel+` dd.sizing');
+		return e && e.textContent.length > 0 && (e.dataset.batch === '' || (e.dataset.batch === '1' && Number(e.dataset.concurrency) >= 1)); })()`)
 
 	// Every page in both languages.
 	pages := []struct{ name, hash, ready string }{

@@ -187,6 +187,29 @@ func TestAccounts(t *testing.T) {
 	if len(p.Errors) != 1 || p.Errors[0].Field != "account" {
 		t.Errorf("errors = %+v", p.Errors)
 	}
+
+	// Sizing: null until a sender measured the account, then what it chose.
+	if raw := keysOf(t, s.do("GET", "/v1/accounts/acct-new", tokenA, nil).body); raw["sizing"] != nil {
+		t.Errorf("sizing of an account never measured: %v", raw["sizing"])
+	} else if _, ok := raw["sizing"]; !ok {
+		t.Error("the account view has no sizing")
+	}
+	measured := s.clock.Now().Add(-time.Second)
+	if err := s.store.SaveAccountSizing(context.Background(), store.SaveAccountSizingParams{Tenant: "tenant-a", Account: "acct-new",
+		Sizing: store.AccountSizing{BatchSize: 3, Concurrency: 2, P99: 2100 * time.Millisecond, At: measured}}); err != nil {
+		t.Fatal(err)
+	}
+	wantSizing := api.AccountSizing{BatchSize: 3, Concurrency: 2, P99MS: 2100, MeasuredAt: measured.UTC()}
+	s.do("GET", "/v1/accounts/acct-new", tokenA, nil).json(t, &got)
+	if got.Sizing == nil || *got.Sizing != wantSizing {
+		t.Errorf("sizing %+v, want %+v", got.Sizing, wantSizing)
+	}
+	s.do("GET", "/v1/accounts", tokenA, nil).json(t, &list)
+	for _, a := range list.Accounts {
+		if (a.ID == "acct-new") != (a.Sizing != nil) {
+			t.Errorf("listed %s with sizing %+v", a.ID, a.Sizing)
+		}
+	}
 }
 
 // keysOf decodes a JSON object's keys.

@@ -119,6 +119,18 @@ type Account struct {
 	UpdatedAt    *time.Time          `json:"updated_at"`
 	// BreakerState is the account's circuit breaker right now.
 	BreakerState BreakerState `json:"breaker_state"`
+	// Sizing is what the senders chose from the account's measured call
+	// latency; nil until measured (and again after a PUT of the account).
+	Sizing *AccountSizing `json:"sizing"`
+}
+
+// AccountSizing is the batch size and calls in flight the senders chose
+// for an account from its measured call latency (issue 13).
+type AccountSizing struct {
+	BatchSize   int       `json:"batch_size"`
+	Concurrency int       `json:"concurrency"`
+	P99MS       int64     `json:"p99_ms"`
+	MeasuredAt  time.Time `json:"measured_at"`
 }
 
 // BreakerState is an account's circuit breaker as operators see it.
@@ -300,7 +312,16 @@ func (s *server) accountView(a store.Account, b store.Breaker) Account {
 		FrequencyCap:         frequencyCapView(a.FrequencyCap),
 		Breaker:              a.Breaker,
 		UpdatedAt:            timePtr(a.UpdatedAt),
+		Sizing:               sizingView(a.Sizing),
 	}
+}
+
+// sizingView is nil for an account never measured.
+func sizingView(z store.AccountSizing) *AccountSizing {
+	if !z.Measured() {
+		return nil
+	}
+	return &AccountSizing{BatchSize: z.BatchSize, Concurrency: z.Concurrency, P99MS: z.P99.Milliseconds(), MeasuredAt: z.At.UTC()}
 }
 
 // frequencyCapView is nil for an account without a cap.

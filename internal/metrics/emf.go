@@ -173,6 +173,21 @@ func (e *EMF) OldestSubmittedAge(_ context.Context, d time.Duration) {
 	s.note(OldestSubmitted)
 }
 
+// AccountSizing implements SizingRecorder.
+func (e *EMF) AccountSizing(_ context.Context, account string, batchSize, concurrency int, p99 time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := e.seriesFor(LabelAccount, account)
+	s.gauges[AccountBatchSize] = float64(batchSize)
+	s.gauges[AccountConcurrency] = float64(concurrency)
+	s.gauges[AccountP99Latency] = p99.Seconds()
+	s.note(AccountBatchSize)
+	s.note(AccountConcurrency)
+	s.note(AccountP99Latency)
+}
+
+var _ SizingRecorder = (*EMF)(nil)
+
 // AddActiveShards implements Recorder.
 func (e *EMF) AddActiveShards(_ context.Context, delta int) {
 	e.mu.Lock()

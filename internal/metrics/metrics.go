@@ -15,6 +15,9 @@
 //	qunfa_handbacks_total                           shard turns handed back to the queue to continue later
 //	qunfa_queue_depth{queue,state}                  gauge of queued messages, state visible or in_flight
 //	qunfa_active_shards                             gauge of shard turns being worked
+//	qunfa_account_batch_size{account}               gauge: recipients per call of identical content the sender chose
+//	qunfa_account_concurrency{account}              gauge: provider calls in flight the sender allows the account
+//	qunfa_account_p99_latency_seconds{account}      gauge: the P99 call latency those were chosen from
 package metrics
 
 import (
@@ -36,6 +39,12 @@ const (
 	// submitted (claimed, its outcome not recorded), as the reconciler
 	// last saw it: a backlog of unsettled items shows as a growing age.
 	OldestSubmitted = "qunfa_oldest_submitted_age_seconds"
+	// AccountBatchSize, AccountConcurrency and AccountP99Latency are the
+	// sizing the sender chose for an account from its measured latency
+	// (issue 13), as last decided by this process.
+	AccountBatchSize   = "qunfa_account_batch_size"
+	AccountConcurrency = "qunfa_account_concurrency"
+	AccountP99Latency  = "qunfa_account_p99_latency_seconds"
 )
 
 // Label (Prometheus) and dimension (CloudWatch) names.
@@ -97,6 +106,20 @@ func (Nop) AddActiveShards(context.Context, int)                   {}
 
 // OldestSubmittedAge implements the reconciler's gauge.
 func (Nop) OldestSubmittedAge(context.Context, time.Duration) {}
+
+// SizingRecorder is implemented by Recorders that show the sender's sizing
+// of each account (the sender checks for it, so other Recorders need not).
+type SizingRecorder interface {
+	// AccountSizing sets the account's batch size (recipients per call of
+	// identical content), calls in flight and the P99 call latency they
+	// were chosen from.
+	AccountSizing(ctx context.Context, account string, batchSize, concurrency int, p99 time.Duration)
+}
+
+var _ SizingRecorder = Nop{}
+
+// AccountSizing implements SizingRecorder.
+func (Nop) AccountSizing(context.Context, string, int, int, time.Duration) {}
 
 // QueueStatsFunc reads a queue's depth: messages waiting to be received
 // (visible) and messages received and not yet deleted (in flight). The

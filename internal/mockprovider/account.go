@@ -18,6 +18,11 @@ type Behaviour struct {
 	Burst int `json:"burst"`
 	// LatencyMS delays every answer of the account.
 	LatencyMS int `json:"latency_ms"`
+	// LatencyPerRecipientMS delays every answer by that much more per
+	// recipient of the call, as a provider whose work grows with the
+	// batch: a call of n recipients waits latency_ms + n ×
+	// latency_per_recipient_ms.
+	LatencyPerRecipientMS int `json:"latency_per_recipient_ms"`
 	// Errors injects refusals by ratio, one draw per call.
 	Errors []InjectedError `json:"errors"`
 	// TimeoutRatio is the share of calls that are delivered and logged but
@@ -83,6 +88,7 @@ type behaviourPatch struct {
 	RatePerSec      *float64         `json:"rate_per_sec"`
 	Burst           *int             `json:"burst"`
 	LatencyMS       *int             `json:"latency_ms"`
+	LatencyPerRcpt  *int             `json:"latency_per_recipient_ms"`
 	Errors          *[]InjectedError `json:"errors"`
 	TimeoutRatio    *float64         `json:"timeout_ratio"`
 	Down            *bool            `json:"down"`
@@ -103,6 +109,9 @@ func (p behaviourPatch) apply(b Behaviour) Behaviour {
 	}
 	if p.LatencyMS != nil {
 		b.LatencyMS = *p.LatencyMS
+	}
+	if p.LatencyPerRcpt != nil {
+		b.LatencyPerRecipientMS = *p.LatencyPerRcpt
 	}
 	if p.Errors != nil {
 		b.Errors = *p.Errors
@@ -148,6 +157,9 @@ func (b Behaviour) validate() error {
 	}
 	if b.LatencyMS < 0 || b.LatencyMS > 600_000 {
 		errs = append(errs, errors.New("latency_ms must be between 0 and 600000"))
+	}
+	if b.LatencyPerRecipientMS < 0 || b.LatencyPerRecipientMS > 60_000 {
+		errs = append(errs, errors.New("latency_per_recipient_ms must be between 0 and 60000"))
 	}
 	if !validRatio(b.TimeoutRatio) {
 		errs = append(errs, errors.New("timeout_ratio must be between 0 and 1"))

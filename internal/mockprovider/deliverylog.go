@@ -21,6 +21,15 @@ type Delivery struct {
 	ToID    string    `json:"toId"`
 	Content string    `json:"content"`
 	Key     string    `json:"key"`
+	// Call numbers the account's calls (1, 2, …, since the mock started);
+	// CallRecipients is how many recipients that call carried and
+	// LatencyMS the latency the mock gave its answer (latency_ms plus
+	// latency_per_recipient_ms per recipient). All three are written only
+	// for calls with injected latency, so other lines keep the contract's
+	// shape.
+	Call           int64 `json:"call,omitempty"`
+	CallRecipients int   `json:"call_recipients,omitempty"`
+	LatencyMS      int64 `json:"latency_ms,omitempty"`
 }
 
 // deliveryLog appends deliveries to a JSON-lines file and indexes the keys

@@ -51,7 +51,7 @@
 // unlimited). PUT /_mock/accounts/{guid} changes it at run time; only the
 // fields present in the body change:
 //
-//	{"rate_per_sec": 10, "burst": 10, "latency_ms": 50,
+//	{"rate_per_sec": 10, "burst": 10, "latency_ms": 50, "latency_per_recipient_ms": 0,
 //	 "errors": [{"errcode": -1, "ratio": 0.1}], "timeout_ratio": 0.05,
 //	 "down": false, "invalid_to_ids": ["u3"],
 //	 "gateway_errors": [{"status": 502, "ratio": 0.05, "after_delivery": true}],
@@ -61,7 +61,9 @@
 // is handled in this order:
 //
 //  1. latency_ms: the answer is delayed (by the clock's Sleep when the
-//     Config's Clock has one, else by a timer);
+//     Config's Clock has one, else by a timer), plus
+//     latency_per_recipient_ms for every recipient of the call (a provider
+//     slower as batches grow);
 //  2. gateway_errors: one draw picks at most one entry; without
 //     after_delivery the call answers that HTTP status with an HTML body
 //     at once (nothing delivered); with it, the call goes on (steps 3–6)

@@ -119,10 +119,11 @@ func (m *Mock) send(ctx context.Context, c sendCall) (sendResult, error) {
 		return sendResult{callCode: CodeSystemBusy}, nil
 	}
 	a := m.account(c.guid)
-	a.calls.Add(1)
+	callNo := a.calls.Add(1)
 	b := a.behaviour.Load()
 	n := int64(len(c.toIDs))
-	if err := m.wait(ctx, time.Duration(b.LatencyMS)*time.Millisecond); err != nil {
+	latency := time.Duration(int64(b.LatencyMS)+n*int64(b.LatencyPerRecipientMS)) * time.Millisecond
+	if err := m.wait(ctx, latency); err != nil {
 		return sendResult{}, err
 	}
 	var gw GatewayError
@@ -185,7 +186,13 @@ func (m *Mock) send(ctx context.Context, c sendCall) (sendResult, error) {
 		case granted > 0:
 			granted--
 			o.msgid = m.nextMsgID()
-			deliveries = append(deliveries, Delivery{TS: now, GUID: c.guid, ToID: c.toIDs[i], Content: c.content, Key: c.keys[i]})
+			d := Delivery{TS: now, GUID: c.guid, ToID: c.toIDs[i], Content: c.content, Key: c.keys[i]}
+			if latency > 0 {
+				// Lines keep the contract's shape unless latency was
+				// injected; then they tell the call and its latency.
+				d.Call, d.CallRecipients, d.LatencyMS = callNo, len(c.toIDs), latency.Milliseconds()
+			}
+			deliveries = append(deliveries, d)
 		case m.cfg.SilentDrop:
 			o.msgid = m.nextMsgID()
 			a.dropped.Add(1)

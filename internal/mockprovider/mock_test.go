@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -460,6 +461,39 @@ func TestLatencyWaitsThroughTheClock(t *testing.T) {
 	}
 	if got := readLog(t, f.logPath)[0]["ts"]; got != "2025-03-01T09:00:00.25Z" {
 		t.Fatalf("delivery ts %v, want after the latency", got)
+	}
+}
+
+// TestLatencyGrowsWithRecipients: latency_per_recipient_ms makes a call
+// of n recipients wait latency_ms + n × latency_per_recipient_ms, and the
+// log lines of such a call tell the call, its size and that latency.
+func TestLatencyGrowsWithRecipients(t *testing.T) {
+	t.Parallel()
+	clk := &sleepClock{Fake: clock.NewFake(t0)}
+	f := newFixture(t, Config{Clock: clk})
+	f.put(t, "acct-a", map[string]any{"latency_ms": 10, "latency_per_recipient_ms": 100})
+	if code, out := f.do(t, http.MethodPost, "/message/send", "", map[string]any{"guid": "acct-a", "toIds": []string{"a", "b", "c"}, "content": "x"}); code != http.StatusOK || out["errcode"] != 0.0 {
+		t.Fatalf("send: %d %v", code, out)
+	}
+	f.sendText(t, "acct-a", "d", "")
+	clk.mu.Lock()
+	slept := slices.Clone(clk.slept)
+	clk.mu.Unlock()
+	if !reflect.DeepEqual(slept, []time.Duration{310 * time.Millisecond, 110 * time.Millisecond}) {
+		t.Fatalf("slept %v, want 310ms for 3 recipients, then 110ms for 1", slept)
+	}
+	lines := readLog(t, f.logPath)
+	want := []struct{ call, n, ms float64 }{{1, 3, 310}, {1, 3, 310}, {1, 3, 310}, {2, 1, 110}}
+	if len(lines) != len(want) {
+		t.Fatalf("%d log lines, want %d", len(lines), len(want))
+	}
+	for i, w := range want {
+		if l := lines[i]; l["call"] != w.call || l["call_recipients"] != w.n || l["latency_ms"] != w.ms {
+			t.Errorf("line %d = %v, want call %v of %v recipients, latency %v ms", i, l, w.call, w.n, w.ms)
+		}
+	}
+	if code, out := f.do(t, http.MethodPut, "/_mock/accounts/acct-a", "", map[string]any{"latency_per_recipient_ms": -1}); code != http.StatusBadRequest {
+		t.Errorf("negative latency_per_recipient_ms: %d %v", code, out)
 	}
 }
 

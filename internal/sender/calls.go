@@ -39,6 +39,14 @@ func (tr *turn) suppressionsMayApply(ctx context.Context) (bool, error) {
 
 // sendBatch renders and sends the claimed items and records outcomes.
 func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Item) error {
+	// The cursor passes every claimed item, sent or skipped below: the
+	// canary counts items claimed by it, so a skipped one is part of the
+	// canary (one of its failures), never replaced by a further item.
+	for _, it := range items {
+		if it.Seq+1 > tr.cursor {
+			tr.cursor = it.Seq + 1
+		}
+	}
 	// Recipients suppressed since the job was submitted are abandoned, not
 	// sent (checked per batch, right before sending).
 	keys := make([]store.RecipientKey, len(items))
@@ -73,13 +81,9 @@ func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Ite
 	skipped = append(skipped, capped...)
 	tr.giveBackBudget(ctx, int64(len(skipped))) // never sent
 	calls, updates := tr.buildCalls(items)
+	given := tr.giveSlots(len(calls))
 	updates = append(updates, skipped...)
 	tr.sent += len(items)
-	for _, it := range items {
-		if it.Seq+1 > tr.cursor {
-			tr.cursor = it.Seq + 1
-		}
-	}
 	if d := tr.spacing(tr.s.Clock.Now()); d > 0 && len(calls) > 0 {
 		// The exact gap, right before the call: the wait at the top of the
 		// batch ended spacingLead early, so the batch's own store work
@@ -98,7 +102,20 @@ func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Ite
 		go func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
+			z := tr.sizing
+			if z != nil {
+				if i >= given {
+					// More calls than the slots taken before the claim
+					// (claimSize keeps this from happening): wait for one.
+					z.acquire()
+				}
+				defer z.release()
+			}
+			start := tr.s.Clock.Now()
 			r, err := tr.s.Provider.Send(callCtx, c.req)
+			if z != nil {
+				z.observe(len(c.req.To), tr.s.Clock.Now().Sub(start), tr.s.Clock.Now())
+			}
 			if err != nil {
 				r = provider.SendResult{}
 				for range c.req.To {
@@ -297,9 +314,7 @@ func (tr *turn) record(ctx context.Context, calls []*pendingCall, extra []store.
 	if len(updates) == 0 {
 		return nil
 	}
-	res, err := tr.s.Store.UpdateItems(context.WithoutCancel(ctx), store.UpdateItemsParams{
-		JobID: tr.job.ID, Index: tr.shard.Index, Updates: updates, At: now,
-	})
+	res, err := tr.updateItems(context.WithoutCancel(ctx), updates, now)
 	if err != nil {
 		return fmt.Errorf("record outcomes: %w", err)
 	}
@@ -325,6 +340,33 @@ func (tr *turn) record(ctx context.Context, calls []*pendingCall, extra []store.
 	return tr.judgeBreaker(ctx, accountDown, batchFailed)
 }
 
+// updateItems writes the updates in pages of store.MaxPutItems: the calls
+// recorded together (a batch and the stragglers that answered since, or
+// every straggler at the end of a turn) can hold more recipients than one
+// UpdateItems takes (the SQLite store refuses over 1,000). A page that
+// fails stops the rest and fails the turn, whose shard the next turn
+// recounts (as for any failed write).
+func (tr *turn) updateItems(ctx context.Context, updates []store.ItemUpdate, now time.Time) (store.UpdateItemsResult, error) {
+	var out store.UpdateItemsResult
+	for start := 0; start < len(updates); start += store.MaxPutItems {
+		res, err := tr.s.Store.UpdateItems(ctx, store.UpdateItemsParams{
+			JobID: tr.job.ID, Index: tr.shard.Index, Updates: updates[start:min(len(updates), start+store.MaxPutItems)], At: now,
+		})
+		if err != nil {
+			return out, err
+		}
+		out.Delta = out.Delta.Add(res.Delta)
+		for k, n := range res.FailuresDelta {
+			if out.FailuresDelta == nil {
+				out.FailuresDelta = map[string]int64{}
+			}
+			out.FailuresDelta[k] += n
+		}
+		out.Rejected = append(out.Rejected, res.Rejected...)
+	}
+	return out, nil
+}
+
 type call struct {
 	req   provider.SendRequest
 	items []store.Item
@@ -333,32 +375,88 @@ type call struct {
 // claimSize is how many items a batch asks for. Every call of a batch
 // starts at once, so a batch holds no more calls than call slots: one item
 // per call in general. When the template has no variables every item
-// renders the same text, and a batch of k·per items makes k calls of per
-// recipients each, so such a batch claims ClaimBatch calls' worth of items
-// and its calls go out full instead of carrying ClaimBatch recipients,
-// up to store.MaxPutItems (the most one suppression look-up or outcome
-// write takes). Tokens are still taken one per recipient: the rate is never
-// exceeded.
+// renders the same text, and a batch makes calls of the account's batch
+// size (callSize) each, so such a batch claims ClaimBatch calls' worth of
+// items, in whole calls, up to store.MaxPutItems (the most one suppression
+// look-up or outcome write takes) less one call: when the shard's pending
+// items are within a call of that, the batch takes them all, so its last
+// call is not left with a handful of recipients (buildCalls spreads them).
+// Tokens are still taken one per recipient: the rate is never exceeded.
 func (tr *turn) claimSize() int {
-	calls := min(tr.cfg.ClaimBatch, tr.cfg.Concurrency)
-	if per := tr.account.MaxRecipientsPerCall; per > 1 && len(tr.tmpl.Vars()) == 0 {
-		return max(calls, min(calls*per, store.MaxPutItems))
+	return tr.claimSizeFor(min(tr.cfg.ClaimBatch, tr.cfg.Concurrency))
+}
+
+// claimSizeFor is claimSize for a batch of at most calls calls: the items
+// it claims never make more calls than that (callsFor).
+func (tr *turn) claimSizeFor(calls int) int {
+	per := tr.callSize()
+	if !tr.packed() {
+		return calls
 	}
-	return calls
+	most := max(per, (store.MaxPutItems-per)/per*per)
+	want := max(calls, min(calls*per, most))
+	if p := int(tr.shard.Counts.Pending); p > want && p < want+per && p <= store.MaxPutItems && tr.callsFor(p) <= calls {
+		return p
+	}
+	return want
+}
+
+// packed reports whether the turn's items all render the same text and
+// the account takes several recipients per call.
+func (tr *turn) packed() bool {
+	return tr.callSize() > 1 && len(tr.tmpl.Vars()) == 0
+}
+
+// callsFor is how many calls n claimed items make at most (buildCalls).
+func (tr *turn) callsFor(n int) int {
+	if !tr.packed() {
+		return n
+	}
+	size, hi := tr.callSize(), tr.callLimit()
+	return max(1, (n+hi-1)/hi, n/size)
+}
+
+// callLimit is the most recipients buildCalls puts in one call: the
+// account's limit while the batch size is its 80%, else the batch size.
+func (tr *turn) callLimit() int {
+	size, limit := tr.callSize(), max(1, tr.account.MaxRecipientsPerCall)
+	if size >= topCallSize(limit) {
+		return limit
+	}
+	return size
+}
+
+// callSize is how many recipients a call of identical content carries:
+// the account's batch size as measured (see sizing.go), 80% of its
+// max_recipients_per_call before any measurement.
+func (tr *turn) callSize() int {
+	if tr.sizing != nil {
+		return tr.sizing.batchSize()
+	}
+	return topCallSize(tr.account.MaxRecipientsPerCall)
+}
+
+// topCallSize is the batch size of an account allowing limit recipients
+// per call before latency lowers it: SizingShare of it, at least 1.
+func topCallSize(limit int) int {
+	return max(1, int(math.Floor(SizingShare*float64(limit))))
 }
 
 // buildCalls renders items and groups those with equal content into calls
-// of up to the account's recipients per call. Items that cannot be rendered
-// fail permanently (the template was checked at submit, so this is a bug
-// guard, not a path).
+// of about the account's batch size (callSize): a group of n items makes
+// max(⌈n/hi⌉, ⌊n/size⌋, 1) calls of equal size (±1). While the batch size
+// is its 80% (the latency is fine), hi is max_recipients_per_call: calls
+// carry at least the batch size whenever the group has that many, and a
+// group's remainder rides along in its calls, within the account's limit,
+// instead of going out as a small call of its own. While the latency keeps
+// the batch size lower, hi is the batch size: no call is larger. Items
+// that cannot be rendered fail permanently (the template was checked at
+// submit, so this is a bug guard, not a path).
 func (tr *turn) buildCalls(items []store.Item) ([]call, []store.ItemUpdate) {
-	per := tr.account.MaxRecipientsPerCall
-	if per < 1 {
-		per = 1
-	}
-	var calls []call
+	size, hi := tr.callSize(), tr.callLimit()
 	var failed []store.ItemUpdate
-	open := map[string]int{} // content → index of the open call
+	var order []string
+	groups := map[string][]store.Item{}
 	for _, it := range items {
 		text, err := tr.tmpl.Render(it.Vars)
 		if err != nil {
@@ -368,20 +466,29 @@ func (tr *turn) buildCalls(items []store.Item) ([]call, []store.ItemUpdate) {
 			})
 			continue
 		}
-		if i, ok := open[text]; ok && per > 1 && len(calls[i].items) < per {
-			c := &calls[i]
-			c.req.To = append(c.req.To, it.To)
-			c.req.Keys = append(c.req.Keys, MessageKey(it.JobID, it.Seq))
-			c.items = append(c.items, it)
-			continue
+		if _, ok := groups[text]; !ok {
+			order = append(order, text)
 		}
-		open[text] = len(calls)
-		calls = append(calls, call{
-			req: provider.SendRequest{
-				Account: it.Account, To: []string{it.To}, Keys: []string{MessageKey(it.JobID, it.Seq)}, Content: text,
-			},
-			items: []store.Item{it},
-		})
+		groups[text] = append(groups[text], it)
+	}
+	var calls []call
+	for _, text := range order {
+		g := groups[text]
+		n := len(g)
+		k := max(1, (n+hi-1)/hi, n/size)
+		for i, start := 0, 0; i < k; i++ {
+			end := start + n/k
+			if i < n%k {
+				end++
+			}
+			c := call{req: provider.SendRequest{Account: g[start].Account, Content: text}, items: g[start:end:end]}
+			for _, it := range c.items {
+				c.req.To = append(c.req.To, it.To)
+				c.req.Keys = append(c.req.Keys, MessageKey(it.JobID, it.Seq))
+			}
+			calls = append(calls, c)
+			start = end
+		}
 	}
 	return calls, failed
 }

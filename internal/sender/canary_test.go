@@ -3,6 +3,7 @@ package sender_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -114,5 +115,63 @@ func TestCanaryCancelled(t *testing.T) {
 	}
 	if c, f := store.CanaryResults(v); c != 4 || f != 0 {
 		t.Fatalf("canary results after cancel: %d confirmed %d failed", c, f)
+	}
+}
+
+// TestCanaryWithCappedItems: a canary is the job's first N items. Items
+// among them capped at send time (another job charged their recipients
+// after this one was planned) are abandoned frequency_capped and count as
+// done — the canary's failures — and no item past the canary is claimed in
+// their place, whichever of the canary's items was capped. After approval
+// the job sends the rest, each recipient once.
+func TestCanaryWithCappedItems(t *testing.T) {
+	t.Parallel()
+	for _, capped := range [][]int64{{1, 4}, {4}, {0, 1, 2, 3, 4}} {
+		p, clk := fakePipeline(t, sender.Config{ClaimBatch: 5})
+		p.putAccount(store.Account{ID: "a", RatePerSec: 1000, Burst: 1000, MaxRecipientsPerCall: 1,
+			FrequencyCap: store.FrequencyCap{Max: 1, WindowSec: 86400}})
+		job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 20),
+			Canary: &submit.Canary{Count: 5}}, "canary-capped")
+		ctx := context.Background()
+		charge := store.ChargeFrequencyParams{Tenant: tenant, Account: "a", JobID: "other-job",
+			Cap: store.FrequencyCap{Max: 1, WindowSec: 86400}, Now: clk.Now()}
+		cappedTo := map[string]bool{}
+		for _, seq := range capped {
+			to := fmt.Sprintf("user-%d", seq)
+			charge.Charges = append(charge.Charges, store.FrequencyCharge{Seq: seq, To: to})
+			cappedTo[to] = true
+		}
+		if _, err := p.store.ChargeFrequency(ctx, charge); err != nil {
+			t.Fatal(err)
+		}
+		v := p.driveUntil(clk, func(v store.JobView) bool { return v.Job.Status == store.JobPaused }, job.Job.ID)
+		want := 5 - len(capped)
+		delivered := map[string]int{}
+		for _, ds := range p.deliveries() {
+			for _, d := range ds {
+				delivered[d.ToID]++
+			}
+		}
+		if len(delivered) != want {
+			t.Errorf("capped %v: the canary delivered to %v, want the %d uncapped of its first 5", capped, delivered, want)
+		}
+		for to := range delivered {
+			var seq int
+			if _, err := fmt.Sscanf(to, "user-%d", &seq); err != nil || seq >= 5 || cappedTo[to] {
+				t.Errorf("capped %v: the canary delivered to %s", capped, to)
+			}
+		}
+		if c, f := store.CanaryResults(v); c != int64(want) || f != int64(len(capped)) {
+			t.Errorf("capped %v: canary results %d confirmed %d failed, want %d and %d", capped, c, f, want, len(capped))
+		}
+		ctl := &control.Controller{Store: p.store, Queue: p.queue, Clock: clk}
+		if _, err := ctl.Resume(ctx, job.Job.ID); err != nil {
+			t.Fatal(err)
+		}
+		v = p.driveUntil(clk, final, job.Job.ID)
+		if c := v.Counts(); c.Confirmed != int64(20-len(capped)) || v.Failures()[store.CategoryFrequencyCapped] != int64(len(capped)) {
+			t.Errorf("capped %v: job counts %+v failures %v", capped, c, v.Failures())
+		}
+		p.checkExactlyOnce(job.Job.ID)
 	}
 }

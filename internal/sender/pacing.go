@@ -127,6 +127,7 @@ func (tr *turn) pace(ctx context.Context, n int) (Result, bool, error) {
 
 // wait waits d in the handler when short, else hands the shard back.
 func (tr *turn) wait(ctx context.Context, d time.Duration, why string) (Result, bool, error) {
+	tr.returnSlots() // never hold the account's call slots while waiting
 	wctx := context.WithoutCancel(ctx)
 	if d <= tr.cfg.MaxWait {
 		if err := tr.s.Clock.Sleep(ctx, d); err != nil {

@@ -76,6 +76,11 @@ type Config struct {
 	// by other shards take effect within it. The job's status is read at
 	// every batch (pause and cancel act at the next item boundary).
 	AccountRefresh time.Duration
+	// AccountConcurrency is the most provider calls in flight per account
+	// in this process, across its turns (default 4 × Concurrency). Within
+	// it, Little's law sets the account's calls in flight from its measured
+	// latency (see sizing.go).
+	AccountConcurrency int
 	// MaxHandBack caps the delay of a hand-back (default 15 min): a shard
 	// whose next token is further away comes back earlier and hands itself
 	// back again, so no delay ever exceeds the queue's visibility limit
@@ -126,6 +131,9 @@ func (c Config) withDefaults() Config {
 	if c.StatePoll <= 0 {
 		c.StatePoll = 100 * time.Millisecond
 	}
+	if c.AccountConcurrency <= 0 {
+		c.AccountConcurrency = 4 * c.Concurrency
+	}
 	if c.MaxHandBack <= 0 {
 		c.MaxHandBack = 15 * time.Minute
 	}
@@ -156,6 +164,10 @@ type Sender struct {
 	Metrics metrics.Recorder
 	// Rand draws backoff jitter in [0,1); nil uses math/rand/v2.
 	Rand func() float64
+
+	// sizers measure each account's calls and choose its batch size and
+	// calls in flight, shared by the turns of this process.
+	sizers *accountSizers
 }
 
 // Message is the queue message of a turn.
@@ -223,6 +235,10 @@ func (s *Sender) HandleTurn(ctx context.Context, m Message) (Result, error) {
 		tr.deadline = d
 	}
 	res, err := tr.run(ctx)
+	tr.returnSlots()
+	// The calls answered last (stragglers recorded as the turn ended) may
+	// have changed the account's sizing after the last batch noted it.
+	tr.noteSizing(context.WithoutCancel(ctx))
 	if err != nil {
 		// Calls still running went out: wait for their answers and record
 		// them, so an item the provider answered for is not left submitted
@@ -306,6 +322,12 @@ type turn struct {
 	tokenWaiting bool
 	stateReadAt  time.Time
 
+	// sizing is the process's sizer of the account (set with the account);
+	// slots are the account's call slots this batch holds, not yet given
+	// to a call.
+	sizing *accountSizer
+	slots  int
+
 	// canaryBase is the shard's first seq and canaryEnd one past its last
 	// canary seq, once canaryKnown.
 	canaryBase, canaryEnd int64
@@ -329,6 +351,7 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 		tr.slow = 1
 	}
 	for {
+		tr.returnSlots() // call slots not given to a call last batch
 		if stopCtx.Err() != nil {
 			return tr.continueLater(ctx, "shutting down")
 		}
@@ -402,6 +425,16 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 			}
 			continue
 		}
+		// Call slots before tokens and the claim: every call of the batch
+		// then starts at once, right after its claim.
+		want, ok := tr.takeSlots(want)
+		if !ok {
+			if res, done, err := tr.waitForSlot(stopCtx); done || err != nil {
+				return res, err
+			}
+			tr.tokenWaiting = true // poll the job state as when waiting for tokens
+			continue
+		}
 		granted, wait, err := tr.takeTokens(ctx, want, now)
 		if err != nil {
 			return Result{}, err
@@ -458,6 +491,7 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 		}
 		tr.log.Debug("batch", slog.Int("items", len(claim.Items)), slog.Duration("claim", claimed.Sub(now)),
 			slog.Duration("send_and_record", tr.s.Clock.Now().Sub(claimed)))
+		tr.noteSizing(ctx)
 		if res, stop, err := tr.pace(stopCtx, len(claim.Items)); stop || err != nil {
 			return res, err
 		}
@@ -611,6 +645,7 @@ func (tr *turn) checkState(ctx context.Context) (bool, Result, error) {
 			return true, Result{}, fmt.Errorf("read account %q: %w", tr.shard.Account, err)
 		}
 		tr.account, tr.accountReadAt = acct, now
+		tr.sizing = tr.s.sizer(acct, tr.cfg.AccountConcurrency, now)
 	}
 	return tr.gate(ctx)
 }

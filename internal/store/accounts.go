@@ -145,6 +145,33 @@ type Account struct {
 	FrequencyCap FrequencyCap
 	Breaker      BreakerConfig
 	UpdatedAt    time.Time
+	// Sizing is what the senders last measured and chose for the account
+	// (SaveAccountSizing); zero when never measured. PutAccount does not
+	// write it and starts it afresh: new limits, new measurement.
+	Sizing AccountSizing
+}
+
+// AccountSizing is the batch size and calls in flight the sender chose for
+// an account from its observed call latency (issue 13): BatchSize
+// recipients per call of identical content (80% of
+// max_recipients_per_call, less while the P99 call latency is over 2 s),
+// Concurrency calls in flight (Little's law), P99 the latency they were
+// chosen from, At when.
+type AccountSizing struct {
+	BatchSize   int
+	Concurrency int
+	P99         time.Duration
+	At          time.Time
+}
+
+// Measured reports whether the sizing was ever saved.
+func (s AccountSizing) Measured() bool { return !s.At.IsZero() }
+
+// SaveAccountSizingParams records an account's sizing.
+type SaveAccountSizingParams struct {
+	Tenant  string
+	Account string
+	Sizing  AccountSizing
 }
 
 // FrequencyCap is an account's per-recipient cap: at most Max messages in

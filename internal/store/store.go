@@ -162,6 +162,11 @@ type Store interface {
 	GetAccount(ctx context.Context, tenant, account string) (Account, error)
 	// ListAccounts lists a tenant's accounts ordered by ID.
 	ListAccounts(ctx context.Context, tenant string) ([]Account, error)
+	// SaveAccountSizing records the sizing the sender chose for an account
+	// (Account.Sizing), leaving its limits alone; ErrNotFound when the
+	// account does not exist. Senders call it when the sizing changes, or
+	// about once a minute, so it costs a few writes an hour per account.
+	SaveAccountSizing(ctx context.Context, p SaveAccountSizingParams) error
 
 	// PutToken binds the hash of an API token to a tenant.
 	PutToken(ctx context.Context, tokenHash, tenant string) error

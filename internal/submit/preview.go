@@ -47,8 +47,11 @@ type PreviewAccount struct {
 	// BatchRatePerSec is the rate the account's shards would send at: the
 	// account's batch rate, capped by the job's rate_per_sec.
 	BatchRatePerSec float64
-	// EstSeconds is Recipients / BatchRatePerSec, rounded up (0 when the
-	// rate is 0: the account does not send).
+	// EstSeconds is how long sending Recipients at BatchRatePerSec takes,
+	// rounded up (0 when the rate is 0: the account does not send). With
+	// warmup_sec the account's rate ramps from 10% to 100% first: the
+	// estimate assumes the job finds the account idle (the usual case for
+	// a launch) and integrates the ramp.
 	EstSeconds int64
 }
 
@@ -248,7 +251,8 @@ func (pv *previewer) finish(ctx context.Context) (Preview, error) {
 		}
 		var est int64
 		if rate > 0 {
-			est = int64(math.Ceil(float64(n) / rate))
+			acct := pv.accounts[a]
+			est = int64(math.Ceil(sendSeconds(float64(n), rate, acct.BatchRate(), float64(acct.WarmupSec))))
 		}
 		pv.out.ByAccount = append(pv.out.ByAccount, PreviewAccount{Account: a, Recipients: n, BatchRatePerSec: rate, EstSeconds: est})
 	}
@@ -256,4 +260,41 @@ func (pv *previewer) finish(ctx context.Context) (Preview, error) {
 		pv.out.Samples = []PreviewSample{}
 	}
 	return pv.out, nil
+}
+
+// warmSteps is the number of steps the ramp of a warm-up is integrated in.
+const warmSteps = 1000
+
+// sendSeconds is how long n sends take at rate (the account's batch rate,
+// capped by the job's) when the account's own rate acctRate ramps from
+// store.WarmupFloor to full over warmupSec, as the account's token bucket
+// does after an idle period: over the ramp the rate at u is
+// min(rate, acctRate × f(u)), integrated in warmSteps steps; after it,
+// rate. Without a warm-up it is n / rate.
+func sendSeconds(n, rate, acctRate, warmupSec float64) float64 {
+	if warmupSec <= 0 || acctRate <= 0 {
+		return n / rate
+	}
+	at := func(u float64) float64 {
+		f := store.WarmupFloor + (1-store.WarmupFloor)*u/warmupSec
+		return math.Min(rate, acctRate*f)
+	}
+	dt := warmupSec / warmSteps
+	var sent float64
+	for i := range warmSteps {
+		u := float64(i) * dt
+		r0, r1 := at(u), at(u+dt)
+		step := (r0 + r1) / 2 * dt
+		if sent+step >= n {
+			// Within the step the rate is about linear: solve for the
+			// moment the n-th send goes out.
+			need, a := n-sent, (r1-r0)/dt
+			if a == 0 {
+				return u + need/r0
+			}
+			return u + (math.Sqrt(r0*r0+2*a*need)-r0)/a
+		}
+		sent += step
+	}
+	return warmupSec + (n-sent)/rate
 }

@@ -187,3 +187,41 @@ func TestPreviewCountsFrequencyCapped(t *testing.T) {
 		t.Errorf("acct-a %+v, want 3 recipients", a)
 	}
 }
+
+// TestPreviewEstimateIntegratesWarmup: an account with warmup_sec starts
+// at 10% of its rate and ramps to full over the warm-up, so the estimate
+// is the time the ramp (then the full rate) takes to send the recipients,
+// not recipients / rate; a job's rate cap under the account's rate is
+// reached part-way through the ramp.
+func TestPreviewEstimateIntegratesWarmup(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, submit.Limits{})
+	ctx := context.Background()
+	if _, err := f.st.PutAccount(ctx, store.Account{Tenant: "t1", ID: "acct-a", RatePerSec: 10, Burst: 10, WarmupSec: 10}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		n, jobRate int
+		want       int64
+	}{
+		// The ramp's area over 10 s is (0.1+1)/2 × 10/s × 10 s = 55 sends.
+		{n: 55, want: 10},
+		// 55 during the ramp, then 45 at 10/s: 14.5 s.
+		{n: 100, want: 15},
+		// Early in the ramp: 1/s rising by 0.9/s each second; 5 sends
+		// take the u where u + 0.45u² = 5, about 2.4 s.
+		{n: 5, want: 3},
+		// Job cap 5/s: the ramp reaches it after 4.44 s with 13.3 sent,
+		// the other 6.7 take 1.33 s more.
+		{n: 20, jobRate: 5, want: 6},
+	} {
+		got, err := f.sub.Preview(ctx, submit.Params{Tenant: "t1", Request: submit.Request{
+			Template: "Hi {{name}}", Recipients: rcpts("acct-a", tc.n), RatePerSec: float64(tc.jobRate)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := got.ByAccount[0]; a.EstSeconds != tc.want {
+			t.Errorf("%d recipients at job rate %d: est %d s, want %d (%+v)", tc.n, tc.jobRate, a.EstSeconds, tc.want, a)
+		}
+	}
+}

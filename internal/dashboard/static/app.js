@@ -1107,7 +1107,8 @@
       const form = accountForm(a);
       const info = h('dl', { class: 'facts' },
         h('dt', {}, t('acct.batchRate')), h('dd', { class: 'batch-rate' }),
-        h('dt', {}, t('acct.updated')), h('dd', { class: 'updated-at' }));
+        h('dt', {}, t('acct.updated')), h('dd', { class: 'updated-at' }),
+        h('dt', {}, t('acct.sizing')), h('dd', { class: 'sizing' }));
       const breakerState = h('div', { class: 'breaker-state' });
       const hid = 'acct-h-' + forms.size;
       const rateText = h('p', { class: 'rate-now' });
@@ -1150,6 +1151,14 @@
       setText($('.batch-rate', c.info), t('rate.value', { r: a.batch_rate_per_sec }) + ' = ' +
         t('acct.batchFormula', { rate: a.rate_per_sec, reserve: a.online_reserve_per_sec }));
       setText($('.updated-at', c.info), a.updated_at ? fmtTime(a.updated_at) : t('none'));
+      // What the senders chose from the account's measured latency.
+      const z = a.sizing;
+      const sizing = $('.sizing', c.info);
+      sizing.dataset.batch = z ? String(z.batch_size) : '';
+      sizing.dataset.concurrency = z ? String(z.concurrency) : '';
+      setText(sizing, z
+        ? t('acct.sizingValue', { batch: z.batch_size, limit: a.max_recipients_per_call, conc: z.concurrency, p99: z.p99_ms })
+        : t('acct.sizingNone', { batch: Math.max(1, Math.floor(0.8 * a.max_recipients_per_call)), limit: a.max_recipients_per_call }));
       // The breaker state is shown when the server reports it.
       const bs = a.breaker_state;
       if (bs && typeof bs === 'object') {

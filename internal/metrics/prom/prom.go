@@ -42,11 +42,17 @@ type Recorder struct {
 	handbacks    prometheus.Counter
 	activeShards prometheus.Gauge
 	oldest       prometheus.Gauge
+	batchSize    *prometheus.GaugeVec
+	concurrency  *prometheus.GaugeVec
+	p99          *prometheus.GaugeVec
 	queues       *queueCollector
 	log          *slog.Logger
 }
 
-var _ metrics.Recorder = (*Recorder)(nil)
+var (
+	_ metrics.Recorder       = (*Recorder)(nil)
+	_ metrics.SizingRecorder = (*Recorder)(nil)
+)
 
 // New returns a Recorder with every qunfa metric
 // registered (and at zero where it has no labels). log receives scrape
@@ -81,19 +87,36 @@ func New(log *slog.Logger) *Recorder {
 		oldest: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: metrics.OldestSubmitted, Help: "Age of the oldest item left submitted (claimed, outcome not recorded), as the reconciler last saw it.",
 		}),
+		batchSize: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: metrics.AccountBatchSize, Help: "Recipients per call of identical content the sender chose for the account from its measured latency.",
+		}, []string{metrics.LabelAccount}),
+		concurrency: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: metrics.AccountConcurrency, Help: "Provider calls in flight the sender allows the account (Little's law on its measured latency).",
+		}, []string{metrics.LabelAccount}),
+		p99: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: metrics.AccountP99Latency, Help: "P99 provider call latency the account's sizing was chosen from.",
+		}, []string{metrics.LabelAccount}),
 		queues: &queueCollector{
 			desc: prometheus.NewDesc(metrics.QueueDepth, "Messages in a queue, visible or in flight.", []string{metrics.LabelQueue, metrics.LabelState}, nil),
 			set:  map[string][2]int{},
 		},
 		log: log,
 	}
-	p.reg.MustRegister(p.sent, p.failed, p.rateLimited, p.latency, p.tokenWait, p.handbacks, p.activeShards, p.oldest, p.queues)
+	p.reg.MustRegister(p.sent, p.failed, p.rateLimited, p.latency, p.tokenWait, p.handbacks, p.activeShards, p.oldest,
+		p.batchSize, p.concurrency, p.p99, p.queues)
 	return p
 }
 
 // OldestSubmittedAge sets the reconciler's gauge of the oldest item left
 // submitted.
 func (p *Recorder) OldestSubmittedAge(_ context.Context, d time.Duration) { p.oldest.Set(d.Seconds()) }
+
+// AccountSizing sets the account's sizing gauges.
+func (p *Recorder) AccountSizing(_ context.Context, account string, batchSize, concurrency int, p99 time.Duration) {
+	p.batchSize.WithLabelValues(account).Set(float64(batchSize))
+	p.concurrency.WithLabelValues(account).Set(float64(concurrency))
+	p.p99.WithLabelValues(account).Set(p99.Seconds())
+}
 
 // Registry is the registry the metrics live in, for adding collectors
 // (for example collectors.NewGoCollector()).

@@ -186,3 +186,21 @@ func TestProviderDecoratorExposition(t *testing.T) {
 		`qunfa_provider_latency_seconds_count{account="acct-b"} 3`,
 	)
 }
+
+// TestPrometheusAccountSizing: the sender's sizing of each account is
+// served as three gauges by account.
+func TestPrometheusAccountSizing(t *testing.T) {
+	t.Parallel()
+	p := prom.New(nil)
+	p.AccountSizing(context.Background(), "acct-a", 45, 3, 1800*time.Millisecond)
+	p.AccountSizing(context.Background(), "acct-b", 80, 64, 20*time.Millisecond)
+	p.AccountSizing(context.Background(), "acct-a", 40, 2, 1500*time.Millisecond)
+	wantLines(t, scrape(t, p),
+		`qunfa_account_batch_size{account="acct-a"} 40`,
+		`qunfa_account_concurrency{account="acct-a"} 2`,
+		`qunfa_account_p99_latency_seconds{account="acct-a"} 1.5`,
+		`qunfa_account_batch_size{account="acct-b"} 80`,
+		`qunfa_account_concurrency{account="acct-b"} 64`,
+		`qunfa_account_p99_latency_seconds{account="acct-b"} 0.02`,
+	)
+}

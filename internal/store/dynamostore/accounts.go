@@ -134,7 +134,39 @@ func accountFrom(m map[string]types.AttributeValue) store.Account {
 			CooldownSec:         int(getN(m, "bkCool")),
 		},
 		UpdatedAt: fromNanos(getN(m, "updatedAt")),
+		Sizing: store.AccountSizing{BatchSize: int(getN(m, "szBatch")), Concurrency: int(getN(m, "szConc")),
+			P99: time.Duration(getN(m, "szP99")), At: fromNanos(getN(m, "szAt"))},
 	}
+}
+
+// SaveAccountSizing sets the sizing attributes of the account record (one
+// UpdateItem, conditional on the record existing); PutAccount, which
+// replaces the record, drops them.
+func (s *Store) SaveAccountSizing(ctx context.Context, p store.SaveAccountSizingParams) error {
+	if p.Tenant == "" || p.Account == "" || !p.Sizing.Measured() {
+		return fmt.Errorf("save account sizing: %w: tenant, account and a sizing with its time", store.ErrInvalidArgument)
+	}
+	u := newUpdate()
+	u.Set("szBatch", attrN(int64(p.Sizing.BatchSize)))
+	u.Set("szConc", attrN(int64(p.Sizing.Concurrency)))
+	u.Set("szP99", attrN(int64(p.Sizing.P99)))
+	u.Set("szAt", attrN(nanos(p.Sizing.At)))
+	in := &dynamodb.UpdateItemInput{
+		Key:                       key(tenantPK(p.Tenant), skAccount+p.Account),
+		UpdateExpression:          aws.String(u.expr()),
+		ConditionExpression:       aws.String("attribute_exists(pk)"),
+		ExpressionAttributeNames:  u.names,
+		ExpressionAttributeValues: u.values,
+		ReturnValues:              types.ReturnValueNone,
+	}
+	_, err := s.updateItem(ctx, in)
+	if isConditionFailed(err) {
+		return fmt.Errorf("account %s/%s: %w", p.Tenant, p.Account, store.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("save account sizing %s/%s: %w", p.Tenant, p.Account, err)
+	}
+	return nil
 }
 
 // GetAccount reads one account record.

@@ -31,7 +31,8 @@
 //	                                                             512 seqs hashed (FNV-1a mod 16) to the bucket (refs.go)
 //	idempotency       IDEM#"<tenant>"#<key> _                    job id, request hash
 //	token bucket      BUCKET#<name>       _                      tokens, at, warm (warm-up start), v
-//	account           TENANT#<tenant>     ACCOUNT#<id>
+//	account           TENANT#<tenant>     ACCOUNT#<id>           limits; szBatch, szConc, szP99, szAt (the sender's sizing,
+//	                                                             SaveAccountSizing; a PutAccount drops them)
 //	breaker           TENANT#<tenant>     BREAKER#<account>      state, times, window, v (version; no record = closed, 0),
 //	                                                             g2pk BREAKERS#open (open, half-open) or BREAKERS#closed,
 //	                                                             g2sk <tenant>#<account>
@@ -41,8 +42,9 @@
 //	campaign          TENANT#<tenant>     CAMPAIGN#<id>          request (B), schedule, …; g1pk CAMPAIGNS, g1sk <tenant>#<id>
 //	suppression       SUPP#<tenant>       <hex(account)>.<to>    account, to, reason, createdAt
 //	frequency charges FREQ#"<tenant>"#<hex(account)>.<to> _     ch (JSON [{k: <job>#<seq>, at}] of the charges still in
-//	                                                             the window when last written), v (version); no TTL:
-//	                                                             a recipient's record stays, at most max charges long
+//	                                                             the window when last written), v (version),
+//	                                                             expires_at (TTL, Unix s: the newest charge + window;
+//	                                                             past it the record reads as absent, deleted or not)
 //	API token         TOKEN#<hash>        _                      tenant
 //	quota             TENANT#<tenant>     QUOTA                  maxRun, maxRcpt (quota.go)
 //	daily recipients  TENANT#<tenant>     RCPT#<yyyy-mm-dd>      n (one conditional ADD per job)

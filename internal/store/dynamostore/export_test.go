@@ -33,3 +33,13 @@ func (s *Store) RemoveShardEpochForTest(ctx context.Context, jobID string, index
 func (s *Store) PutShardForTest(ctx context.Context, sh store.Shard) error {
 	return s.putItem(ctx, shardItem(sh), "", nil, nil)
 }
+
+// FrequencyExpiresAtForTest reads the TTL attribute (expires_at, Unix
+// seconds) of a recipient's frequency record; 0 when absent.
+func (s *Store) FrequencyExpiresAtForTest(ctx context.Context, tenant, account, to string) (int64, error) {
+	rec, err := s.getItem(ctx, freqPK(tenant, account, to), skSingle)
+	if err != nil {
+		return 0, err
+	}
+	return getN(rec, attrExpiresAt), nil
+}

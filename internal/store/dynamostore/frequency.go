@@ -92,7 +92,7 @@ func (s *Store) chargeOne(ctx context.Context, p store.ChargeFrequencyParams, c 
 		if err != nil {
 			return false, fmt.Errorf("charge frequency %s: %w", c.To, err)
 		}
-		charges, err := freqChargesOf(rec)
+		charges, err := freqChargesOf(rec, now)
 		if err != nil {
 			return false, fmt.Errorf("charge frequency %s: %w", c.To, err)
 		}
@@ -116,6 +116,7 @@ func (s *Store) chargeOne(ctx context.Context, p store.ChargeFrequencyParams, c 
 		}
 		err = s.putItem(ctx, map[string]types.AttributeValue{
 			attrPK: attrS(pk), attrSK: attrS(skSingle), "ch": attrS(string(b)), "v": attrN(version + 1),
+			attrExpiresAt: attrN(freqExpiresAt(now, p.Cap.WindowSec)),
 		}, "attribute_not_exists(pk) OR v = :v", nil, map[string]types.AttributeValue{":v": attrN(version)})
 		if isConditionFailed(err) {
 			continue
@@ -128,10 +129,30 @@ func (s *Store) chargeOne(ctx context.Context, p store.ChargeFrequencyParams, c 
 	return false, fmt.Errorf("charge frequency %s: %w: too much contention", c.To, store.ErrConflict)
 }
 
-// freqChargesOf decodes a recipient record's charges (none when absent).
-func freqChargesOf(rec map[string]types.AttributeValue) ([]freqCharge, error) {
+// attrExpiresAt is the frequency records' TTL attribute (Unix seconds):
+// template.yaml's TimeToLiveSpecification names it, so DynamoDB deletes a
+// recipient's record once its last charge has left the window.
+const attrExpiresAt = "expires_at"
+
+// freqExpiresAt is when a record whose newest charge is at (Unix
+// nanoseconds) holds no charge of a window of windowSec any more: the
+// first whole second after the newest charge leaves it.
+func freqExpiresAt(at int64, windowSec int) int64 {
+	return at/int64(time.Second) + 1 + int64(windowSec)
+}
+
+// freqChargesOf decodes a recipient record's charges as of now (Unix
+// nanoseconds): none when absent, and none when the record has expired.
+// DynamoDB deletes expired records only eventually (typically within days)
+// and an emulator never, so a record past its expires_at counts as
+// deleted: its charges left the window it was written for, even when the
+// account's window has grown since.
+func freqChargesOf(rec map[string]types.AttributeValue, now int64) ([]freqCharge, error) {
 	raw := getS(rec, "ch")
 	if raw == "" {
+		return nil, nil
+	}
+	if exp := getN(rec, attrExpiresAt); exp > 0 && exp*int64(time.Second) <= now {
 		return nil, nil
 	}
 	var out []freqCharge
@@ -162,7 +183,7 @@ func (s *Store) FrequencyCounts(ctx context.Context, p store.FrequencyCountsPara
 		if !ok {
 			continue
 		}
-		charges, err := freqChargesOf(rec)
+		charges, err := freqChargesOf(rec, nanos(p.Now))
 		if err != nil {
 			return nil, fmt.Errorf("frequency counts %s: %w", to, err)
 		}

@@ -124,6 +124,16 @@ type accountConfig struct {
 	WarmupSec            int                 `json:"warmup_sec,omitempty"`
 	FrequencyCap         *store.FrequencyCap `json:"frequency_cap,omitempty"`
 	Breaker              store.BreakerConfig `json:"breaker"`
+	// Sizing is written by SaveAccountSizing only; PutAccount drops it.
+	Sizing *sizingConfig `json:"sizing,omitempty"`
+}
+
+// sizingConfig is the stored form of store.AccountSizing.
+type sizingConfig struct {
+	BatchSize   int   `json:"batch_size"`
+	Concurrency int   `json:"concurrency"`
+	P99Nanos    int64 `json:"p99_ns"`
+	At          int64 `json:"at"`
 }
 
 // PutAccount creates or replaces a tenant's account.
@@ -152,6 +162,7 @@ ON CONFLICT (tenant, id) DO UPDATE SET config = excluded.config, updated_at = ex
 	if err != nil {
 		return store.Account{}, err
 	}
+	a.Sizing = store.AccountSizing{}
 	return a, nil
 }
 
@@ -174,8 +185,44 @@ func scanAccount(row interface{ Scan(...any) error }) (store.Account, error) {
 	if c.FrequencyCap != nil {
 		a.FrequencyCap = *c.FrequencyCap
 	}
+	if z := c.Sizing; z != nil {
+		a.Sizing = store.AccountSizing{BatchSize: z.BatchSize, Concurrency: z.Concurrency,
+			P99: time.Duration(z.P99Nanos), At: fromNanos(z.At)}
+	}
 	a.UpdatedAt = fromNanos(updated)
 	return a, nil
+}
+
+// SaveAccountSizing sets the sizing in the account's config, in one write
+// transaction with the read, so a concurrent PutAccount is never undone.
+func (s *Store) SaveAccountSizing(ctx context.Context, p store.SaveAccountSizingParams) error {
+	if p.Tenant == "" || p.Account == "" || !p.Sizing.Measured() {
+		return fmt.Errorf("save account sizing: %w: tenant, account and a sizing with its time", store.ErrInvalidArgument)
+	}
+	z := p.Sizing
+	return s.write(ctx, func(tx *sql.Tx) error {
+		var config string
+		err := tx.QueryRowContext(ctx, `SELECT config FROM accounts WHERE tenant = ? AND id = ?`, p.Tenant, p.Account).Scan(&config)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("account %s/%s: %w", p.Tenant, p.Account, store.ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("save account sizing %s/%s: %w", p.Tenant, p.Account, err)
+		}
+		var c accountConfig
+		if err := json.Unmarshal([]byte(config), &c); err != nil {
+			return fmt.Errorf("decode account %q: %w", p.Account, err)
+		}
+		c.Sizing = &sizingConfig{BatchSize: z.BatchSize, Concurrency: z.Concurrency, P99Nanos: int64(z.P99), At: toNanos(z.At)}
+		b, err := json.Marshal(c)
+		if err != nil {
+			return fmt.Errorf("save account sizing %s/%s: %w", p.Tenant, p.Account, err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE accounts SET config = ? WHERE tenant = ? AND id = ?`, string(b), p.Tenant, p.Account); err != nil {
+			return fmt.Errorf("save account sizing %s/%s: %w", p.Tenant, p.Account, err)
+		}
+		return nil
+	})
 }
 
 // GetAccount reads a tenant's account.

@@ -107,3 +107,71 @@ func testAPITokens(t *testing.T, s store.Store, _ Capabilities) {
 		t.Fatalf("TenantForToken(unknown) error = %v, want ErrNotFound", err)
 	}
 }
+
+// testAccountSizing: the sender's sizing of an account is saved beside its
+// limits without touching them, read back by GetAccount and ListAccounts,
+// refused for an unknown account, and started afresh by a PutAccount (new
+// limits, new measurement).
+func testAccountSizing(t *testing.T, s store.Store, _ Capabilities) {
+	ctx := ctxOf(t)
+	a := store.Account{Tenant: "tenant-a", ID: "acct-z", RatePerSec: 50, Burst: 50, MaxRecipientsPerCall: 100, UpdatedAt: at(time.Second)}
+	if _, err := s.PutAccount(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetAccount(ctx, a.Tenant, a.ID); err != nil || got.Sizing.Measured() {
+		t.Fatalf("a new account has sizing %+v (%v)", got.Sizing, err)
+	}
+	z := store.AccountSizing{BatchSize: 60, Concurrency: 7, P99: 2345 * time.Millisecond, At: at(time.Minute)}
+	if err := s.SaveAccountSizing(ctx, store.SaveAccountSizingParams{Tenant: a.Tenant, Account: a.ID, Sizing: z}); err != nil {
+		t.Fatalf("SaveAccountSizing: %v", err)
+	}
+	same := func(got store.AccountSizing, want store.AccountSizing) bool {
+		return got.BatchSize == want.BatchSize && got.Concurrency == want.Concurrency && got.P99 == want.P99 && got.At.Equal(want.At)
+	}
+	got, err := s.GetAccount(ctx, a.Tenant, a.ID)
+	if err != nil || !same(got.Sizing, z) {
+		t.Fatalf("GetAccount sizing %+v (%v), want %+v", got.Sizing, err, z)
+	}
+	if got.RatePerSec != 50 || got.MaxRecipientsPerCall != 100 || !got.UpdatedAt.Equal(a.UpdatedAt) {
+		t.Fatalf("saving the sizing changed the limits: %+v", got)
+	}
+	list, err := s.ListAccounts(ctx, a.Tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, l := range list {
+		if l.ID == a.ID {
+			found = same(l.Sizing, z)
+		}
+	}
+	if !found {
+		t.Fatalf("ListAccounts lacks the sizing: %+v", list)
+	}
+	z2 := store.AccountSizing{BatchSize: 45, Concurrency: 9, P99: 1800 * time.Millisecond, At: at(2 * time.Minute)}
+	if err := s.SaveAccountSizing(ctx, store.SaveAccountSizingParams{Tenant: a.Tenant, Account: a.ID, Sizing: z2}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetAccount(ctx, a.Tenant, a.ID); err != nil || !same(got.Sizing, z2) {
+		t.Fatalf("sizing after a second save %+v (%v), want %+v", got.Sizing, err, z2)
+	}
+	err = s.SaveAccountSizing(ctx, store.SaveAccountSizingParams{Tenant: a.Tenant, Account: "nobody", Sizing: z})
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("SaveAccountSizing of an unknown account: %v, want ErrNotFound", err)
+	}
+	if _, err := s.GetAccount(ctx, a.Tenant, "nobody"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("SaveAccountSizing created an account: %v", err)
+	}
+	err = s.SaveAccountSizing(ctx, store.SaveAccountSizingParams{Tenant: a.Tenant, Account: a.ID})
+	if !errors.Is(err, store.ErrInvalidArgument) {
+		t.Fatalf("SaveAccountSizing without a time: %v, want ErrInvalidArgument", err)
+	}
+	a.MaxRecipientsPerCall = 200
+	put, err := s.PutAccount(ctx, a)
+	if err != nil || put.Sizing.Measured() {
+		t.Fatalf("PutAccount returned sizing %+v (%v)", put.Sizing, err)
+	}
+	if got, err := s.GetAccount(ctx, a.Tenant, a.ID); err != nil || got.Sizing.Measured() || got.MaxRecipientsPerCall != 200 {
+		t.Fatalf("after PutAccount: %+v (%v), want new limits and no sizing", got, err)
+	}
+}

@@ -281,6 +281,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"TakeTokensWarmup", testTakeTokensWarmup},
 		{"TakeTokensWarmupProperty", testTakeTokensWarmupProperty},
 		{"Accounts", testAccounts},
+		{"AccountSizing", testAccountSizing},
 		{"APITokens", testAPITokens},
 		{"Tenants", testTenants},
 		{"Quotas", testQuotas},

@@ -1,0 +1,319 @@
+package sender
+
+import (
+	"testing"
+	"time"
+
+	"github.com/qunfa/qunfa/internal/clock"
+	"github.com/qunfa/qunfa/internal/content"
+	"github.com/qunfa/qunfa/internal/store"
+)
+
+var sizingT0 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+
+// feed gives the sizer one window of calls of n recipients, each taking
+// perRecipient × n (a provider slower as batches grow), on a fake clock.
+func (z *accountSizer) feed(clk *clock.Fake, perRecipient time.Duration) {
+	for range SizingSamples {
+		n := z.batchSize()
+		d := perRecipient * time.Duration(n)
+		clk.Advance(d)
+		z.observe(n, d, clk.Now())
+	}
+}
+
+// TestSizerShrinksUntilP99UnderTargetThenGrowsBack: an account allowing 100
+// recipients per call starts at 80; a provider taking 40 ms per recipient
+// (3.2 s a call) makes it shrink until the P99 is at most 2 s, where it
+// stays; when the provider gets faster it grows back to 80, never beyond.
+func TestSizerShrinksUntilP99UnderTargetThenGrowsBack(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(sizingT0)
+	a := store.Account{Tenant: "t", ID: "a", RatePerSec: 1000, MaxRecipientsPerCall: 100}
+	z := newAccountSizer(a, 64, clk.Now())
+	if z.batchSize() != 80 {
+		t.Fatalf("initial batch %d, want 80 (80%% of 100)", z.batchSize())
+	}
+	var sizes []int
+	for range 6 {
+		z.feed(clk, 40*time.Millisecond)
+		sizes = append(sizes, z.batchSize())
+	}
+	last := sizes[len(sizes)-1]
+	if sizes[0] >= 80 || last > 50 || last < 25 {
+		t.Fatalf("batch sizes %v: want a shrink below 80 to at most 50 (2 s at 40 ms each), and not far below", sizes)
+	}
+	if sz := z.snapshot(); sz.P99 > SizingP99Target || sz.P99 != 40*time.Millisecond*time.Duration(last) {
+		t.Fatalf("P99 %v at batch %d, want 40 ms × the batch, at most 2 s", sz.P99, last)
+	}
+	for i := 1; i < len(sizes); i++ {
+		if sizes[i] > sizes[i-1] {
+			t.Fatalf("batch sizes %v grew while the P99 was over 1.4 s", sizes)
+		}
+	}
+	// Faster provider: 10 ms per recipient, 0.8 s for 80.
+	sizes = sizes[:0]
+	for range 12 {
+		z.feed(clk, 10*time.Millisecond)
+		sizes = append(sizes, z.batchSize())
+	}
+	if sizes[len(sizes)-1] != 80 {
+		t.Fatalf("batch sizes %v after the provider got faster, want back to 80", sizes)
+	}
+	for _, s := range sizes {
+		if s > 80 {
+			t.Fatalf("batch sizes %v went over 80%% of the limit", sizes)
+		}
+	}
+}
+
+// TestSizerConcurrencyByLittlesLaw: calls in flight are the account's call
+// rate (batch rate over recipients per call) × the P99 latency × 0.7,
+// rounded up, at least 1, at most the configured maximum.
+func TestSizerConcurrencyByLittlesLaw(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		rate    float64
+		limit   int
+		latency time.Duration // per call
+		want    int
+	}{
+		// 100 recipients/s in calls of 80 → 1.25 calls/s × 1.6 s × 0.7 = 1.4 → 2.
+		{"packed", 100, 100, 1600 * time.Millisecond, 2},
+		// 200 calls/s × 0.1 s × 0.7 = 14.
+		{"single", 200, 1, 100 * time.Millisecond, 14},
+		// 10 calls/s × 10 ms × 0.7 = 0.07 → at least 1.
+		{"fast", 10, 1, 10 * time.Millisecond, 1},
+		// 10,000 calls/s × 1 s × 0.7 = 7,000 → the configured 64.
+		{"capped", 10000, 1, time.Second, 64},
+	} {
+		clk := clock.NewFake(sizingT0)
+		z := newAccountSizer(store.Account{Tenant: "t", ID: "a", RatePerSec: tc.rate, MaxRecipientsPerCall: tc.limit}, 64, clk.Now())
+		if z.snapshot().Concurrency != 64 {
+			t.Fatalf("%s: before measuring, concurrency %d, want the maximum", tc.name, z.snapshot().Concurrency)
+		}
+		for range SizingSamples {
+			clk.Advance(tc.latency)
+			z.observe(z.batchSize(), tc.latency, clk.Now())
+		}
+		if got := z.snapshot().Concurrency; got != tc.want {
+			t.Errorf("%s: concurrency %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestSizerSlotsBoundCallsInFlight: acquire waits while the account has
+// its concurrency of calls in flight, across every turn of the process.
+func TestSizerSlotsBoundCallsInFlight(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(sizingT0)
+	z := newAccountSizer(store.Account{Tenant: "t", ID: "a", RatePerSec: 10, MaxRecipientsPerCall: 1}, 64, clk.Now())
+	for range SizingSamples {
+		z.observe(1, 10*time.Millisecond, clk.Now())
+	}
+	if c := z.snapshot().Concurrency; c != 1 {
+		t.Fatalf("concurrency %d, want 1", c)
+	}
+	z.acquire()
+	got := make(chan struct{})
+	go func() {
+		z.acquire()
+		close(got)
+	}()
+	// The second caller is parked on the condition only once it waits.
+	for {
+		z.mu.Lock()
+		waiting := z.inFlight == 1
+		z.mu.Unlock()
+		select {
+		case <-got:
+			t.Fatal("a second call got a slot while the only one was taken")
+		default:
+		}
+		if waiting {
+			break
+		}
+	}
+	z.release()
+	<-got
+	z.release()
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if z.inFlight != 0 {
+		t.Fatalf("in flight %d after both released", z.inFlight)
+	}
+}
+
+// TestSizerSeedsFromSavedSizingAndRestartsOnNewLimits: a process that
+// starts sending for an account takes the sizing another saved, if recent;
+// a stale one, or new limits, start from 80%.
+func TestSizerSeedsFromSavedSizingAndRestartsOnNewLimits(t *testing.T) {
+	t.Parallel()
+	now := sizingT0
+	a := store.Account{Tenant: "t", ID: "a", RatePerSec: 100, MaxRecipientsPerCall: 100,
+		Sizing: store.AccountSizing{BatchSize: 45, Concurrency: 3, P99: 1900 * time.Millisecond, At: now.Add(-10 * time.Second)}}
+	z := newAccountSizer(a, 64, now)
+	if sz := z.snapshot(); sz.BatchSize != 45 || sz.Concurrency != 3 {
+		t.Fatalf("seeded sizing %+v, want batch 45 and 3 in flight", sz)
+	}
+	if _, due := z.publishDue(now); due {
+		t.Fatal("a seeded sizing is saved again before it changes")
+	}
+	stale := a
+	stale.Sizing.At = now.Add(-SizingSeedMaxAge - time.Second)
+	if sz := newAccountSizer(stale, 64, now).snapshot(); sz.BatchSize != 80 || sz.Concurrency != 64 {
+		t.Fatalf("stale seed gave %+v, want 80 and the maximum", sz)
+	}
+	a.MaxRecipientsPerCall = 50
+	z.configure(a, 64)
+	if n := z.batchSize(); n != 40 {
+		t.Fatalf("batch %d after the limit became 50, want 40", n)
+	}
+}
+
+// TestSizerPublishesChangesAndOncePerMinute: a decision is saved once (a
+// second turn asking right after gets nothing), an unchanged sizing again
+// only after SizingPublishEvery.
+func TestSizerPublishesChangesAndOncePerMinute(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(sizingT0)
+	z := newAccountSizer(store.Account{Tenant: "t", ID: "a", RatePerSec: 100, MaxRecipientsPerCall: 100}, 64, clk.Now())
+	if _, due := z.publishDue(clk.Now()); due {
+		t.Fatal("nothing measured, yet due")
+	}
+	z.feed(clk, 40*time.Millisecond)
+	sz, due := z.publishDue(clk.Now())
+	if !due || sz.BatchSize >= 80 || !sz.At.Equal(clk.Now()) {
+		t.Fatalf("after a decision: %+v due %v", sz, due)
+	}
+	if _, due := z.publishDue(clk.Now()); due {
+		t.Fatal("due twice for one decision")
+	}
+	clk.Advance(SizingPublishEvery)
+	if _, due := z.publishDue(clk.Now()); !due {
+		t.Fatal("not due a minute later")
+	}
+}
+
+// TestPackedCallsCarryTheBatchSize: identical content goes out in calls of
+// the measured batch size (80 of 100 to start), a group's remainder spread
+// over its calls (never over the account's limit, and never over the
+// batch size once latency lowered it), and a batch claims whole calls,
+// taking the shard's last items with it rather than leaving a small call
+// behind.
+func TestPackedCallsCarryTheBatchSize(t *testing.T) {
+	t.Parallel()
+	tmpl, err := content.Parse("The same words for everyone.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := store.Account{Tenant: "t", ID: "a", RatePerSec: 1000, MaxRecipientsPerCall: 100}
+	tr := &turn{s: &Sender{}, cfg: Config{}.withDefaults(), account: a, tmpl: tmpl}
+	tr.sizing = tr.s.sizer(a, 64, sizingT0)
+	items := func(n int) []store.Item {
+		out := make([]store.Item, n)
+		for i := range out {
+			out[i] = store.Item{JobID: "j", Seq: int64(i), Account: "a", To: "u"}
+		}
+		return out
+	}
+	sizes := func(n int) []int {
+		calls, failed := tr.buildCalls(items(n))
+		if len(failed) > 0 {
+			t.Fatalf("failed %v", failed)
+		}
+		var out []int
+		for _, c := range calls {
+			out = append(out, len(c.req.To))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		n    int
+		want []int
+	}{
+		{400, []int{80, 80, 80, 80, 80}},
+		{479, []int{96, 96, 96, 96, 95}},
+		{150, []int{75, 75}},
+		{60, []int{60}},
+		{190, []int{95, 95}},
+	} {
+		got := sizes(tc.n)
+		if len(got) != len(tc.want) {
+			t.Errorf("%d items: calls %v, want %v", tc.n, got, tc.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != tc.want[i] {
+				t.Errorf("%d items: calls %v, want %v", tc.n, got, tc.want)
+				break
+			}
+		}
+	}
+	for _, tc := range []struct{ pending, want int }{{10000, 400}, {479, 479}, {480, 400}, {200, 400}} {
+		tr.shard.Counts.Pending = int64(tc.pending)
+		if got := tr.claimSize(); got != tc.want {
+			t.Errorf("claim with %d pending: %d, want %d", tc.pending, got, tc.want)
+		}
+	}
+	// Shrunk by latency: no call over the batch size.
+	clk := clock.NewFake(sizingT0)
+	for tr.sizing.batchSize() > 40 {
+		tr.sizing.feed(clk, 60*time.Millisecond)
+	}
+	n := tr.sizing.batchSize()
+	for _, s := range sizes(300) {
+		if s > n || s < n*3/4 {
+			t.Errorf("batch %d: a call of %d", n, s)
+		}
+	}
+}
+
+// TestBatchTakesItsCallSlotsBeforeClaiming: a batch takes the account's
+// call slots before it claims, and claims no more items than those slots'
+// calls carry, so no call of it waits for a slot after its claim; a batch
+// of another turn finding none free claims nothing.
+func TestBatchTakesItsCallSlotsBeforeClaiming(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(sizingT0)
+	packed, err := content.Parse("The same words for everyone.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := store.Account{Tenant: "t", ID: "a", RatePerSec: 10, MaxRecipientsPerCall: 100}
+	s := &Sender{}
+	z := s.sizer(a, 64, clk.Now())
+	for range SizingSamples { // 10/s in calls of 80, 1.6 s each: 1 call in flight
+		z.observe(80, 1600*time.Millisecond, clk.Now())
+	}
+	if c := z.snapshot().Concurrency; c != 1 {
+		t.Fatalf("concurrency %d, want 1", c)
+	}
+	newTurn := func() *turn {
+		tr := &turn{s: s, cfg: Config{}.withDefaults(), account: a, tmpl: packed, sizing: z}
+		tr.shard.Counts.Pending = 10000
+		return tr
+	}
+	t1, t2 := newTurn(), newTurn()
+	want, ok := t1.takeSlots(t1.claimSize())
+	if !ok || want != 80 || t1.slots != 1 {
+		t.Fatalf("first batch: want %d ok %v slots %d, want one call of 80", want, ok, t1.slots)
+	}
+	if _, ok := t2.takeSlots(t2.claimSize()); ok {
+		t.Fatal("a second batch took a slot while the only one was taken")
+	}
+	if got := t1.giveSlots(1); got != 1 || t1.slots != 0 {
+		t.Fatalf("gave %d slots, %d left", got, t1.slots)
+	}
+	z.release() // the call answered
+	if _, ok := t2.takeSlots(t2.claimSize()); !ok {
+		t.Fatal("no slot after the call answered")
+	}
+	t2.returnSlots()
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if z.inFlight != 0 {
+		t.Fatalf("%d slots held after all were returned", z.inFlight)
+	}
+}
