@@ -314,10 +314,16 @@ type call struct {
 // exceeded.
 func (tr *turn) claimSize() int {
 	calls := min(tr.cfg.ClaimBatch, tr.cfg.Concurrency)
-	if per := tr.account.MaxRecipientsPerCall; per > 1 && len(tr.tmpl.Vars()) == 0 {
+	if per := tr.perCall(); per > 1 && len(tr.tmpl.Vars()) == 0 {
 		return max(calls, min(calls*per, store.MaxPutItems))
 	}
 	return calls
+}
+
+// perCall is how many recipients one call carries: the account's
+// max_recipients_per_call, never more than its provider takes in a call.
+func (tr *turn) perCall() int {
+	return max(1, min(tr.account.MaxRecipientsPerCall, provider.KindOf(tr.account.Provider).MaxPerCall()))
 }
 
 // buildCalls renders items and groups those with equal content into calls
@@ -325,10 +331,7 @@ func (tr *turn) claimSize() int {
 // fail permanently (the template was checked at submit, so this is a bug
 // guard, not a path).
 func (tr *turn) buildCalls(items []store.Item) ([]call, []store.ItemUpdate) {
-	per := tr.account.MaxRecipientsPerCall
-	if per < 1 {
-		per = 1
-	}
+	per := tr.perCall()
 	var calls []call
 	var failed []store.ItemUpdate
 	open := map[string]int{} // content → index of the open call

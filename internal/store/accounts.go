@@ -109,8 +109,16 @@ type Account struct {
 	// FrequencyCap bounds how many messages one recipient of the account
 	// gets in any window (zero: no cap).
 	FrequencyCap FrequencyCap
-	Breaker      BreakerConfig
-	UpdatedAt    time.Time
+	// Provider names the provider API the account sends through
+	// (provider.Kind: "wecomapi", "wecom-app", "wechat-mp-mass",
+	// "wechat-mp-template", "http"); "" is "wecomapi".
+	Provider string
+	// NoStatusLookup says the account's provider answers no status
+	// look-up (a wecomapi account whose provider has none): items whose
+	// answer was lost go to review instead of being looked up.
+	NoStatusLookup bool
+	Breaker        BreakerConfig
+	UpdatedAt      time.Time
 }
 
 // FrequencyCap is an account's per-recipient cap: at most Max messages in

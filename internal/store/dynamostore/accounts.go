@@ -110,6 +110,12 @@ func (s *Store) PutAccount(ctx context.Context, a store.Account) (store.Account,
 		"bkMin": attrN(int64(a.Breaker.MinSamples)), "bkCool": attrN(int64(a.Breaker.CooldownSec)),
 		"updatedAt": attrN(nanos(a.UpdatedAt)),
 	}
+	if a.Provider != "" {
+		item["provider"] = attrS(a.Provider)
+	}
+	if a.NoStatusLookup {
+		item["noLookup"] = attrN(1)
+	}
 	if err := s.putItem(ctx, item, "", nil, nil); err != nil {
 		return store.Account{}, fmt.Errorf("put account %s/%s: %w", a.Tenant, a.ID, err)
 	}
@@ -127,6 +133,8 @@ func accountFrom(m map[string]types.AttributeValue) store.Account {
 		MaxContentBytes:      int(getN(m, "maxContent")),
 		WarmupSec:            int(getN(m, "warmup")),
 		FrequencyCap:         store.FrequencyCap{Max: int(getN(m, "fcMax")), WindowSec: int(getN(m, "fcWin"))},
+		Provider:             getS(m, "provider"),
+		NoStatusLookup:       getN(m, "noLookup") == 1,
 		Breaker: store.BreakerConfig{
 			ConsecutiveFailures: int(getN(m, "bkCons")),
 			FailureRate:         getF(m, "bkRate"),

@@ -28,7 +28,11 @@ func testAccounts(t *testing.T, s store.Store, _ Capabilities) {
 			UpdatedAt: at(time.Second),
 		}
 	}
-	puts := []store.Account{acct("tenant-a", "acct-b", 10), acct("tenant-a", "acct-a", 20), acct("tenant-b", "acct-a", 30)}
+	onApp := acct("tenant-b", "acct-c", 5)
+	onApp.Provider = "wecom-app"
+	noLookup := acct("tenant-b", "acct-d", 5)
+	noLookup.Provider, noLookup.NoStatusLookup = "wecomapi", true
+	puts := []store.Account{acct("tenant-a", "acct-b", 10), acct("tenant-a", "acct-a", 20), acct("tenant-b", "acct-a", 30), onApp, noLookup}
 	for _, a := range puts {
 		got, err := s.PutAccount(ctx, a)
 		if err != nil {
@@ -77,8 +81,8 @@ func testAccounts(t *testing.T, s store.Store, _ Capabilities) {
 	if got := ids("tenant-a"); !slices.Equal(got, []string{"acct-a", "acct-b"}) {
 		t.Fatalf("ListAccounts(tenant-a) = %v, want [acct-a acct-b]", got)
 	}
-	if got := ids("tenant-b"); !slices.Equal(got, []string{"acct-a"}) {
-		t.Fatalf("ListAccounts(tenant-b) = %v, want [acct-a]", got)
+	if got := ids("tenant-b"); !slices.Equal(got, []string{"acct-a", "acct-c", "acct-d"}) {
+		t.Fatalf("ListAccounts(tenant-b) = %v, want [acct-a acct-c acct-d]", got)
 	}
 	if got := ids("tenant-nobody"); len(got) != 0 {
 		t.Fatalf("ListAccounts(unknown tenant) = %v", got)
