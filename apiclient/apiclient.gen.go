@@ -266,6 +266,33 @@ func (e ProblemType) Valid() bool {
 	}
 }
 
+// Defines values for Provider.
+const (
+	Http             Provider = "http"
+	WechatMpMass     Provider = "wechat-mp-mass"
+	WechatMpTemplate Provider = "wechat-mp-template"
+	WecomApp         Provider = "wecom-app"
+	Wecomapi         Provider = "wecomapi"
+)
+
+// Valid indicates whether the value is a known member of the Provider enum.
+func (e Provider) Valid() bool {
+	switch e {
+	case Http:
+		return true
+	case WechatMpMass:
+		return true
+	case WechatMpTemplate:
+		return true
+	case WecomApp:
+		return true
+	case Wecomapi:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ResolveRequestOutcome.
 const (
 	ResolveRequestOutcomeDelivered ResolveRequestOutcome = "delivered"
@@ -441,8 +468,14 @@ type Account struct {
 	MaxRecipientsPerCall int64   `json:"max_recipients_per_call"`
 	OnlineReservePerSec  float64 `json:"online_reserve_per_sec"`
 
+	// Provider The provider API an account sends through: wecomapi (the unified guid/toId interface, the default), wecom-app (WeCom application messages, cgi-bin/message/send, up to 1,000 recipients per call), wechat-mp-mass (Official Account mass send by OpenID list, up to 10,000 per call), wechat-mp-template (Official Account template messages, one OpenID per call), http (a generic HTTP provider, one recipient per call).
+	Provider Provider `json:"provider"`
+
 	// RatePerSec Greater than 0.
 	RatePerSec float64 `json:"rate_per_sec"`
+
+	// StatusLookup Whether qunfa can ask the provider what became of a message whose answer was lost. Without, such items go to review after the settle delay and are never resent without an operator.
+	StatusLookup bool `json:"status_lookup"`
 
 	// UpdatedAt An RFC 3339 time in UTC, null while unset (the key is always there).
 	UpdatedAt *NullableTimestamp `json:"updated_at"`
@@ -456,7 +489,7 @@ type AccountList struct {
 	Accounts []Account `json:"accounts"`
 }
 
-// AccountRequest The body of PUT /v1/accounts/{account}. Absent burst defaults to the rate (at least 1), absent max_recipients_per_call to 1, absent max_content_bytes to 4096, absent warmup_sec to 0 (no warm-up), absent or null frequency_cap to no cap, absent breaker thresholds to 0 (disabled).
+// AccountRequest The body of PUT /v1/accounts/{account}. Absent burst defaults to the rate (at least 1), absent max_recipients_per_call to 1, absent max_content_bytes to 4096, absent warmup_sec to 0 (no warm-up), absent or null frequency_cap to no cap, absent provider to wecomapi, absent breaker thresholds to 0 (disabled).
 type AccountRequest struct {
 	// Breaker When the account's circuit breaker opens, as PUT /v1/accounts/{account} takes it: a threshold left out or 0 disables that trigger.
 	Breaker *BreakerConfigInput `json:"breaker,omitempty"`
@@ -466,14 +499,22 @@ type AccountRequest struct {
 	FrequencyCap *FrequencyCap `json:"frequency_cap,omitempty"`
 
 	// MaxContentBytes The largest rendered message (bytes) a recipient on this account may have: set it to the provider's limit for the account's message kind. A submission with a larger one is refused (422).
-	MaxContentBytes      *int64 `json:"max_content_bytes,omitempty"`
+	MaxContentBytes *int64 `json:"max_content_bytes,omitempty"`
+
+	// MaxRecipientsPerCall How many recipients one call may carry (equal content only); at most the provider's own limit: 1,000 for wecomapi and wecom-app, 10,000 for wechat-mp-mass, 1 for wechat-mp-template and http.
 	MaxRecipientsPerCall *int64 `json:"max_recipients_per_call,omitempty"`
 
 	// OnlineReservePerSec Rate kept for online sending; less than rate_per_sec.
 	OnlineReservePerSec *float64 `json:"online_reserve_per_sec,omitempty"`
 
+	// Provider The provider API an account sends through: wecomapi (the unified guid/toId interface, the default), wecom-app (WeCom application messages, cgi-bin/message/send, up to 1,000 recipients per call), wechat-mp-mass (Official Account mass send by OpenID list, up to 10,000 per call), wechat-mp-template (Official Account template messages, one OpenID per call), http (a generic HTTP provider, one recipient per call).
+	Provider *Provider `json:"provider,omitempty"`
+
 	// RatePerSec Greater than 0.
 	RatePerSec float64 `json:"rate_per_sec"`
+
+	// StatusLookup false for a wecomapi account whose provider has no status look-up: items whose answer was lost go to review after the settle delay and are never resent without an operator. Only wecomapi has a look-up (true may not be given for another provider). Absent: the provider's (true for wecomapi).
+	StatusLookup *bool `json:"status_lookup,omitempty"`
 
 	// WarmupSec Warm-up: after this many seconds or more without a send, the account's batch rate ramps from 10% to 100% over as many seconds (a token bucket's idle fill does not burst out at once). 0 (the default): no warm-up.
 	WarmupSec *int64 `json:"warmup_sec,omitempty"`
@@ -994,6 +1035,9 @@ type Problem struct {
 
 // ProblemType The kind of problem, urn:qunfa:problem:<kind>.
 type ProblemType string
+
+// Provider The provider API an account sends through: wecomapi (the unified guid/toId interface, the default), wecom-app (WeCom application messages, cgi-bin/message/send, up to 1,000 recipients per call), wechat-mp-mass (Official Account mass send by OpenID list, up to 10,000 per call), wechat-mp-template (Official Account template messages, one OpenID per call), http (a generic HTTP provider, one recipient per call).
+type Provider string
 
 // Quota A tenant's quota as the platform operator set it (0: unlimited; never set: both 0 and updated_at null).
 type Quota struct {

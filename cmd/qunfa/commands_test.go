@@ -119,7 +119,14 @@ func TestAccountsCommand(t *testing.T) {
 			"after 300s without a send, batch rate ramps from 10% to 100% over 300s", "at most 2 messages to a recipient in any 86400s"}, nil)
 	file := writeFile(t, "acct.json", `{"rate_per_sec": 4, "burst": 4, "max_recipients_per_call": 3}`)
 	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--file", file, "--burst", "8").want(t, 0, []string{"4/s, burst 8", "3 recipients", "at most 4096 bytes", "warm-up:   none", "frequency: no cap"}, nil)
-	runCLI(ctx, srv, "", "accounts", "get", "acct-d").want(t, 0, []string{"account acct-d", "4/s, burst 8"}, nil)
+	runCLI(ctx, srv, "", "accounts", "get", "acct-d").want(t, 0, []string{"account acct-d", "4/s, burst 8", "provider:  wecomapi (status look-up)"}, nil)
+	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--rate", "4", "--status-lookup=false").
+		want(t, 0, []string{"provider:  wecomapi (no status look-up: unanswered items go to review)"}, nil)
+	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--rate", "4", "--provider", "wecom-app", "--max-recipients", "1000").
+		want(t, 0, []string{"provider:  wecom-app", "1000 recipients"}, nil)
+	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--rate", "4", "--provider", "sms").want(t, 2, nil, []string{`unknown --provider "sms"`})
+	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--rate", "4", "--provider", "wechat-mp-template", "--max-recipients", "5").
+		want(t, 1, nil, []string{"(HTTP 422)", "  max_recipients_per_call: the wechat-mp-template provider takes at most 1 recipients per call"})
 	runCLI(ctx, srv, "", "accounts", "put", "acct-e", "--rate", "1", "--frequency-cap-max", "2").
 		want(t, 2, nil, []string{"give both --frequency-cap-max and --frequency-cap-window-sec"})
 	capFile := writeFile(t, "capped.json", `{"rate_per_sec": 4, "frequency_cap": {"max": 1, "window_sec": 3600}}`)

@@ -3,9 +3,12 @@ package api
 import (
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/qunfa/qunfa/internal/provider"
 	"github.com/qunfa/qunfa/internal/store"
 	"github.com/qunfa/qunfa/internal/submit"
 )
@@ -87,11 +90,30 @@ func validateAccount(id string, req AccountRequest) (store.Account, []submit.Fie
 			a.Burst = *req.Burst
 		}
 	}
-	if req.MaxRecipientsPerCall != nil {
-		if *req.MaxRecipientsPerCall < 1 {
-			add("max_recipients_per_call", "must be at least 1")
+	kind := provider.KindWecomAPI
+	if req.Provider != nil {
+		kind = provider.Kind(*req.Provider)
+		if !kind.Known() {
+			add("provider", "must be one of %s", kindList())
 		} else {
-			a.MaxRecipientsPerCall = *req.MaxRecipientsPerCall
+			a.Provider = string(kind)
+		}
+	}
+	if v := req.StatusLookup; v != nil && *v != (kind == provider.KindWecomAPI) {
+		if *v {
+			add("status_lookup", "the %s provider has no status look-up by message key", kind)
+		} else {
+			a.NoStatusLookup = true
+		}
+	}
+	if req.MaxRecipientsPerCall != nil {
+		switch per := *req.MaxRecipientsPerCall; {
+		case per < 1:
+			add("max_recipients_per_call", "must be at least 1")
+		case kind.Known() && per > kind.MaxPerCall():
+			add("max_recipients_per_call", "the %s provider takes at most %d recipients per call", kind, kind.MaxPerCall())
+		default:
+			a.MaxRecipientsPerCall = per
 		}
 	}
 	if v := req.MaxContentBytes; v != nil {
@@ -135,6 +157,15 @@ func validateAccount(id string, req AccountRequest) (store.Account, []submit.Fie
 		a.Breaker = *b
 	}
 	return a, errs
+}
+
+// kindList names the provider kinds for an error message.
+func kindList() string {
+	names := make([]string, len(provider.Kinds))
+	for i, k := range provider.Kinds {
+		names[i] = strconv.Quote(string(k))
+	}
+	return strings.Join(names, ", ")
 }
 
 // checkAccountID says what is wrong with an account id, or "".

@@ -100,6 +100,7 @@ func TestAccounts(t *testing.T) {
 	var a api.Account
 	r.json(t, &a)
 	want := api.Account{ID: "acct-new", RatePerSec: 10, Burst: 15, OnlineReservePerSec: 2, BatchRatePerSec: 8, MaxRecipientsPerCall: 5, MaxContentBytes: 2048, WarmupSec: 600,
+		Provider: "wecomapi", StatusLookup: true,
 		FrequencyCap: &store.FrequencyCap{Max: 2, WindowSec: 86400},
 		Breaker:      store.BreakerConfig{ConsecutiveFailures: 20, FailureRate: 0.5, MinSamples: 50, CooldownSec: 60},
 		BreakerState: api.BreakerState{State: "closed"}}
@@ -134,13 +135,38 @@ func TestAccounts(t *testing.T) {
 		t.Errorf("default burst = %v, want 40", d.Burst)
 	}
 
+	// Providers: each account names its own; a wecomapi account may have
+	// no look-up; the other providers have none.
+	for body, want := range map[string]struct {
+		provider string
+		lookup   bool
+	}{
+		`{"rate_per_sec": 5, "provider": "wecomapi", "status_lookup": false}`:                 {"wecomapi", false},
+		`{"rate_per_sec": 5, "provider": "wecom-app", "max_recipients_per_call": 1000}`:       {"wecom-app", false},
+		`{"rate_per_sec": 5, "provider": "wechat-mp-mass", "max_recipients_per_call": 10000}`: {"wechat-mp-mass", false},
+		`{"rate_per_sec": 5, "provider": "wechat-mp-template", "status_lookup": false}`:       {"wechat-mp-template", false},
+		`{"rate_per_sec": 5, "provider": "http"}`:                                             {"http", false},
+		`{"rate_per_sec": 5, "provider": "wecomapi", "status_lookup": true}`:                  {"wecomapi", true},
+	} {
+		r := s.do("PUT", "/v1/accounts/acct-prov", tokenA, body)
+		var a api.Account
+		r.json(t, &a)
+		if r.status != http.StatusOK || a.Provider != want.provider || a.StatusLookup != want.lookup {
+			t.Errorf("PUT %s: %d provider %q status_lookup %v; want %q %v", body, r.status, a.Provider, a.StatusLookup, want.provider, want.lookup)
+		}
+		s.do("GET", "/v1/accounts/acct-prov", tokenA, nil).json(t, &a)
+		if a.Provider != want.provider || a.StatusLookup != want.lookup {
+			t.Errorf("GET after PUT %s: provider %q status_lookup %v", body, a.Provider, a.StatusLookup)
+		}
+	}
+
 	var list api.AccountList
 	s.do("GET", "/v1/accounts", tokenA, nil).json(t, &list)
 	var ids []string
 	for _, a := range list.Accounts {
 		ids = append(ids, a.ID)
 	}
-	if !slices.Equal(ids, []string{"acct-a", "acct-b", "acct-fast", "acct-new", "acct-slow"}) {
+	if !slices.Equal(ids, []string{"acct-a", "acct-b", "acct-fast", "acct-new", "acct-prov", "acct-slow"}) {
 		t.Errorf("accounts of A = %v", ids)
 	}
 	wantProblem(t, s.do("GET", "/v1/accounts/acct-new", tokenB, nil), http.StatusNotFound)
@@ -169,6 +195,10 @@ func TestAccounts(t *testing.T) {
 		"unknown field":        {`{"rate_per_sec": 5, "rate": 3}`, 400, "rate"},
 		"wrong type":           {`{"rate_per_sec": "5"}`, 400, "rate_per_sec"},
 		"fraction per call":    {`{"rate_per_sec": 5, "max_recipients_per_call": 1.5}`, 400, "max_recipients_per_call"},
+		"unknown provider":     {`{"rate_per_sec": 5, "provider": "sms"}`, 422, "provider"},
+		"look-up on wecom-app": {`{"rate_per_sec": 5, "provider": "wecom-app", "status_lookup": true}`, 422, "status_lookup"},
+		"over wecom-app limit": {`{"rate_per_sec": 5, "provider": "wecom-app", "max_recipients_per_call": 1001}`, 422, "max_recipients_per_call"},
+		"template takes one":   {`{"rate_per_sec": 5, "provider": "wechat-mp-template", "max_recipients_per_call": 2}`, 422, "max_recipients_per_call"},
 		"malformed":            {`{"rate_per_sec": 5`, 400, ""},
 		"not an object":        {`[1]`, 400, ""},
 		"empty body":           {``, 400, ""},
