@@ -25,6 +25,8 @@ import (
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/control"
 	"github.com/qunfa/qunfa/internal/metrics"
+	"github.com/qunfa/qunfa/internal/provider"
+	"github.com/qunfa/qunfa/internal/provider/accountroute"
 	"github.com/qunfa/qunfa/internal/provider/credcache"
 	"github.com/qunfa/qunfa/internal/provider/smcreds"
 	"github.com/qunfa/qunfa/internal/provider/wecomapi"
@@ -148,10 +150,16 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 	creds := credcache.New(smcreds.New(c.SecretsManager, smcreds.Config{
 		DefaultSecret: cfg.ProviderSecret, TenantPrefix: cfg.TenantSecretPrefix,
 	}), credcache.Options{Clock: clk, Log: log})
-	prov, err := wecomapi.New(wecomapi.Config{
+	wecom, err := wecomapi.New(wecomapi.Config{
 		BaseURL: cfg.ProviderURL, Credentials: creds, Owners: st, Clock: clk,
 		ConnectTimeout: cfg.ProviderConnectTimeout, ResponseTimeout: cfg.ProviderTimeout, Logger: log,
 	})
+	if err != nil {
+		return nil, fmt.Errorf("provider: %w", err)
+	}
+	// Each call goes through the adapter of the provider its account names.
+	prov, err := accountroute.New(accountroute.Config{Accounts: st, Clock: clk, Logger: log,
+		Adapters: map[provider.Kind]provider.Provider{provider.KindWecomAPI: wecom}})
 	if err != nil {
 		return nil, fmt.Errorf("provider: %w", err)
 	}

@@ -26,6 +26,8 @@ import (
 	"github.com/qunfa/qunfa/internal/metrics"
 	"github.com/qunfa/qunfa/internal/metrics/prom"
 	"github.com/qunfa/qunfa/internal/mockprovider"
+	"github.com/qunfa/qunfa/internal/provider"
+	"github.com/qunfa/qunfa/internal/provider/accountroute"
 	"github.com/qunfa/qunfa/internal/provider/credcache"
 	"github.com/qunfa/qunfa/internal/provider/filecreds"
 	"github.com/qunfa/qunfa/internal/provider/wecomapi"
@@ -264,8 +266,15 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 	// directory (or the environment) and cached briefly.
 	creds := credcache.New(filecreds.New(filecreds.Config{Dir: filepath.Join(cfg.DataDir, ProviderCredentialsDir), Default: cfg.ProviderToken}),
 		credcache.Options{TTL: 30 * time.Second, Clock: clk, Log: log})
-	prov, err := wecomapi.New(wecomapi.Config{BaseURL: providerURL, ResponseTimeout: cfg.ProviderTimeout,
+	wecom, err := wecomapi.New(wecomapi.Config{BaseURL: providerURL, ResponseTimeout: cfg.ProviderTimeout,
 		Credentials: creds, Owners: st, Clock: clk, Logger: log})
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("provider: %w", err)
+	}
+	// Each call goes through the adapter of the provider its account names.
+	prov, err := accountroute.New(accountroute.Config{Accounts: st, Clock: clk, Logger: log,
+		Adapters: map[provider.Kind]provider.Provider{provider.KindWecomAPI: wecom}})
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("provider: %w", err)
