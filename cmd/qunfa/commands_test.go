@@ -122,8 +122,10 @@ func TestAccountsCommand(t *testing.T) {
 	runCLI(ctx, srv, "", "accounts", "get", "acct-d").want(t, 0, []string{"account acct-d", "4/s, burst 8", "provider:  wecomapi (status look-up)"}, nil)
 	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--rate", "4", "--status-lookup=false").
 		want(t, 0, []string{"provider:  wecomapi (no status look-up: unanswered items go to review)"}, nil)
-	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--rate", "4", "--provider", "wecom-app", "--max-recipients", "1000").
-		want(t, 0, []string{"provider:  wecom-app", "1000 recipients"}, nil)
+	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--rate", "4", "--provider", "wecom-app").
+		want(t, 1, nil, []string{"(HTTP 422)", "  account: a wecom-app account is <corpid>:<agentid>"})
+	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--rate", "4", "--provider", "wechat-mp-mass", "--max-recipients", "10000").
+		want(t, 0, []string{"provider:  wechat-mp-mass", "10000 recipients"}, nil)
 	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--rate", "4", "--provider", "sms").want(t, 2, nil, []string{`unknown --provider "sms"`})
 	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--rate", "4", "--provider", "wechat-mp-template", "--max-recipients", "5").
 		want(t, 1, nil, []string{"(HTTP 422)", "  max_recipients_per_call: the wechat-mp-template provider takes at most 1 recipients per call"})

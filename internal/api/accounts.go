@@ -97,6 +97,9 @@ func validateAccount(id string, req AccountRequest) (store.Account, []submit.Fie
 			add("provider", "must be one of %s", kindList())
 		} else {
 			a.Provider = string(kind)
+			if err := kind.CheckAccount(id); err != nil {
+				add("account", "%s", err.Error())
+			}
 		}
 	}
 	if v := req.StatusLookup; v != nil && *v != (kind == provider.KindWecomAPI) {

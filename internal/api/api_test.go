@@ -142,7 +142,6 @@ func TestAccounts(t *testing.T) {
 		lookup   bool
 	}{
 		`{"rate_per_sec": 5, "provider": "wecomapi", "status_lookup": false}`:                 {"wecomapi", false},
-		`{"rate_per_sec": 5, "provider": "wecom-app", "max_recipients_per_call": 1000}`:       {"wecom-app", false},
 		`{"rate_per_sec": 5, "provider": "wechat-mp-mass", "max_recipients_per_call": 10000}`: {"wechat-mp-mass", false},
 		`{"rate_per_sec": 5, "provider": "wechat-mp-template", "status_lookup": false}`:       {"wechat-mp-template", false},
 		`{"rate_per_sec": 5, "provider": "http"}`:                                             {"http", false},
@@ -170,6 +169,12 @@ func TestAccounts(t *testing.T) {
 		t.Errorf("accounts of A = %v", ids)
 	}
 	wantProblem(t, s.do("GET", "/v1/accounts/acct-new", tokenB, nil), http.StatusNotFound)
+	var app api.Account
+	if r := s.do("PUT", "/v1/accounts/ww1234:1000002", tokenA, `{"rate_per_sec": 5, "provider": "wecom-app", "max_recipients_per_call": 1000}`); r.status != http.StatusOK {
+		t.Fatalf("PUT a wecom-app account: %d %s", r.status, r.body)
+	} else if r.json(t, &app); app.Provider != "wecom-app" || app.StatusLookup || app.MaxRecipientsPerCall != 1000 {
+		t.Errorf("wecom-app account: %+v", app)
+	}
 
 	for name, tc := range map[string]struct {
 		body   string
@@ -197,6 +202,7 @@ func TestAccounts(t *testing.T) {
 		"fraction per call":    {`{"rate_per_sec": 5, "max_recipients_per_call": 1.5}`, 400, "max_recipients_per_call"},
 		"unknown provider":     {`{"rate_per_sec": 5, "provider": "sms"}`, 422, "provider"},
 		"look-up on wecom-app": {`{"rate_per_sec": 5, "provider": "wecom-app", "status_lookup": true}`, 422, "status_lookup"},
+		"wecom-app not an app": {`{"rate_per_sec": 5, "provider": "wecom-app"}`, 422, "account"},
 		"over wecom-app limit": {`{"rate_per_sec": 5, "provider": "wecom-app", "max_recipients_per_call": 1001}`, 422, "max_recipients_per_call"},
 		"template takes one":   {`{"rate_per_sec": 5, "provider": "wechat-mp-template", "max_recipients_per_call": 2}`, 422, "max_recipients_per_call"},
 		"malformed":            {`{"rate_per_sec": 5`, 400, ""},

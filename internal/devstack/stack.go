@@ -30,7 +30,9 @@ import (
 	"github.com/qunfa/qunfa/internal/provider/accountroute"
 	"github.com/qunfa/qunfa/internal/provider/credcache"
 	"github.com/qunfa/qunfa/internal/provider/filecreds"
+	"github.com/qunfa/qunfa/internal/provider/httpcall"
 	"github.com/qunfa/qunfa/internal/provider/wecomapi"
+	"github.com/qunfa/qunfa/internal/provider/wecomapp"
 	"github.com/qunfa/qunfa/internal/queue/queuecap"
 	"github.com/qunfa/qunfa/internal/queue/sqlitequeue"
 	"github.com/qunfa/qunfa/internal/reconcile"
@@ -251,7 +253,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 
 	providerURL := cfg.ProviderURL
 	if providerURL == "" {
-		m, err := mockprovider.New(mockprovider.Config{LogPath: filepath.Join(cfg.DataDir, "mock-deliveries.jsonl")})
+		// The stack's own mock speaks every protocol an account may name.
+		m, err := mockprovider.New(mockprovider.Config{LogPath: filepath.Join(cfg.DataDir, "mock-deliveries.jsonl"),
+			Protocol: mockprovider.ProtocolAll, MemberLimitPerMin: mockprovider.WecomAppMemberLimitPerMin})
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("mock provider: %w", err)
@@ -272,9 +276,16 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 		s.Close()
 		return nil, fmt.Errorf("provider: %w", err)
 	}
+	// WeCom application accounts reach the same provider URL locally.
+	wecomApp, err := wecomapp.New(wecomapp.Config{BaseURL: providerURL, Credentials: creds, Owners: st, Clock: clk, Logger: log,
+		Timeouts: httpcall.Timeouts{Response: cfg.ProviderTimeout}})
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("provider: %w", err)
+	}
 	// Each call goes through the adapter of the provider its account names.
 	prov, err := accountroute.New(accountroute.Config{Accounts: st, Clock: clk, Logger: log,
-		Adapters: map[provider.Kind]provider.Provider{provider.KindWecomAPI: wecom}})
+		Adapters: map[provider.Kind]provider.Provider{provider.KindWecomAPI: wecom, provider.KindWecomApp: wecomApp}})
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("provider: %w", err)

@@ -5,6 +5,15 @@
 // one line per delivery, never de-duplicated, so a duplicate send is two
 // lines.
 //
+// # Protocols
+//
+// Config.Protocol picks the API the mock speaks: "wecomapi" (the default,
+// below), "wecom-app" (WeCom application messages: cgi-bin/gettoken and
+// cgi-bin/message/send, see wecomapp.go), or "all" (both, as qunfa dev's
+// own mock). The behaviour, stats and log below apply to every protocol;
+// the account of a wecom-app call is "<corpid>:<agentid>", and its log
+// lines carry no key (that API takes none).
+//
 // # Message endpoints
 //
 // POST /message/sendText sends to one recipient. Body

@@ -1,6 +1,11 @@
 package provider
 
-import "slices"
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
 
 // Kind names the provider API an account sends through (the account's
 // "provider" field).
@@ -50,4 +55,17 @@ func (k Kind) MaxPerCall() int {
 	default:
 		return 1
 	}
+}
+
+// CheckAccount says what is wrong with an account id for the provider,
+// or nil: a wecom-app account is "<corpid>:<agentid>" (the application).
+func (k Kind) CheckAccount(id string) error {
+	if k != KindWecomApp {
+		return nil
+	}
+	i := strings.LastIndexByte(id, ':')
+	if n, err := strconv.ParseInt(id[i+1:], 10, 64); i <= 0 || err != nil || n <= 0 {
+		return fmt.Errorf("a wecom-app account is <corpid>:<agentid> (the application), e.g. ww1234567890:1000002")
+	}
+	return nil
 }

@@ -37,6 +37,17 @@ type Adapter struct {
 	// StatusLookup: the provider answers a status look-up by message key;
 	// without it Status returns provider.ErrStatusUnsupported.
 	StatusLookup bool
+	// Account turns a name of the suite into an account id of the
+	// provider (nil: the name as it is).
+	Account func(name string) string
+}
+
+// account is the provider's id of the suite's account name.
+func (a Adapter) account(name string) string {
+	if a.Account == nil {
+		return name
+	}
+	return a.Account(name)
 }
 
 // Code is one documented error code and the category it means.
@@ -122,11 +133,11 @@ func wantDeliveries(t *testing.T, m Mock, account string, want int) {
 
 func testSingle(t *testing.T, a Adapter) {
 	f := a.New(t)
-	r := send(t, f.Provider, request("acct-single", "u1"))[0]
+	r := send(t, f.Provider, request(a.account("acct-single"), "u1"))[0]
 	if !r.Accepted || r.Category != "" || r.MsgID == "" {
 		t.Fatalf("result = %+v, want accepted with the provider's message id", r)
 	}
-	wantDeliveries(t, f.Mock, "acct-single", 1)
+	wantDeliveries(t, f.Mock, a.account("acct-single"), 1)
 }
 
 func testCodes(t *testing.T, a Adapter) {
@@ -135,7 +146,7 @@ func testCodes(t *testing.T, a Adapter) {
 	}
 	f := a.New(t)
 	for _, c := range a.Codes {
-		account := "acct-code-" + c.Code
+		account := a.account("acct-code-" + c.Code)
 		f.Mock.Refuse(t, account, c.Code)
 		r := send(t, f.Provider, request(account, "u1"))[0]
 		if r.Accepted || r.Category != c.Category || r.Code != c.Code {
@@ -149,7 +160,7 @@ func testCodes(t *testing.T, a Adapter) {
 
 func testCredentialRefresh(t *testing.T, a Adapter) {
 	f := a.New(t)
-	const account = "acct-cred"
+	account := a.account("acct-cred")
 	if r := send(t, f.Provider, request(account, "u1"))[0]; !r.Accepted {
 		t.Fatalf("first send: %+v, want accepted", r)
 	}
@@ -162,7 +173,7 @@ func testCredentialRefresh(t *testing.T, a Adapter) {
 
 func testCredentialDead(t *testing.T, a Adapter) {
 	f := a.New(t)
-	const account = "acct-dead"
+	account := a.account("acct-dead")
 	f.Mock.ExpireCredential(t, account, false)
 	r := send(t, f.Provider, request(account, "u1"))[0]
 	if r.Accepted || r.Category != provider.AccountDown {
@@ -176,7 +187,7 @@ func testPartial(t *testing.T, a Adapter) {
 		t.Skipf("one call carries at most %d recipients", a.MaxPerCall)
 	}
 	f := a.New(t)
-	const account = "acct-partial"
+	account := a.account("acct-partial")
 	f.Mock.InvalidRecipient(t, account, "bad")
 	rs := send(t, f.Provider, request(account, "u1", "bad", "u2"))
 	for i, want := range []bool{true, false, true} {
@@ -195,7 +206,7 @@ func testPartial(t *testing.T, a Adapter) {
 
 func testFullCall(t *testing.T, a Adapter) {
 	f := a.New(t)
-	const account = "acct-full"
+	account := a.account("acct-full")
 	to := make([]string, a.MaxPerCall)
 	for i := range to {
 		to[i] = fmt.Sprintf("u%d", i)
@@ -213,7 +224,7 @@ func testBeforeSend(t *testing.T, a Adapter) {
 	if f.Unreachable == nil {
 		t.Fatal("the fixture has no unreachable adapter")
 	}
-	for _, r := range send(t, f.Unreachable, request("acct-down", "u1")) {
+	for _, r := range send(t, f.Unreachable, request(a.account("acct-down"), "u1")) {
 		if r.Accepted || r.Category != provider.Retryable {
 			t.Fatalf("result = %+v, want %q: nothing went out", r, provider.Retryable)
 		}
@@ -222,7 +233,7 @@ func testBeforeSend(t *testing.T, a Adapter) {
 
 func testAfterSend(t *testing.T, a Adapter) {
 	f := a.New(t)
-	const account = "acct-held"
+	account := a.account("acct-held")
 	f.Mock.HoldAnswers(t, account)
 	n := min(a.MaxPerCall, 2)
 	to := []string{"u1", "u2"}[:n]
@@ -236,7 +247,7 @@ func testAfterSend(t *testing.T, a Adapter) {
 
 func testRepeatedKey(t *testing.T, a Adapter) {
 	f := a.New(t)
-	const account = "acct-again"
+	account := a.account("acct-again")
 	req := request(account, "u1")
 	for i := range 2 {
 		if r := send(t, f.Provider, req)[0]; !r.Accepted {
@@ -252,7 +263,7 @@ func testRepeatedKey(t *testing.T, a Adapter) {
 
 func testStatus(t *testing.T, a Adapter) {
 	f := a.New(t)
-	const account = "acct-status"
+	account := a.account("acct-status")
 	req := request(account, "u1")
 	if r := send(t, f.Provider, req)[0]; !r.Accepted {
 		t.Fatalf("send: %+v, want accepted", r)
