@@ -28,8 +28,10 @@ import (
 	"github.com/qunfa/qunfa/internal/provider"
 	"github.com/qunfa/qunfa/internal/provider/accountroute"
 	"github.com/qunfa/qunfa/internal/provider/credcache"
+	"github.com/qunfa/qunfa/internal/provider/httpcall"
 	"github.com/qunfa/qunfa/internal/provider/smcreds"
 	"github.com/qunfa/qunfa/internal/provider/wecomapi"
+	"github.com/qunfa/qunfa/internal/provider/wecomapp"
 	"github.com/qunfa/qunfa/internal/queue/queuecap"
 	"github.com/qunfa/qunfa/internal/queue/sqsqueue"
 	"github.com/qunfa/qunfa/internal/reconcile"
@@ -157,9 +159,22 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 	if err != nil {
 		return nil, fmt.Errorf("provider: %w", err)
 	}
+	adapters := map[provider.Kind]provider.Provider{provider.KindWecomAPI: wecom}
+	if cfg.TenantSecretPrefix != "" {
+		// WeCom application accounts: each tenant's application secret
+		// is <prefix>wecom-app/<tenant>.
+		appCreds := credcache.New(smcreds.New(c.SecretsManager, smcreds.Config{
+			TenantPrefix: cfg.TenantSecretPrefix + string(provider.KindWecomApp) + "/",
+		}), credcache.Options{Clock: clk, Log: log})
+		app, err := wecomapp.New(wecomapp.Config{Credentials: appCreds, Owners: st, Clock: clk, Logger: log,
+			Timeouts: httpcall.Timeouts{Connect: cfg.ProviderConnectTimeout, Response: cfg.ProviderTimeout}})
+		if err != nil {
+			return nil, fmt.Errorf("provider: %w", err)
+		}
+		adapters[provider.KindWecomApp] = app
+	}
 	// Each call goes through the adapter of the provider its account names.
-	prov, err := accountroute.New(accountroute.Config{Accounts: st, Clock: clk, Logger: log,
-		Adapters: map[provider.Kind]provider.Provider{provider.KindWecomAPI: wecom}})
+	prov, err := accountroute.New(accountroute.Config{Accounts: st, Clock: clk, Logger: log, Adapters: adapters})
 	if err != nil {
 		return nil, fmt.Errorf("provider: %w", err)
 	}

@@ -276,8 +276,17 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 		s.Close()
 		return nil, fmt.Errorf("provider: %w", err)
 	}
-	// WeCom application accounts reach the same provider URL locally.
-	wecomApp, err := wecomapp.New(wecomapp.Config{BaseURL: providerURL, Credentials: creds, Owners: st, Clock: clk, Logger: log,
+	// WeCom application accounts reach the same provider URL locally; the
+	// application secrets are files of their own (<dir>/wecom-app/default,
+	// <dir>/wecom-app/tenants/<tenant>).
+	// With the stack's own mock, any secret does.
+	appSecret := ""
+	if s.Mock != nil {
+		appSecret = "local-mock-secret"
+	}
+	appCreds := credcache.New(filecreds.New(filecreds.Config{Dir: filepath.Join(cfg.DataDir, ProviderCredentialsDir, string(provider.KindWecomApp)), Default: appSecret}),
+		credcache.Options{TTL: 30 * time.Second, Clock: clk, Log: log})
+	wecomApp, err := wecomapp.New(wecomapp.Config{BaseURL: providerURL, Credentials: appCreds, Owners: st, Clock: clk, Logger: log,
 		Timeouts: httpcall.Timeouts{Response: cfg.ProviderTimeout}})
 	if err != nil {
 		s.Close()
