@@ -113,6 +113,27 @@ func (e ErrorCategory) Valid() bool {
 	}
 }
 
+// Defines values for HTTPProviderMethod.
+const (
+	GET  HTTPProviderMethod = "GET"
+	POST HTTPProviderMethod = "POST"
+	PUT  HTTPProviderMethod = "PUT"
+)
+
+// Valid indicates whether the value is a known member of the HTTPProviderMethod enum.
+func (e HTTPProviderMethod) Valid() bool {
+	switch e {
+	case GET:
+		return true
+	case POST:
+		return true
+	case PUT:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for HealthStatus.
 const (
 	Ok HealthStatus = "ok"
@@ -463,6 +484,9 @@ type Account struct {
 	// FrequencyCap The account's per-recipient frequency cap; null: no cap.
 	FrequencyCap *FrequencyCap `json:"frequency_cap"`
 
+	// Http The http provider's configuration; null for the other providers.
+	Http *HTTPProvider `json:"http"`
+
 	// MaxContentBytes The largest rendered message (bytes) a recipient on this account may have; 4096 when the account sets none.
 	MaxContentBytes      int64   `json:"max_content_bytes"`
 	MaxRecipientsPerCall int64   `json:"max_recipients_per_call"`
@@ -497,6 +521,9 @@ type AccountRequest struct {
 
 	// FrequencyCap Per-recipient frequency cap: at most max messages to one recipient in any window_sec seconds (1 to 31 days), across all the tenant's jobs. Absent or null: no cap.
 	FrequencyCap *FrequencyCap `json:"frequency_cap,omitempty"`
+
+	// Http Required for (and only for) the http provider.
+	Http *HTTPProvider `json:"http,omitempty"`
 
 	// MaxContentBytes The largest rendered message (bytes) a recipient on this account may have: set it to the provider's limit for the account's message kind. A submission with a larger one is refused (422).
 	MaxContentBytes *int64 `json:"max_content_bytes,omitempty"`
@@ -730,6 +757,30 @@ type Grant struct {
 	Account string `json:"account"`
 	Tenant  string `json:"tenant"`
 }
+
+// HTTPProvider How an account of the generic http provider (an SMS gateway, an in-house sender) calls it: one request per recipient. url, header values and body are templates of {{to}}, {{content}}, {{key}} (the message key), {{account}}; header values may also hold {{secret}}, the tenant's credential for the provider (never in the body). In a JSON body values are JSON-escaped, in a form body URL-encoded. The url must reach a public address.
+type HTTPProvider struct {
+	// Accepted HTTP statuses meaning the message was accepted (at least one).
+	Accepted []int64            `json:"accepted"`
+	Body     *string            `json:"body,omitempty"`
+	Headers  *map[string]string `json:"headers,omitempty"`
+
+	// Method Default POST.
+	Method *HTTPProviderMethod `json:"method,omitempty"`
+
+	// MsgidField The field of a JSON answer holding the provider's message id.
+	MsgidField *string `json:"msgid_field,omitempty"`
+
+	// Permanent HTTP statuses meaning never retry. Any status not listed is read as for every provider: 501/503 retryable, other 5xx uncertain (resolved by review), 401/403 account down, 429 rate limited, other 4xx permanent, an unlisted 2xx uncertain.
+	Permanent *[]int64 `json:"permanent,omitempty"`
+
+	// Throttled HTTP statuses meaning the provider throttles the account: slow down and retry, no attempt used up.
+	Throttled *[]int64 `json:"throttled,omitempty"`
+	Url       string   `json:"url"`
+}
+
+// HTTPProviderMethod Default POST.
+type HTTPProviderMethod string
 
 // Health The answer of GET /healthz.
 type Health struct {

@@ -95,6 +95,13 @@ func printAccount(w io.Writer, a apiclient.Account) {
 		lookup = "no status look-up: unanswered items go to review"
 	}
 	fmt.Fprintf(w, "  provider:  %s (%s)\n", a.Provider, lookup)
+	if h := a.Http; h != nil {
+		method := "POST"
+		if h.Method != nil {
+			method = string(*h.Method)
+		}
+		fmt.Fprintf(w, "  calls:     %s %s\n", method, h.Url)
+	}
 	fmt.Fprintf(w, "  per call:  %d recipients\n", a.MaxRecipientsPerCall)
 	fmt.Fprintf(w, "  content:   at most %d bytes a message\n", a.MaxContentBytes)
 	if a.WarmupSec > 0 {

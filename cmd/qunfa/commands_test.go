@@ -126,6 +126,9 @@ func TestAccountsCommand(t *testing.T) {
 		want(t, 1, nil, []string{"(HTTP 422)", "  account: a wecom-app account is <corpid>:<agentid>"})
 	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--rate", "4", "--provider", "wechat-mp-mass", "--max-recipients", "10000").
 		want(t, 0, []string{"provider:  wechat-mp-mass", "10000 recipients"}, nil)
+	smsFile := writeFile(t, "sms.json", `{"rate_per_sec": 2, "provider": "http", "http": {"url": "https://93.184.215.14/send", "accepted": [200, 202]}}`)
+	runCLI(ctx, srv, "", "accounts", "put", "sms-a", "--file", smsFile).
+		want(t, 0, []string{"provider:  http (no status look-up: unanswered items go to review)", "calls:     POST https://93.184.215.14/send"}, nil)
 	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--rate", "4", "--provider", "sms").want(t, 2, nil, []string{`unknown --provider "sms"`})
 	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--rate", "4", "--provider", "wechat-mp-template", "--max-recipients", "5").
 		want(t, 1, nil, []string{"(HTTP 422)", "  max_recipients_per_call: the wechat-mp-template provider takes at most 1 recipients per call"})
@@ -144,7 +147,7 @@ func TestAccountsCommand(t *testing.T) {
 	}
 	var l struct{ Accounts []any }
 	jsonOut(t, runCLI(ctx, srv, "", "accounts", "list", "--output", "json"), &l)
-	if len(l.Accounts) != 5 { // acct-a to acct-e
+	if len(l.Accounts) != 6 { // acct-a to acct-e, sms-a
 		t.Errorf("accounts list --output json: %d accounts", len(l.Accounts))
 	}
 

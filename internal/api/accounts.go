@@ -2,12 +2,14 @@ package api
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/qunfa/qunfa/internal/netguard"
 	"github.com/qunfa/qunfa/internal/provider"
 	"github.com/qunfa/qunfa/internal/store"
 	"github.com/qunfa/qunfa/internal/submit"
@@ -27,6 +29,17 @@ func (s *server) putAccount(w http.ResponseWriter, r *http.Request, tenant strin
 		return p
 	}
 	a, errs := validateAccount(id, req)
+	if a.HTTP != nil {
+		// The provider is dialled only to public addresses; one that names
+		// a private address is refused now.
+		var res netguard.Resolver = net.DefaultResolver
+		if s.Resolver != nil {
+			res = s.Resolver
+		}
+		if err := netguard.CheckURL(r.Context(), a.HTTP.URL, res, s.AllowPrivateURLs); err != nil {
+			errs = append(errs, submit.FieldError{Field: "http.url", Message: err.Error()})
+		}
+	}
 	if len(errs) > 0 {
 		return newProblem(http.StatusUnprocessableEntity, kindValidation, "the account was not saved", errs...)
 	}
@@ -102,6 +115,18 @@ func validateAccount(id string, req AccountRequest) (store.Account, []submit.Fie
 			}
 		}
 	}
+	switch {
+	case kind == provider.KindHTTP:
+		if err := req.HTTP.Validate(); err != nil {
+			for _, e := range splitErrors(err) {
+				add("http", "%s", e)
+			}
+		} else {
+			a.HTTP = req.HTTP
+		}
+	case req.HTTP != nil:
+		add("http", "is only for the http provider")
+	}
 	if v := req.StatusLookup; v != nil && *v != (kind == provider.KindWecomAPI) {
 		if *v {
 			add("status_lookup", "the %s provider has no status look-up by message key", kind)
@@ -160,6 +185,18 @@ func validateAccount(id string, req AccountRequest) (store.Account, []submit.Fie
 		a.Breaker = *b
 	}
 	return a, errs
+}
+
+// splitErrors lists the messages of a joined error.
+func splitErrors(err error) []string {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []string
+		for _, e := range j.Unwrap() {
+			out = append(out, e.Error())
+		}
+		return out
+	}
+	return []string{err.Error()}
 }
 
 // kindList names the provider kinds for an error message.

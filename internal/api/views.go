@@ -121,9 +121,12 @@ type Account struct {
 	// StatusLookup tells whether qunfa can ask the provider what became
 	// of a message whose answer was lost; without, such items go to
 	// review.
-	StatusLookup bool                `json:"status_lookup"`
-	Breaker      store.BreakerConfig `json:"breaker"`
-	UpdatedAt    *time.Time          `json:"updated_at"`
+	StatusLookup bool `json:"status_lookup"`
+	// HTTP is how an account of the http provider calls it (null for
+	// the other providers).
+	HTTP      *store.HTTPProvider `json:"http"`
+	Breaker   store.BreakerConfig `json:"breaker"`
+	UpdatedAt *time.Time          `json:"updated_at"`
 	// BreakerState is the account's circuit breaker right now.
 	BreakerState BreakerState `json:"breaker_state"`
 }
@@ -158,6 +161,7 @@ type AccountRequest struct {
 	FrequencyCap         *store.FrequencyCap  `json:"frequency_cap"`
 	Provider             *string              `json:"provider"`
 	StatusLookup         *bool                `json:"status_lookup"`
+	HTTP                 *store.HTTPProvider  `json:"http"`
 	Breaker              *store.BreakerConfig `json:"breaker"`
 }
 
@@ -285,6 +289,7 @@ func (s *server) accountView(a store.Account, b store.Breaker) Account {
 		FrequencyCap:         frequencyCapView(a.FrequencyCap),
 		Provider:             string(provider.KindOf(a.Provider)),
 		StatusLookup:         hasStatusLookup(a),
+		HTTP:                 a.HTTP,
 		Breaker:              a.Breaker,
 		UpdatedAt:            timePtr(a.UpdatedAt),
 	}

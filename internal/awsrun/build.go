@@ -29,6 +29,7 @@ import (
 	"github.com/qunfa/qunfa/internal/provider/accountroute"
 	"github.com/qunfa/qunfa/internal/provider/credcache"
 	"github.com/qunfa/qunfa/internal/provider/httpcall"
+	"github.com/qunfa/qunfa/internal/provider/httpprovider"
 	"github.com/qunfa/qunfa/internal/provider/smcreds"
 	"github.com/qunfa/qunfa/internal/provider/wecomapi"
 	"github.com/qunfa/qunfa/internal/provider/wecomapp"
@@ -160,6 +161,16 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 		return nil, fmt.Errorf("provider: %w", err)
 	}
 	adapters := map[provider.Kind]provider.Provider{provider.KindWecomAPI: wecom}
+	var httpCreds provider.Credentials
+	if cfg.TenantSecretPrefix != "" {
+		// A generic HTTP provider's {{secret}}: <prefix>http/<tenant>.
+		httpCreds = credcache.New(smcreds.New(c.SecretsManager, smcreds.Config{
+			TenantPrefix: cfg.TenantSecretPrefix + string(provider.KindHTTP) + "/",
+		}), credcache.Options{Clock: clk, Log: log})
+	}
+	// Tenant-given URLs: public addresses only.
+	adapters[provider.KindHTTP] = httpprovider.New(httpprovider.Config{Credentials: httpCreds, Logger: log,
+		Timeouts: httpcall.Timeouts{Connect: cfg.ProviderConnectTimeout, Response: cfg.ProviderTimeout}})
 	if cfg.TenantSecretPrefix != "" {
 		// WeCom application accounts: each tenant's application secret
 		// is <prefix>wecom-app/<tenant>.

@@ -31,6 +31,7 @@ import (
 	"github.com/qunfa/qunfa/internal/provider/credcache"
 	"github.com/qunfa/qunfa/internal/provider/filecreds"
 	"github.com/qunfa/qunfa/internal/provider/httpcall"
+	"github.com/qunfa/qunfa/internal/provider/httpprovider"
 	"github.com/qunfa/qunfa/internal/provider/wecomapi"
 	"github.com/qunfa/qunfa/internal/provider/wecomapp"
 	"github.com/qunfa/qunfa/internal/queue/queuecap"
@@ -292,9 +293,16 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 		s.Close()
 		return nil, fmt.Errorf("provider: %w", err)
 	}
+	// Generic HTTP providers: their {{secret}} is <dir>/http/{default,tenants/<tenant>};
+	// their URLs are tenant-given, so private addresses only with
+	// --allow-private-urls.
+	httpCreds := credcache.New(filecreds.New(filecreds.Config{Dir: filepath.Join(cfg.DataDir, ProviderCredentialsDir, string(provider.KindHTTP))}),
+		credcache.Options{TTL: 30 * time.Second, Clock: clk, Log: log})
+	httpProv := httpprovider.New(httpprovider.Config{Credentials: httpCreds, AllowPrivate: cfg.AllowPrivateURLs, Logger: log,
+		Timeouts: httpcall.Timeouts{Response: cfg.ProviderTimeout}})
 	// Each call goes through the adapter of the provider its account names.
 	prov, err := accountroute.New(accountroute.Config{Accounts: st, Clock: clk, Logger: log,
-		Adapters: map[provider.Kind]provider.Provider{provider.KindWecomAPI: wecom, provider.KindWecomApp: wecomApp}})
+		Adapters: map[provider.Kind]provider.Provider{provider.KindWecomAPI: wecom, provider.KindWecomApp: wecomApp, provider.KindHTTP: httpProv}})
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("provider: %w", err)

@@ -52,6 +52,9 @@ func (m *Mock) routes() *http.ServeMux {
 		mux.HandleFunc("GET /cgi-bin/gettoken", m.handleGetToken)
 		mux.HandleFunc("POST /cgi-bin/message/send", m.handleWecomAppSend)
 	}
+	if m.speaks(ProtocolHTTP) {
+		mux.HandleFunc("POST /sms/send", m.handleSMSSend)
+	}
 	mux.HandleFunc("PUT /_mock/accounts/{guid}", m.handlePutAccount)
 	mux.HandleFunc("GET /_mock/accounts/{guid}", m.handleGetAccount)
 	mux.HandleFunc("GET /_mock/stats", m.handleStats)

@@ -59,7 +59,7 @@ type Config struct {
 	// Logger receives start-up and failure logs (default: slog.Default()).
 	Logger *slog.Logger
 	// Protocol is the provider API the mock speaks: ProtocolWecomAPI
-	// (the default), ProtocolWecomApp, or ProtocolAll.
+	// (the default), ProtocolWecomApp, ProtocolHTTP, or ProtocolAll.
 	Protocol string
 	// MemberLimitPerMin is every account's initial per-member limit of
 	// the wecom-app protocol (0: none; WeCom's is 30).
@@ -70,6 +70,7 @@ type Config struct {
 const (
 	ProtocolWecomAPI = "wecomapi"
 	ProtocolWecomApp = "wecom-app"
+	ProtocolHTTP     = "http"
 	ProtocolAll      = "all"
 )
 
@@ -98,9 +99,9 @@ func (c Config) withDefaults() Config {
 func (c Config) validate() error {
 	var err error
 	switch c.Protocol {
-	case "", ProtocolWecomAPI, ProtocolWecomApp, ProtocolAll:
+	case "", ProtocolWecomAPI, ProtocolWecomApp, ProtocolHTTP, ProtocolAll:
 	default:
-		err = fmt.Errorf("protocol %q: want %s, %s or %s", c.Protocol, ProtocolWecomAPI, ProtocolWecomApp, ProtocolAll)
+		err = fmt.Errorf("protocol %q: want %s, %s, %s or %s", c.Protocol, ProtocolWecomAPI, ProtocolWecomApp, ProtocolHTTP, ProtocolAll)
 	}
 	return errors.Join(err, Behaviour{RatePerSec: c.Rate, Burst: c.Burst, MemberLimitPerMin: c.MemberLimitPerMin}.validate())
 }

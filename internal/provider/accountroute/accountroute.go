@@ -69,7 +69,15 @@ type Router struct {
 type route struct {
 	kind     provider.Kind
 	noLookup bool
+	account  store.Account
 	readAt   time.Time
+}
+
+// AccountSender is an adapter whose calls need their account's
+// configuration (the generic http provider): the router calls SendFor
+// instead of Send.
+type AccountSender interface {
+	SendFor(ctx context.Context, a store.Account, req provider.SendRequest) (provider.SendResult, error)
 }
 
 // New builds a Router.
@@ -115,7 +123,7 @@ func (r *Router) route(ctx context.Context, account string) (route, error) {
 		case err != nil:
 			return route{}, fmt.Errorf("read account %s: %w", account, err)
 		default:
-			rt.kind, rt.noLookup = provider.KindOf(a.Provider), a.NoStatusLookup
+			rt.kind, rt.noLookup, rt.account = provider.KindOf(a.Provider), a.NoStatusLookup, a
 		}
 	}
 	r.mu.Lock()
@@ -139,6 +147,9 @@ func (r *Router) Send(ctx context.Context, req provider.SendRequest) (provider.S
 	}
 	if n := len(req.To); n > rt.kind.MaxPerCall() {
 		return provider.SendResult{}, fmt.Errorf("%w: %d for %s (at most %d)", ErrTooManyRecipients, n, rt.kind, rt.kind.MaxPerCall())
+	}
+	if as, ok := p.(AccountSender); ok {
+		return as.SendFor(ctx, rt.account, req)
 	}
 	return p.Send(ctx, req)
 }

@@ -2,6 +2,7 @@ package dynamostore
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"time"
@@ -116,6 +117,13 @@ func (s *Store) PutAccount(ctx context.Context, a store.Account) (store.Account,
 	if a.NoStatusLookup {
 		item["noLookup"] = attrN(1)
 	}
+	if a.HTTP != nil {
+		b, err := json.Marshal(a.HTTP)
+		if err != nil {
+			return store.Account{}, fmt.Errorf("put account %s/%s: %w", a.Tenant, a.ID, err)
+		}
+		item["http"] = attrS(string(b))
+	}
 	if err := s.putItem(ctx, item, "", nil, nil); err != nil {
 		return store.Account{}, fmt.Errorf("put account %s/%s: %w", a.Tenant, a.ID, err)
 	}
@@ -123,7 +131,15 @@ func (s *Store) PutAccount(ctx context.Context, a store.Account) (store.Account,
 }
 
 func accountFrom(m map[string]types.AttributeValue) store.Account {
+	var hp *store.HTTPProvider
+	if raw := getS(m, "http"); raw != "" {
+		hp = &store.HTTPProvider{}
+		if err := json.Unmarshal([]byte(raw), hp); err != nil {
+			hp = nil // written by PutAccount from the same type: never happens
+		}
+	}
 	return store.Account{
+		HTTP:                 hp,
 		Tenant:               getS(m, "tenant"),
 		ID:                   getS(m, "id"),
 		RatePerSec:           getF(m, "rate"),
