@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,4 +89,78 @@ func TestLostAnswersWithoutLookup(t *testing.T) {
 	final := d.waitFinal(job.ID, 30*time.Second)
 	lines := checkExactlyOnce(t, m.deliveries(), job.ID, rcs)
 	checkCompleted(t, final, len(rcs), len(lines))
+}
+
+// TestJobOverThreeProviders: one job over three accounts on three
+// providers — wecomapi, wecom-app (calls packed up to its own limit,
+// access token from gettoken) and a generic http SMS gateway — completes
+// with every recipient delivered exactly once, judged by the mock's log
+// (which speaks all three APIs). The wecom-app API takes no message key,
+// so its lines are matched by account and recipient.
+func TestJobOverThreeProviders(t *testing.T) {
+	t.Parallel()
+	m := startMock(t, "--protocol", "all")
+	d := startDev(t, m, devOptions{Extra: []string{"--allow-private-urls"}})
+	const (
+		onAPI  = "tri-api"
+		onApp  = "wwtri:1000002"
+		onSMS  = "tri-sms"
+		n      = 40
+		letter = "Your parcel has arrived."
+	)
+	// The application's secret, as an operator stores it for qunfa dev.
+	secretDir := filepath.Join(d.dataDir, "provider-credentials", "wecom-app")
+	if err := os.MkdirAll(secretDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(secretDir, "default"), []byte("app-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d.putAccount(onAPI, map[string]any{"rate_per_sec": 200})
+	if a := d.putAccount(onApp, map[string]any{"rate_per_sec": 200, "provider": "wecom-app", "max_recipients_per_call": 10}); a.Provider != "wecom-app" {
+		t.Fatalf("wecom-app account: %+v", a)
+	}
+	d.putAccount(onSMS, map[string]any{"rate_per_sec": 200, "provider": "http", "http": map[string]any{
+		"url":      m.URL + "/sms/send",
+		"headers":  map[string]string{"Content-Type": "application/json"},
+		"body":     `{"account": "{{account}}", "to": "{{to}}", "content": "{{content}}", "key": "{{key}}"}`,
+		"accepted": []int{200}, "throttled": []int{429}, "permanent": []int{400}, "msgid_field": "id",
+	}})
+	var rcs []recipient
+	for _, acct := range []string{onAPI, onApp, onSMS} {
+		for i := range n {
+			rcs = append(rcs, recipient{Account: acct, To: fmt.Sprintf("%s-u%03d", strings.ReplaceAll(acct, ":", "-"), i)})
+		}
+	}
+	job := d.submit("three-providers", jobRequest{Name: "three providers", Template: letter, Recipients: rcs})
+	final := d.waitFinal(job.ID, 60*time.Second)
+	if final.Status != "completed" || final.Counts.Confirmed != int64(len(rcs)) {
+		t.Fatalf("job %s: %s, counts %+v, failures %v", job.ID, final.Status, final.Counts, final.Failures)
+	}
+
+	got := map[deliveryKey]int{}
+	for _, dl := range m.deliveries() {
+		got[deliveryKey{dl.GUID, dl.ToID}]++
+		if dl.Content != letter {
+			t.Errorf("delivery to %s/%s has content %q", dl.GUID, dl.ToID, dl.Content)
+		}
+		if dl.GUID != onApp && !strings.HasPrefix(dl.Key, job.ID+":") {
+			t.Errorf("delivery to %s/%s has key %q, not one of the job's", dl.GUID, dl.ToID, dl.Key)
+		}
+	}
+	for _, r := range rcs {
+		if c := got[deliveryKey{r.Account, r.To}]; c != 1 {
+			t.Errorf("%s/%s delivered %d times, want exactly once", r.Account, r.To, c)
+		}
+	}
+	if len(got) != len(rcs) {
+		t.Errorf("the log names %d recipients, the job %d", len(got), len(rcs))
+	}
+	stats := m.stats()
+	for acct, maxCalls := range map[string]int64{onAPI: n, onApp: n / 10 * 2, onSMS: n} {
+		st := stats[acct]
+		if st.Accepted != n || st.Calls > maxCalls || st.Calls == 0 {
+			t.Errorf("mock %s: %d calls, %d delivered; want %d delivered in at most %d calls", acct, st.Calls, st.Accepted, n, maxCalls)
+		}
+	}
 }
