@@ -143,7 +143,6 @@ func TestAccounts(t *testing.T) {
 	}{
 		`{"rate_per_sec": 5, "provider": "wecomapi", "status_lookup": false}`:                 {"wecomapi", false},
 		`{"rate_per_sec": 5, "provider": "wechat-mp-mass", "max_recipients_per_call": 10000}`: {"wechat-mp-mass", false},
-		`{"rate_per_sec": 5, "provider": "wechat-mp-template", "status_lookup": false}`:       {"wechat-mp-template", false},
 		`{"rate_per_sec": 5, "provider": "wecomapi", "status_lookup": true}`:                  {"wecomapi", true},
 	} {
 		r := s.do("PUT", "/v1/accounts/acct-prov", tokenA, body)
@@ -177,6 +176,12 @@ func TestAccounts(t *testing.T) {
 	s.do("GET", "/v1/accounts/sms-a", tokenA, nil).json(t, &sms)
 	if sms.Provider != "http" || sms.HTTP == nil || sms.HTTP.URL != "https://93.184.215.14/send" || sms.HTTP.Headers["Authorization"] != "Bearer {{secret}}" || !slices.Equal(sms.HTTP.RateLimited, []int{429}) {
 		t.Errorf("http account read back: %+v %+v", sms, sms.HTTP)
+	}
+	var tmpl api.Account
+	if r := s.do("PUT", "/v1/accounts/wx42:notice-1", tokenA, `{"rate_per_sec": 5, "provider": "wechat-mp-template", "status_lookup": false}`); r.status != http.StatusOK {
+		t.Fatalf("PUT a wechat-mp-template account: %d %s", r.status, r.body)
+	} else if r.json(t, &tmpl); tmpl.Provider != "wechat-mp-template" || tmpl.StatusLookup || tmpl.MaxRecipientsPerCall != 1 {
+		t.Errorf("wechat-mp-template account: %+v", tmpl)
 	}
 	var app api.Account
 	if r := s.do("PUT", "/v1/accounts/ww1234:1000002", tokenA, `{"rate_per_sec": 5, "provider": "wecom-app", "max_recipients_per_call": 1000}`); r.status != http.StatusOK {

@@ -31,6 +31,7 @@ import (
 	"github.com/qunfa/qunfa/internal/provider/httpcall"
 	"github.com/qunfa/qunfa/internal/provider/httpprovider"
 	"github.com/qunfa/qunfa/internal/provider/smcreds"
+	"github.com/qunfa/qunfa/internal/provider/wechatmp"
 	"github.com/qunfa/qunfa/internal/provider/wecomapi"
 	"github.com/qunfa/qunfa/internal/provider/wecomapp"
 	"github.com/qunfa/qunfa/internal/queue/queuecap"
@@ -183,6 +184,16 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 			return nil, fmt.Errorf("provider: %w", err)
 		}
 		adapters[provider.KindWecomApp] = app
+		// Official Account template messages: <prefix>wechat-mp/<tenant>.
+		mpCreds := credcache.New(smcreds.New(c.SecretsManager, smcreds.Config{
+			TenantPrefix: cfg.TenantSecretPrefix + "wechat-mp/",
+		}), credcache.Options{Clock: clk, Log: log})
+		tmpl, err := wechatmp.NewTemplate(wechatmp.Config{Credentials: mpCreds, Owners: st, Clock: clk, Logger: log,
+			Timeouts: httpcall.Timeouts{Connect: cfg.ProviderConnectTimeout, Response: cfg.ProviderTimeout}})
+		if err != nil {
+			return nil, fmt.Errorf("provider: %w", err)
+		}
+		adapters[provider.KindWechatMPTemplate] = tmpl
 	}
 	// Each call goes through the adapter of the provider its account names.
 	prov, err := accountroute.New(accountroute.Config{Accounts: st, Clock: clk, Logger: log, Adapters: adapters})

@@ -32,6 +32,7 @@ import (
 	"github.com/qunfa/qunfa/internal/provider/filecreds"
 	"github.com/qunfa/qunfa/internal/provider/httpcall"
 	"github.com/qunfa/qunfa/internal/provider/httpprovider"
+	"github.com/qunfa/qunfa/internal/provider/wechatmp"
 	"github.com/qunfa/qunfa/internal/provider/wecomapi"
 	"github.com/qunfa/qunfa/internal/provider/wecomapp"
 	"github.com/qunfa/qunfa/internal/queue/queuecap"
@@ -300,9 +301,20 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 		credcache.Options{TTL: 30 * time.Second, Clock: clk, Log: log})
 	httpProv := httpprovider.New(httpprovider.Config{Credentials: httpCreds, AllowPrivate: cfg.AllowPrivateURLs, Logger: log,
 		Timeouts: httpcall.Timeouts{Response: cfg.ProviderTimeout}})
+	// Official Account template messages: the AppSecret is
+	// <dir>/wechat-mp/{default,tenants/<tenant>} (any with the own mock).
+	mpCreds := credcache.New(filecreds.New(filecreds.Config{Dir: filepath.Join(cfg.DataDir, ProviderCredentialsDir, "wechat-mp"), Default: appSecret}),
+		credcache.Options{TTL: 30 * time.Second, Clock: clk, Log: log})
+	mpTemplate, err := wechatmp.NewTemplate(wechatmp.Config{BaseURL: providerURL, Credentials: mpCreds, Owners: st, Clock: clk, Logger: log,
+		Timeouts: httpcall.Timeouts{Response: cfg.ProviderTimeout}})
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("provider: %w", err)
+	}
 	// Each call goes through the adapter of the provider its account names.
 	prov, err := accountroute.New(accountroute.Config{Accounts: st, Clock: clk, Logger: log,
-		Adapters: map[provider.Kind]provider.Provider{provider.KindWecomAPI: wecom, provider.KindWecomApp: wecomApp, provider.KindHTTP: httpProv}})
+		Adapters: map[provider.Kind]provider.Provider{provider.KindWecomAPI: wecom, provider.KindWecomApp: wecomApp,
+			provider.KindWechatMPTemplate: mpTemplate, provider.KindHTTP: httpProv}})
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("provider: %w", err)

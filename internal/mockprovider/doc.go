@@ -9,7 +9,9 @@
 //
 // Config.Protocol picks the API the mock speaks: "wecomapi" (the default,
 // below), "wecom-app" (WeCom application messages: cgi-bin/gettoken and
-// cgi-bin/message/send, see wecomapp.go), "http" (a small SMS gateway for
+// cgi-bin/message/send, see wecomapp.go), "wechat-mp" (Official Account
+// template messages: cgi-bin/token and message/template/send, see
+// wechatmp.go), "http" (a small SMS gateway for
 // the generic http provider, see sms.go), or "all" (every one, as qunfa
 // dev's own mock). The behaviour, stats and log below apply to every protocol;
 // the account of a wecom-app call is "<corpid>:<agentid>", and its log

@@ -52,6 +52,10 @@ func (m *Mock) routes() *http.ServeMux {
 		mux.HandleFunc("GET /cgi-bin/gettoken", m.handleGetToken)
 		mux.HandleFunc("POST /cgi-bin/message/send", m.handleWecomAppSend)
 	}
+	if m.speaks(ProtocolWechatMP) {
+		mux.HandleFunc("GET /cgi-bin/token", m.handleWechatToken)
+		mux.HandleFunc("POST /cgi-bin/message/template/send", m.handleWechatTemplateSend)
+	}
 	if m.speaks(ProtocolHTTP) {
 		mux.HandleFunc("POST /sms/send", m.handleSMSSend)
 	}

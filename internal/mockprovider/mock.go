@@ -59,7 +59,8 @@ type Config struct {
 	// Logger receives start-up and failure logs (default: slog.Default()).
 	Logger *slog.Logger
 	// Protocol is the provider API the mock speaks: ProtocolWecomAPI
-	// (the default), ProtocolWecomApp, ProtocolHTTP, or ProtocolAll.
+	// (the default), ProtocolWecomApp, ProtocolWechatMP, ProtocolHTTP, or
+	// ProtocolAll.
 	Protocol string
 	// MemberLimitPerMin is every account's initial per-member limit of
 	// the wecom-app protocol (0: none; WeCom's is 30).
@@ -71,6 +72,7 @@ const (
 	ProtocolWecomAPI = "wecomapi"
 	ProtocolWecomApp = "wecom-app"
 	ProtocolHTTP     = "http"
+	ProtocolWechatMP = "wechat-mp"
 	ProtocolAll      = "all"
 )
 
@@ -99,9 +101,9 @@ func (c Config) withDefaults() Config {
 func (c Config) validate() error {
 	var err error
 	switch c.Protocol {
-	case "", ProtocolWecomAPI, ProtocolWecomApp, ProtocolHTTP, ProtocolAll:
+	case "", ProtocolWecomAPI, ProtocolWecomApp, ProtocolWechatMP, ProtocolHTTP, ProtocolAll:
 	default:
-		err = fmt.Errorf("protocol %q: want %s, %s, %s or %s", c.Protocol, ProtocolWecomAPI, ProtocolWecomApp, ProtocolHTTP, ProtocolAll)
+		err = fmt.Errorf("protocol %q: want %s, %s, %s, %s or %s", c.Protocol, ProtocolWecomAPI, ProtocolWecomApp, ProtocolWechatMP, ProtocolHTTP, ProtocolAll)
 	}
 	return errors.Join(err, Behaviour{RatePerSec: c.Rate, Burst: c.Burst, MemberLimitPerMin: c.MemberLimitPerMin}.validate())
 }

@@ -58,14 +58,19 @@ func (k Kind) MaxPerCall() int {
 }
 
 // CheckAccount says what is wrong with an account id for the provider,
-// or nil: a wecom-app account is "<corpid>:<agentid>" (the application).
+// or nil: a wecom-app account is "<corpid>:<agentid>" (the application),
+// a wechat-mp-template account "<appid>:<template_id>".
 func (k Kind) CheckAccount(id string) error {
-	if k != KindWecomApp {
-		return nil
-	}
-	i := strings.LastIndexByte(id, ':')
-	if n, err := strconv.ParseInt(id[i+1:], 10, 64); i <= 0 || err != nil || n <= 0 {
-		return fmt.Errorf("a wecom-app account is <corpid>:<agentid> (the application), e.g. ww1234567890:1000002")
+	switch k {
+	case KindWecomApp:
+		i := strings.LastIndexByte(id, ':')
+		if n, err := strconv.ParseInt(id[i+1:], 10, 64); i <= 0 || err != nil || n <= 0 {
+			return fmt.Errorf("a wecom-app account is <corpid>:<agentid> (the application), e.g. ww1234567890:1000002")
+		}
+	case KindWechatMPTemplate:
+		if app, tmpl, ok := strings.Cut(id, ":"); !ok || app == "" || tmpl == "" {
+			return fmt.Errorf("a wechat-mp-template account is <appid>:<template_id>, e.g. wx1234567890:notice-1")
+		}
 	}
 	return nil
 }
