@@ -141,9 +141,8 @@ func TestAccounts(t *testing.T) {
 		provider string
 		lookup   bool
 	}{
-		`{"rate_per_sec": 5, "provider": "wecomapi", "status_lookup": false}`:                 {"wecomapi", false},
-		`{"rate_per_sec": 5, "provider": "wechat-mp-mass", "max_recipients_per_call": 10000}`: {"wechat-mp-mass", false},
-		`{"rate_per_sec": 5, "provider": "wecomapi", "status_lookup": true}`:                  {"wecomapi", true},
+		`{"rate_per_sec": 5, "provider": "wecomapi", "status_lookup": false}`: {"wecomapi", false},
+		`{"rate_per_sec": 5, "provider": "wecomapi", "status_lookup": true}`:  {"wecomapi", true},
 	} {
 		r := s.do("PUT", "/v1/accounts/acct-prov", tokenA, body)
 		var a api.Account
