@@ -113,6 +113,27 @@ func (e ErrorCategory) Valid() bool {
 	}
 }
 
+// Defines values for HTTPProviderMethod.
+const (
+	GET  HTTPProviderMethod = "GET"
+	POST HTTPProviderMethod = "POST"
+	PUT  HTTPProviderMethod = "PUT"
+)
+
+// Valid indicates whether the value is a known member of the HTTPProviderMethod enum.
+func (e HTTPProviderMethod) Valid() bool {
+	switch e {
+	case GET:
+		return true
+	case POST:
+		return true
+	case PUT:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for HealthStatus.
 const (
 	Ok HealthStatus = "ok"
@@ -260,6 +281,33 @@ func (e ProblemType) Valid() bool {
 	case ProblemTypeUrnQunfaProblemUnsupportedMediaType:
 		return true
 	case ProblemTypeUrnQunfaProblemValidation:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Provider.
+const (
+	ProviderHttp             Provider = "http"
+	ProviderWechatMpMass     Provider = "wechat-mp-mass"
+	ProviderWechatMpTemplate Provider = "wechat-mp-template"
+	ProviderWecomApp         Provider = "wecom-app"
+	ProviderWecomapi         Provider = "wecomapi"
+)
+
+// Valid indicates whether the value is a known member of the Provider enum.
+func (e Provider) Valid() bool {
+	switch e {
+	case ProviderHttp:
+		return true
+	case ProviderWechatMpMass:
+		return true
+	case ProviderWechatMpTemplate:
+		return true
+	case ProviderWecomApp:
+		return true
+	case ProviderWecomapi:
 		return true
 	default:
 		return false
@@ -433,16 +481,16 @@ func (e WebhookEventType) Valid() bool {
 
 // Defines values for WebhookKind.
 const (
-	Http       WebhookKind = "http"
-	WecomRobot WebhookKind = "wecom_robot"
+	WebhookKindHttp       WebhookKind = "http"
+	WebhookKindWecomRobot WebhookKind = "wecom_robot"
 )
 
 // Valid indicates whether the value is a known member of the WebhookKind enum.
 func (e WebhookKind) Valid() bool {
 	switch e {
-	case Http:
+	case WebhookKindHttp:
 		return true
-	case WecomRobot:
+	case WebhookKindWecomRobot:
 		return true
 	default:
 		return false
@@ -466,16 +514,25 @@ type Account struct {
 	// FrequencyCap The account's per-recipient frequency cap; null: no cap.
 	FrequencyCap *FrequencyCap `json:"frequency_cap"`
 
+	// Http The http provider's configuration; null for the other providers.
+	Http *HTTPProvider `json:"http"`
+
 	// MaxContentBytes The largest rendered message (bytes) a recipient on this account may have; 4096 when the account sets none.
 	MaxContentBytes      int64   `json:"max_content_bytes"`
 	MaxRecipientsPerCall int64   `json:"max_recipients_per_call"`
 	OnlineReservePerSec  float64 `json:"online_reserve_per_sec"`
+
+	// Provider The provider API an account sends through: wecomapi (the unified guid/toId interface, the default; up to 1,000 recipients per call), wecom-app (WeCom application messages, cgi-bin/message/send; the account is <corpid>:<agentid>; up to 1,000 per call), wechat-mp-template (Official Account template messages; the account is <appid>:<template_id>; one OpenID per call), http (a generic HTTP provider, one recipient per call, configured by http). wechat-mp-mass (Official Account mass send) is not available yet: PUT refuses it (422).
+	Provider Provider `json:"provider"`
 
 	// RatePerSec Greater than 0.
 	RatePerSec float64 `json:"rate_per_sec"`
 
 	// Sizing What the senders chose from the account's measured call latency; null until measured, and again after a PUT of the account.
 	Sizing *AccountSizing `json:"sizing"`
+
+	// StatusLookup Whether qunfa can ask the provider what became of a message whose answer was lost. Without, such items go to review after the settle delay and are never resent without an operator.
+	StatusLookup bool `json:"status_lookup"`
 
 	// UpdatedAt An RFC 3339 time in UTC, null while unset (the key is always there).
 	UpdatedAt *NullableTimestamp `json:"updated_at"`
@@ -489,7 +546,7 @@ type AccountList struct {
 	Accounts []Account `json:"accounts"`
 }
 
-// AccountRequest The body of PUT /v1/accounts/{account}. Absent burst defaults to the rate (at least 1), absent max_recipients_per_call to 1, absent max_content_bytes to 4096, absent warmup_sec to 0 (no warm-up), absent or null frequency_cap to no cap, absent breaker thresholds to 0 (disabled).
+// AccountRequest The body of PUT /v1/accounts/{account}. Absent burst defaults to the rate (at least 1), absent max_recipients_per_call to 1, absent max_content_bytes to 4096, absent warmup_sec to 0 (no warm-up), absent or null frequency_cap to no cap, absent provider to wecomapi, absent breaker thresholds to 0 (disabled).
 type AccountRequest struct {
 	// Breaker When the account's circuit breaker opens, as PUT /v1/accounts/{account} takes it: a threshold left out or 0 disables that trigger.
 	Breaker *BreakerConfigInput `json:"breaker,omitempty"`
@@ -498,15 +555,26 @@ type AccountRequest struct {
 	// FrequencyCap Per-recipient frequency cap: at most max messages to one recipient in any window_sec seconds (1 to 31 days), across all the tenant's jobs. Absent or null: no cap.
 	FrequencyCap *FrequencyCap `json:"frequency_cap,omitempty"`
 
+	// Http Required for (and only for) the http provider.
+	Http *HTTPProvider `json:"http,omitempty"`
+
 	// MaxContentBytes The largest rendered message (bytes) a recipient on this account may have: set it to the provider's limit for the account's message kind. A submission with a larger one is refused (422).
-	MaxContentBytes      *int64 `json:"max_content_bytes,omitempty"`
+	MaxContentBytes *int64 `json:"max_content_bytes,omitempty"`
+
+	// MaxRecipientsPerCall How many recipients one call may carry (equal content only); at most the provider's own limit: 1,000 for wecomapi and wecom-app, 10,000 for wechat-mp-mass, 1 for wechat-mp-template and http.
 	MaxRecipientsPerCall *int64 `json:"max_recipients_per_call,omitempty"`
 
 	// OnlineReservePerSec Rate kept for online sending; less than rate_per_sec.
 	OnlineReservePerSec *float64 `json:"online_reserve_per_sec,omitempty"`
 
+	// Provider The provider API an account sends through: wecomapi (the unified guid/toId interface, the default; up to 1,000 recipients per call), wecom-app (WeCom application messages, cgi-bin/message/send; the account is <corpid>:<agentid>; up to 1,000 per call), wechat-mp-template (Official Account template messages; the account is <appid>:<template_id>; one OpenID per call), http (a generic HTTP provider, one recipient per call, configured by http). wechat-mp-mass (Official Account mass send) is not available yet: PUT refuses it (422).
+	Provider *Provider `json:"provider,omitempty"`
+
 	// RatePerSec Greater than 0.
 	RatePerSec float64 `json:"rate_per_sec"`
+
+	// StatusLookup false for a wecomapi account whose provider has no status look-up: items whose answer was lost go to review after the settle delay and are never resent without an operator. Only wecomapi has a look-up (true may not be given for another provider). Absent: the provider's (true for wecomapi).
+	StatusLookup *bool `json:"status_lookup,omitempty"`
 
 	// WarmupSec Warm-up: after this many seconds or more without a send, the account's batch rate ramps from 10% to 100% over as many seconds (a token bucket's idle fill does not burst out at once). 0 (the default): no warm-up.
 	WarmupSec *int64 `json:"warmup_sec,omitempty"`
@@ -778,6 +846,30 @@ type Grant struct {
 	Account string `json:"account"`
 	Tenant  string `json:"tenant"`
 }
+
+// HTTPProvider How an account of the generic http provider (an SMS gateway, an in-house sender) calls it: one request per recipient. url, header values and body are templates of {{to}}, {{content}}, {{key}} (the message key), {{account}}; header values may also hold {{secret}}, the tenant's credential for the provider (never in the body). In a JSON body values are JSON-escaped, in a form body URL-encoded. The url must reach a public address.
+type HTTPProvider struct {
+	// Accepted HTTP statuses meaning the message was accepted (at least one).
+	Accepted []int64            `json:"accepted"`
+	Body     *string            `json:"body,omitempty"`
+	Headers  *map[string]string `json:"headers,omitempty"`
+
+	// Method Default POST.
+	Method *HTTPProviderMethod `json:"method,omitempty"`
+
+	// MsgidField The field of a JSON answer holding the provider's message id.
+	MsgidField *string `json:"msgid_field,omitempty"`
+
+	// Permanent HTTP statuses meaning never retry. Any status not listed is read as for every provider: 501/503 retryable, other 5xx uncertain (resolved by review), 401/403 account down, 429 rate limited, other 4xx permanent, an unlisted 2xx uncertain.
+	Permanent *[]int64 `json:"permanent,omitempty"`
+
+	// Throttled HTTP statuses meaning the provider throttles the account: slow down and retry, no attempt used up.
+	Throttled *[]int64 `json:"throttled,omitempty"`
+	Url       string   `json:"url"`
+}
+
+// HTTPProviderMethod Default POST.
+type HTTPProviderMethod string
 
 // Health The answer of GET /healthz.
 type Health struct {
@@ -1083,6 +1175,9 @@ type Problem struct {
 
 // ProblemType The kind of problem, urn:qunfa:problem:<kind>.
 type ProblemType string
+
+// Provider The provider API an account sends through: wecomapi (the unified guid/toId interface, the default; up to 1,000 recipients per call), wecom-app (WeCom application messages, cgi-bin/message/send; the account is <corpid>:<agentid>; up to 1,000 per call), wechat-mp-template (Official Account template messages; the account is <appid>:<template_id>; one OpenID per call), http (a generic HTTP provider, one recipient per call, configured by http). wechat-mp-mass (Official Account mass send) is not available yet: PUT refuses it (422).
+type Provider string
 
 // Quota A tenant's quota as the platform operator set it (0: unlimited; never set: both 0 and updated_at null).
 type Quota struct {

@@ -134,6 +134,18 @@ func transitionFigures(tr apiclient.BreakerTransition) string {
 func printAccount(w io.Writer, a apiclient.Account) {
 	fmt.Fprintf(w, "account %s\n", a.Account)
 	fmt.Fprintf(w, "  rate:      %g/s, burst %g, online reserve %g/s: batch rate %g/s\n", a.RatePerSec, a.Burst, a.OnlineReservePerSec, a.BatchRatePerSec)
+	lookup := "status look-up"
+	if !a.StatusLookup {
+		lookup = "no status look-up: unanswered items go to review"
+	}
+	fmt.Fprintf(w, "  provider:  %s (%s)\n", a.Provider, lookup)
+	if h := a.Http; h != nil {
+		method := "POST"
+		if h.Method != nil {
+			method = string(*h.Method)
+		}
+		fmt.Fprintf(w, "  calls:     %s %s\n", method, h.Url)
+	}
 	fmt.Fprintf(w, "  per call:  %d recipients\n", a.MaxRecipientsPerCall)
 	fmt.Fprintf(w, "  content:   at most %d bytes a message\n", a.MaxContentBytes)
 	if a.WarmupSec > 0 {
@@ -178,6 +190,8 @@ func (c *cli) accountsPut(ctx context.Context, args []string) error {
 		fRate    = optFloat(fs, "breaker-rate", "open the breaker at this failure rate (0: never)")
 		samples  = optInt(fs, "breaker-min-samples", "sends needed before the failure rate counts")
 		cooldown = optInt(fs, "breaker-cooldown", "seconds before a probe may close the breaker")
+		prov     = fs.String("provider", "", "the provider API: wecomapi (default), wecom-app, wechat-mp-mass, wechat-mp-template, http")
+		lookup   = optBool(fs, "status-lookup", "false: the provider has no status look-up (unanswered items go to review, never resent)")
 	)
 	pos, err := c.parse(fs, args, 1, "ACCOUNT")
 	if err != nil {
@@ -208,6 +222,14 @@ func (c *cli) accountsPut(ctx context.Context, args []string) error {
 	req.MaxRecipientsPerCall = cmpPtr(perCall.v, req.MaxRecipientsPerCall)
 	req.MaxContentBytes = cmpPtr(content.v, req.MaxContentBytes)
 	req.WarmupSec = cmpPtr(warmup.v, req.WarmupSec)
+	if *prov != "" {
+		p := apiclient.Provider(*prov)
+		if !p.Valid() {
+			return usagef("unknown --provider %q: give wecomapi, wecom-app, wechat-mp-mass, wechat-mp-template or http", *prov)
+		}
+		req.Provider = &p
+	}
+	req.StatusLookup = cmpPtr(lookup.v, req.StatusLookup)
 	if capMax.v != nil || capWin.v != nil {
 		if req.FrequencyCap == nil {
 			if capMax.v == nil || capWin.v == nil {
@@ -253,9 +275,13 @@ func cmpPtr[T any](a, b *T) *T {
 
 // optional is a flag that remembers whether it was given.
 type optional[T any] struct {
-	v     *T
-	parse func(string) (T, error)
+	v      *T
+	parse  func(string) (T, error)
+	isBool bool
 }
+
+// IsBoolFlag lets a boolean optional be given without a value.
+func (o *optional[T]) IsBoolFlag() bool { return o.isBool }
 
 func (o *optional[T]) String() string {
 	if o.v == nil {
@@ -281,6 +307,20 @@ func optFloat(fs *flag.FlagSet, name, usage string) *optional[float64] {
 		}
 		return f, nil
 	}}
+	fs.Var(o, name, usage)
+	return o
+}
+
+// optBool is a boolean flag that remembers whether it was given
+// (--name, --name=true, --name=false).
+func optBool(fs *flag.FlagSet, name, usage string) *optional[bool] {
+	o := &optional[bool]{parse: func(s string) (bool, error) {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return false, errors.New("not true or false")
+		}
+		return b, nil
+	}, isBool: true}
 	fs.Var(o, name, usage)
 	return o
 }

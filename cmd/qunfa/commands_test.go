@@ -130,6 +130,21 @@ func TestAccountsCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	runCLI(ctx, srv, "", "accounts", "get", "acct-d").want(t, 0, []string{"sizing:    2 recipients per call of identical content, 1 calls in flight (P99 latency 2100 ms, "}, nil)
+	runCLI(ctx, srv, "", "accounts", "get", "acct-d").want(t, 0, []string{"account acct-d", "4/s, burst 8", "provider:  wecomapi (status look-up)"}, nil)
+	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--rate", "4", "--status-lookup=false").
+		want(t, 0, []string{"provider:  wecomapi (no status look-up: unanswered items go to review)"}, nil)
+	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--rate", "4", "--provider", "wecom-app").
+		want(t, 1, nil, []string{"(HTTP 422)", "  account: a wecom-app account is <corpid>:<agentid>"})
+	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--rate", "4", "--max-recipients", "1000").
+		want(t, 0, []string{"provider:  wecomapi", "1000 recipients"}, nil)
+	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--rate", "4", "--provider", "wechat-mp-mass").
+		want(t, 1, nil, []string{"(HTTP 422)", "  provider: wechat-mp-mass is not available yet"})
+	smsFile := writeFile(t, "sms.json", `{"rate_per_sec": 2, "provider": "http", "http": {"url": "https://93.184.215.14/send", "accepted": [200, 202]}}`)
+	runCLI(ctx, srv, "", "accounts", "put", "sms-a", "--file", smsFile).
+		want(t, 0, []string{"provider:  http (no status look-up: unanswered items go to review)", "calls:     POST https://93.184.215.14/send"}, nil)
+	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--rate", "4", "--provider", "sms").want(t, 2, nil, []string{`unknown --provider "sms"`})
+	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--rate", "4", "--provider", "wechat-mp-template", "--max-recipients", "5").
+		want(t, 1, nil, []string{"(HTTP 422)", "  max_recipients_per_call: the wechat-mp-template provider takes at most 1 recipients per call"})
 	runCLI(ctx, srv, "", "accounts", "put", "acct-e", "--rate", "1", "--frequency-cap-max", "2").
 		want(t, 2, nil, []string{"give both --frequency-cap-max and --frequency-cap-window-sec"})
 	capFile := writeFile(t, "capped.json", `{"rate_per_sec": 4, "frequency_cap": {"max": 1, "window_sec": 3600}}`)
@@ -145,7 +160,7 @@ func TestAccountsCommand(t *testing.T) {
 	}
 	var l struct{ Accounts []any }
 	jsonOut(t, runCLI(ctx, srv, "", "accounts", "list", "--output", "json"), &l)
-	if len(l.Accounts) != 5 { // acct-a to acct-e
+	if len(l.Accounts) != 6 { // acct-a to acct-e, sms-a
 		t.Errorf("accounts list --output json: %d accounts", len(l.Accounts))
 	}
 

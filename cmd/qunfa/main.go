@@ -71,7 +71,7 @@ func init() {
 			run:     func(c *cli, ctx context.Context, args []string) error { return runDev(ctx, args, c.record) },
 		},
 		"mock-provider": {
-			usage:   "--addr ADDR --log FILE [--rate R] [--burst B] [--silent-drop]",
+			usage:   "--addr ADDR --log FILE [--protocol wecomapi|wecom-app|wechat-mp|http|all] [--rate R] [--burst B] [--silent-drop]",
 			summary: "run the mock WeCom provider alone",
 			run:     (*cli).mockProvider,
 		},

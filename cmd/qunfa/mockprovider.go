@@ -16,6 +16,7 @@ func (c *cli) mockProvider(ctx context.Context, args []string) error {
 	rate := fs.Float64("rate", 0, "every account's rate in messages per second (0 = unlimited)")
 	burst := fs.Int("burst", 0, "every account's burst (0 = max(1, ceil(rate)))")
 	silentDrop := fs.Bool("silent-drop", false, "accept over-rate messages without delivering them, instead of answering 45009")
+	protocol := fs.String("protocol", mockprovider.ProtocolWecomAPI, "the provider API to speak: wecomapi, wecom-app (WeCom application messages), wechat-mp (Official Account template messages), http (an SMS gateway), or all")
 	if _, err := c.parse(fs, args, 0, ""); err != nil {
 		return err
 	}
@@ -23,9 +24,18 @@ func (c *cli) mockProvider(ctx context.Context, args []string) error {
 	if *logPath == "" {
 		return usagef("--log FILE is required: the delivery log is how tests judge qunfa")
 	}
+	var memberLimit int
+	switch *protocol {
+	case mockprovider.ProtocolWecomAPI, mockprovider.ProtocolHTTP, mockprovider.ProtocolWechatMP:
+	case mockprovider.ProtocolWecomApp, mockprovider.ProtocolAll:
+		memberLimit = mockprovider.WecomAppMemberLimitPerMin
+	default:
+		return usagef("unknown --protocol %q: give wecomapi, wecom-app, wechat-mp, http or all", *protocol)
+	}
 	log := slog.New(slog.NewTextHandler(c.stderr, nil))
 	err := mockprovider.Serve(ctx, *addr, mockprovider.Config{
 		LogPath: *logPath, Rate: *rate, Burst: *burst, SilentDrop: *silentDrop, Logger: log,
+		Protocol: *protocol, MemberLimitPerMin: memberLimit,
 	})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("mock provider: %w", err)

@@ -2,10 +2,15 @@ package api
 
 import (
 	"fmt"
+	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/qunfa/qunfa/internal/netguard"
+	"github.com/qunfa/qunfa/internal/provider"
 	"github.com/qunfa/qunfa/internal/store"
 	"github.com/qunfa/qunfa/internal/submit"
 )
@@ -24,6 +29,17 @@ func (s *server) putAccount(w http.ResponseWriter, r *http.Request, tenant strin
 		return p
 	}
 	a, errs := validateAccount(id, req)
+	if a.HTTP != nil {
+		// The provider is dialled only to public addresses; one that names
+		// a private address is refused now.
+		var res netguard.Resolver = net.DefaultResolver
+		if s.Resolver != nil {
+			res = s.Resolver
+		}
+		if err := netguard.CheckURL(r.Context(), a.HTTP.URL, res, s.AllowPrivateURLs); err != nil {
+			errs = append(errs, submit.FieldError{Field: "http.url", Message: err.Error()})
+		}
+	}
 	if len(errs) > 0 {
 		return newProblem(http.StatusUnprocessableEntity, kindValidation, "the account was not saved", errs...)
 	}
@@ -87,11 +103,50 @@ func validateAccount(id string, req AccountRequest) (store.Account, []submit.Fie
 			a.Burst = *req.Burst
 		}
 	}
-	if req.MaxRecipientsPerCall != nil {
-		if *req.MaxRecipientsPerCall < 1 {
-			add("max_recipients_per_call", "must be at least 1")
+	kind := provider.KindWecomAPI
+	if req.Provider != nil {
+		kind = provider.Kind(*req.Provider)
+		switch {
+		case !kind.Known():
+			add("provider", "must be one of %s", kindList())
+		case kind == provider.KindWechatMPMass:
+			// Its confirmation by MASSSENDJOBFINISH events is not built:
+			// refused rather than an account that can never send.
+			add("provider", "wechat-mp-mass is not available yet; wechat-mp-template sends to one OpenID per call")
+		default:
+			a.Provider = string(kind)
+			if err := kind.CheckAccount(id); err != nil {
+				add("account", "%s", err.Error())
+			}
+		}
+	}
+	switch {
+	case kind == provider.KindHTTP:
+		if err := req.HTTP.Validate(); err != nil {
+			for _, e := range splitErrors(err) {
+				add("http", "%s", e)
+			}
 		} else {
-			a.MaxRecipientsPerCall = *req.MaxRecipientsPerCall
+			a.HTTP = req.HTTP
+		}
+	case req.HTTP != nil:
+		add("http", "is only for the http provider")
+	}
+	if v := req.StatusLookup; v != nil && *v != (kind == provider.KindWecomAPI) {
+		if *v {
+			add("status_lookup", "the %s provider has no status look-up by message key", kind)
+		} else {
+			a.NoStatusLookup = true
+		}
+	}
+	if req.MaxRecipientsPerCall != nil {
+		switch per := *req.MaxRecipientsPerCall; {
+		case per < 1:
+			add("max_recipients_per_call", "must be at least 1")
+		case kind.Known() && per > kind.MaxPerCall():
+			add("max_recipients_per_call", "the %s provider takes at most %d recipients per call", kind, kind.MaxPerCall())
+		default:
+			a.MaxRecipientsPerCall = per
 		}
 	}
 	if v := req.MaxContentBytes; v != nil {
@@ -135,6 +190,27 @@ func validateAccount(id string, req AccountRequest) (store.Account, []submit.Fie
 		a.Breaker = *b
 	}
 	return a, errs
+}
+
+// splitErrors lists the messages of a joined error.
+func splitErrors(err error) []string {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []string
+		for _, e := range j.Unwrap() {
+			out = append(out, e.Error())
+		}
+		return out
+	}
+	return []string{err.Error()}
+}
+
+// kindList names the provider kinds for an error message.
+func kindList() string {
+	names := make([]string, len(provider.Kinds))
+	for i, k := range provider.Kinds {
+		names[i] = strconv.Quote(string(k))
+	}
+	return strings.Join(names, ", ")
 }
 
 // checkAccountID says what is wrong with an account id, or "".

@@ -100,6 +100,7 @@ func TestAccounts(t *testing.T) {
 	var a api.Account
 	r.json(t, &a)
 	want := api.Account{ID: "acct-new", RatePerSec: 10, Burst: 15, OnlineReservePerSec: 2, BatchRatePerSec: 8, MaxRecipientsPerCall: 5, MaxContentBytes: 2048, WarmupSec: 600,
+		Provider: "wecomapi", StatusLookup: true,
 		FrequencyCap: &store.FrequencyCap{Max: 2, WindowSec: 86400},
 		Breaker:      store.BreakerConfig{ConsecutiveFailures: 20, FailureRate: 0.5, MinSamples: 50, CooldownSec: 60},
 		BreakerState: api.BreakerState{State: "closed"}}
@@ -134,46 +135,98 @@ func TestAccounts(t *testing.T) {
 		t.Errorf("default burst = %v, want 40", d.Burst)
 	}
 
+	// Providers: each account names its own; a wecomapi account may have
+	// no look-up; the other providers have none.
+	for body, want := range map[string]struct {
+		provider string
+		lookup   bool
+	}{
+		`{"rate_per_sec": 5, "provider": "wecomapi", "status_lookup": false}`: {"wecomapi", false},
+		`{"rate_per_sec": 5, "provider": "wecomapi", "status_lookup": true}`:  {"wecomapi", true},
+	} {
+		r := s.do("PUT", "/v1/accounts/acct-prov", tokenA, body)
+		var a api.Account
+		r.json(t, &a)
+		if r.status != http.StatusOK || a.Provider != want.provider || a.StatusLookup != want.lookup {
+			t.Errorf("PUT %s: %d provider %q status_lookup %v; want %q %v", body, r.status, a.Provider, a.StatusLookup, want.provider, want.lookup)
+		}
+		s.do("GET", "/v1/accounts/acct-prov", tokenA, nil).json(t, &a)
+		if a.Provider != want.provider || a.StatusLookup != want.lookup {
+			t.Errorf("GET after PUT %s: provider %q status_lookup %v", body, a.Provider, a.StatusLookup)
+		}
+	}
+
 	var list api.AccountList
 	s.do("GET", "/v1/accounts", tokenA, nil).json(t, &list)
 	var ids []string
 	for _, a := range list.Accounts {
 		ids = append(ids, a.ID)
 	}
-	if !slices.Equal(ids, []string{"acct-a", "acct-b", "acct-fast", "acct-new", "acct-slow"}) {
+	if !slices.Equal(ids, []string{"acct-a", "acct-b", "acct-fast", "acct-new", "acct-prov", "acct-slow"}) {
 		t.Errorf("accounts of A = %v", ids)
 	}
 	wantProblem(t, s.do("GET", "/v1/accounts/acct-new", tokenB, nil), http.StatusNotFound)
+	var sms api.Account
+	smsBody := `{"rate_per_sec": 5, "provider": "http", "http": {"url": "https://93.184.215.14/send", "headers": {"Authorization": "Bearer {{secret}}"},
+		"body": "{\"to\": \"{{to}}\", \"text\": \"{{content}}\"}", "accepted": [200], "throttled": [429], "permanent": [400]}}`
+	if r := s.do("PUT", "/v1/accounts/sms-a", tokenA, smsBody); r.status != http.StatusOK {
+		t.Fatalf("PUT an http account: %d %s", r.status, r.body)
+	}
+	s.do("GET", "/v1/accounts/sms-a", tokenA, nil).json(t, &sms)
+	if sms.Provider != "http" || sms.HTTP == nil || sms.HTTP.URL != "https://93.184.215.14/send" || sms.HTTP.Headers["Authorization"] != "Bearer {{secret}}" || !slices.Equal(sms.HTTP.RateLimited, []int{429}) {
+		t.Errorf("http account read back: %+v %+v", sms, sms.HTTP)
+	}
+	var tmpl api.Account
+	if r := s.do("PUT", "/v1/accounts/wx42:notice-1", tokenA, `{"rate_per_sec": 5, "provider": "wechat-mp-template", "status_lookup": false}`); r.status != http.StatusOK {
+		t.Fatalf("PUT a wechat-mp-template account: %d %s", r.status, r.body)
+	} else if r.json(t, &tmpl); tmpl.Provider != "wechat-mp-template" || tmpl.StatusLookup || tmpl.MaxRecipientsPerCall != 1 {
+		t.Errorf("wechat-mp-template account: %+v", tmpl)
+	}
+	var app api.Account
+	if r := s.do("PUT", "/v1/accounts/ww1234:1000002", tokenA, `{"rate_per_sec": 5, "provider": "wecom-app", "max_recipients_per_call": 1000}`); r.status != http.StatusOK {
+		t.Fatalf("PUT a wecom-app account: %d %s", r.status, r.body)
+	} else if r.json(t, &app); app.Provider != "wecom-app" || app.StatusLookup || app.MaxRecipientsPerCall != 1000 {
+		t.Errorf("wecom-app account: %+v", app)
+	}
 
 	for name, tc := range map[string]struct {
 		body   string
 		status int
 		field  string
 	}{
-		"no rate":              {`{"burst": 3}`, 422, "rate_per_sec"},
-		"zero rate":            {`{"rate_per_sec": 0}`, 422, "rate_per_sec"},
-		"reserve >= rate":      {`{"rate_per_sec": 5, "online_reserve_per_sec": 5}`, 422, "online_reserve_per_sec"},
-		"negative reserve":     {`{"rate_per_sec": 5, "online_reserve_per_sec": -1}`, 422, "online_reserve_per_sec"},
-		"burst below 1":        {`{"rate_per_sec": 5, "burst": 0.5}`, 422, "burst"},
-		"zero per call":        {`{"rate_per_sec": 5, "max_recipients_per_call": 0}`, 422, "max_recipients_per_call"},
-		"zero content bytes":   {`{"rate_per_sec": 5, "max_content_bytes": 0}`, 422, "max_content_bytes"},
-		"content over 16 KiB":  {`{"rate_per_sec": 5, "max_content_bytes": 16385}`, 422, "max_content_bytes"},
-		"negative warm-up":     {`{"rate_per_sec": 5, "warmup_sec": -1}`, 422, "warmup_sec"},
-		"warm-up over a day":   {`{"rate_per_sec": 5, "warmup_sec": 86401}`, 422, "warmup_sec"},
-		"fraction warm-up":     {`{"rate_per_sec": 5, "warmup_sec": 1.5}`, 400, "warmup_sec"},
-		"cap max 0":            {`{"rate_per_sec": 5, "frequency_cap": {"max": 0, "window_sec": 60}}`, 422, "frequency_cap.max"},
-		"cap without window":   {`{"rate_per_sec": 5, "frequency_cap": {"max": 1}}`, 422, "frequency_cap.window_sec"},
-		"cap window > 31 days": {`{"rate_per_sec": 5, "frequency_cap": {"max": 1, "window_sec": 2678401}}`, 422, "frequency_cap.window_sec"},
-		"cap unknown field":    {`{"rate_per_sec": 5, "frequency_cap": {"max": 1, "window": 60}}`, 400, "window"},
-		"failure rate > 1":     {`{"rate_per_sec": 5, "breaker": {"failure_rate": 2}}`, 422, "breaker.failure_rate"},
-		"unknown field":        {`{"rate_per_sec": 5, "rate": 3}`, 400, "rate"},
-		"wrong type":           {`{"rate_per_sec": "5"}`, 400, "rate_per_sec"},
-		"fraction per call":    {`{"rate_per_sec": 5, "max_recipients_per_call": 1.5}`, 400, "max_recipients_per_call"},
-		"malformed":            {`{"rate_per_sec": 5`, 400, ""},
-		"not an object":        {`[1]`, 400, ""},
-		"empty body":           {``, 400, ""},
-		"trailing data":        {`{"rate_per_sec": 5} {}`, 400, ""},
-		"breaker wrong type":   {`{"rate_per_sec": 5, "breaker": {"cooldown_sec": "1m"}}`, 400, "breaker.cooldown_sec"},
+		"no rate":               {`{"burst": 3}`, 422, "rate_per_sec"},
+		"zero rate":             {`{"rate_per_sec": 0}`, 422, "rate_per_sec"},
+		"reserve >= rate":       {`{"rate_per_sec": 5, "online_reserve_per_sec": 5}`, 422, "online_reserve_per_sec"},
+		"negative reserve":      {`{"rate_per_sec": 5, "online_reserve_per_sec": -1}`, 422, "online_reserve_per_sec"},
+		"burst below 1":         {`{"rate_per_sec": 5, "burst": 0.5}`, 422, "burst"},
+		"zero per call":         {`{"rate_per_sec": 5, "max_recipients_per_call": 0}`, 422, "max_recipients_per_call"},
+		"zero content bytes":    {`{"rate_per_sec": 5, "max_content_bytes": 0}`, 422, "max_content_bytes"},
+		"content over 16 KiB":   {`{"rate_per_sec": 5, "max_content_bytes": 16385}`, 422, "max_content_bytes"},
+		"negative warm-up":      {`{"rate_per_sec": 5, "warmup_sec": -1}`, 422, "warmup_sec"},
+		"warm-up over a day":    {`{"rate_per_sec": 5, "warmup_sec": 86401}`, 422, "warmup_sec"},
+		"fraction warm-up":      {`{"rate_per_sec": 5, "warmup_sec": 1.5}`, 400, "warmup_sec"},
+		"cap max 0":             {`{"rate_per_sec": 5, "frequency_cap": {"max": 0, "window_sec": 60}}`, 422, "frequency_cap.max"},
+		"cap without window":    {`{"rate_per_sec": 5, "frequency_cap": {"max": 1}}`, 422, "frequency_cap.window_sec"},
+		"cap window > 31 days":  {`{"rate_per_sec": 5, "frequency_cap": {"max": 1, "window_sec": 2678401}}`, 422, "frequency_cap.window_sec"},
+		"cap unknown field":     {`{"rate_per_sec": 5, "frequency_cap": {"max": 1, "window": 60}}`, 400, "window"},
+		"failure rate > 1":      {`{"rate_per_sec": 5, "breaker": {"failure_rate": 2}}`, 422, "breaker.failure_rate"},
+		"unknown field":         {`{"rate_per_sec": 5, "rate": 3}`, 400, "rate"},
+		"wrong type":            {`{"rate_per_sec": "5"}`, 400, "rate_per_sec"},
+		"fraction per call":     {`{"rate_per_sec": 5, "max_recipients_per_call": 1.5}`, 400, "max_recipients_per_call"},
+		"unknown provider":      {`{"rate_per_sec": 5, "provider": "sms"}`, 422, "provider"},
+		"look-up on wecom-app":  {`{"rate_per_sec": 5, "provider": "wecom-app", "status_lookup": true}`, 422, "status_lookup"},
+		"wecom-app not an app":  {`{"rate_per_sec": 5, "provider": "wecom-app"}`, 422, "account"},
+		"over wecom-app limit":  {`{"rate_per_sec": 5, "provider": "wecom-app", "max_recipients_per_call": 1001}`, 422, "max_recipients_per_call"},
+		"http without config":   {`{"rate_per_sec": 5, "provider": "http"}`, 422, "http"},
+		"http to loopback":      {`{"rate_per_sec": 5, "provider": "http", "http": {"url": "http://127.0.0.1:9/x", "accepted": [200]}}`, 422, "http.url"},
+		"http nothing accepted": {`{"rate_per_sec": 5, "provider": "http", "http": {"url": "https://93.184.215.14/x"}}`, 422, "http"},
+		"http on wecomapi":      {`{"rate_per_sec": 5, "http": {"url": "https://93.184.215.14/x", "accepted": [200]}}`, 422, "http"},
+		"template takes one":    {`{"rate_per_sec": 5, "provider": "wechat-mp-template", "max_recipients_per_call": 2}`, 422, "max_recipients_per_call"},
+		"malformed":             {`{"rate_per_sec": 5`, 400, ""},
+		"not an object":         {`[1]`, 400, ""},
+		"empty body":            {``, 400, ""},
+		"trailing data":         {`{"rate_per_sec": 5} {}`, 400, ""},
+		"breaker wrong type":    {`{"rate_per_sec": 5, "breaker": {"cooldown_sec": "1m"}}`, 400, "breaker.cooldown_sec"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := wantProblem(t, s.do("PUT", "/v1/accounts/acct-bad", tokenA, tc.body), tc.status)

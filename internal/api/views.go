@@ -3,6 +3,7 @@ package api
 import (
 	"time"
 
+	"github.com/qunfa/qunfa/internal/provider"
 	"github.com/qunfa/qunfa/internal/store"
 )
 
@@ -115,8 +116,17 @@ type Account struct {
 	WarmupSec int `json:"warmup_sec"`
 	// FrequencyCap is the account's per-recipient cap; nil: none.
 	FrequencyCap *store.FrequencyCap `json:"frequency_cap"`
-	Breaker      store.BreakerConfig `json:"breaker"`
-	UpdatedAt    *time.Time          `json:"updated_at"`
+	// Provider is the provider API the account sends through.
+	Provider string `json:"provider"`
+	// StatusLookup tells whether qunfa can ask the provider what became
+	// of a message whose answer was lost; without, such items go to
+	// review.
+	StatusLookup bool `json:"status_lookup"`
+	// HTTP is how an account of the http provider calls it (null for
+	// the other providers).
+	HTTP      *store.HTTPProvider `json:"http"`
+	Breaker   store.BreakerConfig `json:"breaker"`
+	UpdatedAt *time.Time          `json:"updated_at"`
 	// BreakerState is the account's circuit breaker right now.
 	BreakerState BreakerState `json:"breaker_state"`
 	// Sizing is what the senders chose from the account's measured call
@@ -174,9 +184,9 @@ type AccountList struct {
 // AccountRequest is the body of PUT /v1/accounts/{account}. Absent burst
 // defaults to the rate (at least 1), absent max_recipients_per_call to 1,
 // absent max_content_bytes to 4 KiB, absent warmup_sec to 0 (no warm-up),
-// absent or null frequency_cap to no cap,
-// absent breaker thresholds to 0
-// (trigger disabled).
+// absent or null frequency_cap to no cap, absent provider to "wecomapi",
+// absent status_lookup to the provider's (true for wecomapi), absent
+// breaker thresholds to 0 (trigger disabled).
 type AccountRequest struct {
 	RatePerSec           *float64             `json:"rate_per_sec"`
 	Burst                *float64             `json:"burst"`
@@ -185,6 +195,9 @@ type AccountRequest struct {
 	MaxContentBytes      *int                 `json:"max_content_bytes"`
 	WarmupSec            *int                 `json:"warmup_sec"`
 	FrequencyCap         *store.FrequencyCap  `json:"frequency_cap"`
+	Provider             *string              `json:"provider"`
+	StatusLookup         *bool                `json:"status_lookup"`
+	HTTP                 *store.HTTPProvider  `json:"http"`
 	Breaker              *store.BreakerConfig `json:"breaker"`
 }
 
@@ -310,6 +323,9 @@ func (s *server) accountView(a store.Account, b store.Breaker) Account {
 		MaxContentBytes:      s.Submitter.Limits.ContentLimit(a),
 		WarmupSec:            a.WarmupSec,
 		FrequencyCap:         frequencyCapView(a.FrequencyCap),
+		Provider:             string(provider.KindOf(a.Provider)),
+		StatusLookup:         hasStatusLookup(a),
+		HTTP:                 a.HTTP,
 		Breaker:              a.Breaker,
 		UpdatedAt:            timePtr(a.UpdatedAt),
 		Sizing:               sizingView(a.Sizing),
@@ -322,6 +338,12 @@ func sizingView(z store.AccountSizing) *AccountSizing {
 		return nil
 	}
 	return &AccountSizing{BatchSize: z.BatchSize, Concurrency: z.Concurrency, P99MS: z.P99.Milliseconds(), MeasuredAt: z.At.UTC()}
+}
+
+// hasStatusLookup: only wecomapi answers a look-up by message key, and
+// an account may say its wecomapi provider has none.
+func hasStatusLookup(a store.Account) bool {
+	return provider.KindOf(a.Provider) == provider.KindWecomAPI && !a.NoStatusLookup
 }
 
 // frequencyCapView is nil for an account without a cap.

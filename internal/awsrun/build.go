@@ -25,9 +25,15 @@ import (
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/control"
 	"github.com/qunfa/qunfa/internal/metrics"
+	"github.com/qunfa/qunfa/internal/provider"
+	"github.com/qunfa/qunfa/internal/provider/accountroute"
 	"github.com/qunfa/qunfa/internal/provider/credcache"
+	"github.com/qunfa/qunfa/internal/provider/httpcall"
+	"github.com/qunfa/qunfa/internal/provider/httpprovider"
 	"github.com/qunfa/qunfa/internal/provider/smcreds"
+	"github.com/qunfa/qunfa/internal/provider/wechatmp"
 	"github.com/qunfa/qunfa/internal/provider/wecomapi"
+	"github.com/qunfa/qunfa/internal/provider/wecomapp"
 	"github.com/qunfa/qunfa/internal/queue/queuecap"
 	"github.com/qunfa/qunfa/internal/queue/sqsqueue"
 	"github.com/qunfa/qunfa/internal/reconcile"
@@ -148,10 +154,49 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 	creds := credcache.New(smcreds.New(c.SecretsManager, smcreds.Config{
 		DefaultSecret: cfg.ProviderSecret, TenantPrefix: cfg.TenantSecretPrefix,
 	}), credcache.Options{Clock: clk, Log: log})
-	prov, err := wecomapi.New(wecomapi.Config{
+	wecom, err := wecomapi.New(wecomapi.Config{
 		BaseURL: cfg.ProviderURL, Credentials: creds, Owners: st, Clock: clk,
 		ConnectTimeout: cfg.ProviderConnectTimeout, ResponseTimeout: cfg.ProviderTimeout, Logger: log,
 	})
+	if err != nil {
+		return nil, fmt.Errorf("provider: %w", err)
+	}
+	adapters := map[provider.Kind]provider.Provider{provider.KindWecomAPI: wecom}
+	var httpCreds provider.Credentials
+	if cfg.TenantSecretPrefix != "" {
+		// A generic HTTP provider's {{secret}}: <prefix>http/<tenant>.
+		httpCreds = credcache.New(smcreds.New(c.SecretsManager, smcreds.Config{
+			TenantPrefix: cfg.TenantSecretPrefix + string(provider.KindHTTP) + "/",
+		}), credcache.Options{Clock: clk, Log: log})
+	}
+	// Tenant-given URLs: public addresses only.
+	adapters[provider.KindHTTP] = httpprovider.New(httpprovider.Config{Credentials: httpCreds, Logger: log,
+		Timeouts: httpcall.Timeouts{Connect: cfg.ProviderConnectTimeout, Response: cfg.ProviderTimeout}})
+	if cfg.TenantSecretPrefix != "" {
+		// WeCom application accounts: each tenant's application secret
+		// is <prefix>wecom-app/<tenant>.
+		appCreds := credcache.New(smcreds.New(c.SecretsManager, smcreds.Config{
+			TenantPrefix: cfg.TenantSecretPrefix + string(provider.KindWecomApp) + "/",
+		}), credcache.Options{Clock: clk, Log: log})
+		app, err := wecomapp.New(wecomapp.Config{Credentials: appCreds, Owners: st, Clock: clk, Logger: log,
+			Timeouts: httpcall.Timeouts{Connect: cfg.ProviderConnectTimeout, Response: cfg.ProviderTimeout}})
+		if err != nil {
+			return nil, fmt.Errorf("provider: %w", err)
+		}
+		adapters[provider.KindWecomApp] = app
+		// Official Account template messages: <prefix>wechat-mp/<tenant>.
+		mpCreds := credcache.New(smcreds.New(c.SecretsManager, smcreds.Config{
+			TenantPrefix: cfg.TenantSecretPrefix + "wechat-mp/",
+		}), credcache.Options{Clock: clk, Log: log})
+		tmpl, err := wechatmp.NewTemplate(wechatmp.Config{Credentials: mpCreds, Owners: st, Clock: clk, Logger: log,
+			Timeouts: httpcall.Timeouts{Connect: cfg.ProviderConnectTimeout, Response: cfg.ProviderTimeout}})
+		if err != nil {
+			return nil, fmt.Errorf("provider: %w", err)
+		}
+		adapters[provider.KindWechatMPTemplate] = tmpl
+	}
+	// Each call goes through the adapter of the provider its account names.
+	prov, err := accountroute.New(accountroute.Config{Accounts: st, Clock: clk, Logger: log, Adapters: adapters})
 	if err != nil {
 		return nil, fmt.Errorf("provider: %w", err)
 	}

@@ -26,9 +26,15 @@ import (
 	"github.com/qunfa/qunfa/internal/metrics"
 	"github.com/qunfa/qunfa/internal/metrics/prom"
 	"github.com/qunfa/qunfa/internal/mockprovider"
+	"github.com/qunfa/qunfa/internal/provider"
+	"github.com/qunfa/qunfa/internal/provider/accountroute"
 	"github.com/qunfa/qunfa/internal/provider/credcache"
 	"github.com/qunfa/qunfa/internal/provider/filecreds"
+	"github.com/qunfa/qunfa/internal/provider/httpcall"
+	"github.com/qunfa/qunfa/internal/provider/httpprovider"
+	"github.com/qunfa/qunfa/internal/provider/wechatmp"
 	"github.com/qunfa/qunfa/internal/provider/wecomapi"
+	"github.com/qunfa/qunfa/internal/provider/wecomapp"
 	"github.com/qunfa/qunfa/internal/queue/queuecap"
 	"github.com/qunfa/qunfa/internal/queue/sqlitequeue"
 	"github.com/qunfa/qunfa/internal/reconcile"
@@ -249,7 +255,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 
 	providerURL := cfg.ProviderURL
 	if providerURL == "" {
-		m, err := mockprovider.New(mockprovider.Config{LogPath: filepath.Join(cfg.DataDir, "mock-deliveries.jsonl")})
+		// The stack's own mock speaks every protocol an account may name.
+		m, err := mockprovider.New(mockprovider.Config{LogPath: filepath.Join(cfg.DataDir, "mock-deliveries.jsonl"),
+			Protocol: mockprovider.ProtocolAll, MemberLimitPerMin: mockprovider.WecomAppMemberLimitPerMin})
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("mock provider: %w", err)
@@ -264,8 +272,49 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 	// directory (or the environment) and cached briefly.
 	creds := credcache.New(filecreds.New(filecreds.Config{Dir: filepath.Join(cfg.DataDir, ProviderCredentialsDir), Default: cfg.ProviderToken}),
 		credcache.Options{TTL: 30 * time.Second, Clock: clk, Log: log})
-	prov, err := wecomapi.New(wecomapi.Config{BaseURL: providerURL, ResponseTimeout: cfg.ProviderTimeout,
+	wecom, err := wecomapi.New(wecomapi.Config{BaseURL: providerURL, ResponseTimeout: cfg.ProviderTimeout,
 		Credentials: creds, Owners: st, Clock: clk, Logger: log})
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("provider: %w", err)
+	}
+	// WeCom application accounts reach the same provider URL locally; the
+	// application secrets are files of their own (<dir>/wecom-app/default,
+	// <dir>/wecom-app/tenants/<tenant>).
+	// With the stack's own mock, any secret does.
+	appSecret := ""
+	if s.Mock != nil {
+		appSecret = "local-mock-secret"
+	}
+	appCreds := credcache.New(filecreds.New(filecreds.Config{Dir: filepath.Join(cfg.DataDir, ProviderCredentialsDir, string(provider.KindWecomApp)), Default: appSecret}),
+		credcache.Options{TTL: 30 * time.Second, Clock: clk, Log: log})
+	wecomApp, err := wecomapp.New(wecomapp.Config{BaseURL: providerURL, Credentials: appCreds, Owners: st, Clock: clk, Logger: log,
+		Timeouts: httpcall.Timeouts{Response: cfg.ProviderTimeout}})
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("provider: %w", err)
+	}
+	// Generic HTTP providers: their {{secret}} is <dir>/http/{default,tenants/<tenant>};
+	// their URLs are tenant-given, so private addresses only with
+	// --allow-private-urls.
+	httpCreds := credcache.New(filecreds.New(filecreds.Config{Dir: filepath.Join(cfg.DataDir, ProviderCredentialsDir, string(provider.KindHTTP))}),
+		credcache.Options{TTL: 30 * time.Second, Clock: clk, Log: log})
+	httpProv := httpprovider.New(httpprovider.Config{Credentials: httpCreds, AllowPrivate: cfg.AllowPrivateURLs, Logger: log,
+		Timeouts: httpcall.Timeouts{Response: cfg.ProviderTimeout}})
+	// Official Account template messages: the AppSecret is
+	// <dir>/wechat-mp/{default,tenants/<tenant>} (any with the own mock).
+	mpCreds := credcache.New(filecreds.New(filecreds.Config{Dir: filepath.Join(cfg.DataDir, ProviderCredentialsDir, "wechat-mp"), Default: appSecret}),
+		credcache.Options{TTL: 30 * time.Second, Clock: clk, Log: log})
+	mpTemplate, err := wechatmp.NewTemplate(wechatmp.Config{BaseURL: providerURL, Credentials: mpCreds, Owners: st, Clock: clk, Logger: log,
+		Timeouts: httpcall.Timeouts{Response: cfg.ProviderTimeout}})
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("provider: %w", err)
+	}
+	// Each call goes through the adapter of the provider its account names.
+	prov, err := accountroute.New(accountroute.Config{Accounts: st, Clock: clk, Logger: log,
+		Adapters: map[provider.Kind]provider.Provider{provider.KindWecomAPI: wecom, provider.KindWecomApp: wecomApp,
+			provider.KindWechatMPTemplate: mpTemplate, provider.KindHTTP: httpProv}})
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("provider: %w", err)

@@ -47,6 +47,10 @@ type Behaviour struct {
 	// StatusLookup false makes the account's status look-ups answer 404,
 	// as for a provider without a look-up (nil: true).
 	StatusLookup *bool `json:"status_lookup,omitempty"`
+	// MemberLimitPerMin (wecom-app protocol) is how many messages one
+	// member gets a minute; more are accepted and silently dropped, as
+	// WeCom drops them (0: no limit).
+	MemberLimitPerMin int `json:"member_limit_per_min"`
 }
 
 // GatewayError makes a share of an account's calls answer Status (5xx)
@@ -98,6 +102,7 @@ type behaviourPatch struct {
 	StatusLatencyMS *int             `json:"status_latency_ms"`
 	StatusDown      *bool            `json:"status_down"`
 	StatusLookup    *bool            `json:"status_lookup"`
+	MemberLimit     *int             `json:"member_limit_per_min"`
 }
 
 func (p behaviourPatch) apply(b Behaviour) Behaviour {
@@ -141,6 +146,9 @@ func (p behaviourPatch) apply(b Behaviour) Behaviour {
 		v := *p.StatusLookup
 		b.StatusLookup = &v
 	}
+	if p.MemberLimit != nil {
+		b.MemberLimitPerMin = *p.MemberLimit
+	}
 	return b
 }
 
@@ -176,6 +184,9 @@ func (b Behaviour) validate() error {
 	}
 	if sum > 1+1e-9 {
 		errs = append(errs, errors.New("errors ratios must add up to at most 1"))
+	}
+	if b.MemberLimitPerMin < 0 {
+		errs = append(errs, errors.New("member_limit_per_min must be >= 0"))
 	}
 	if b.StatusLatencyMS < 0 || b.StatusLatencyMS > 600_000 {
 		errs = append(errs, errors.New("status_latency_ms must be between 0 and 600000"))
@@ -231,6 +242,8 @@ type account struct {
 	tokens float64
 	last   time.Time
 
+	members map[string][]time.Time // member → sends in the last minute; under mu
+
 	calls, accepted, rateLimited, failed, timeouts, dropped atomic.Int64
 	gatewayErrors, statusCalls                              atomic.Int64
 }
@@ -282,6 +295,46 @@ func (a *account) take(b *accountBehaviour, n int, now time.Time) int {
 	}
 	a.tokens -= float64(granted)
 	return granted
+}
+
+// takeAll takes n tokens if the bucket holds them, else none.
+func (a *account) takeAll(b *accountBehaviour, n int, now time.Time) bool {
+	if b.RatePerSec <= 0 {
+		return true
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.refill(b.Behaviour, now)
+	if a.tokens+1e-9 < float64(n) {
+		return false
+	}
+	a.tokens -= float64(n)
+	return true
+}
+
+// memberAllowed records a message to member and reports whether it is
+// within the per-member limit of the last minute.
+func (a *account) memberAllowed(b *accountBehaviour, member string, now time.Time) bool {
+	if b.MemberLimitPerMin <= 0 {
+		return true
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.members == nil {
+		a.members = map[string][]time.Time{}
+	}
+	recent := a.members[member][:0]
+	for _, at := range a.members[member] {
+		if now.Sub(at) < time.Minute {
+			recent = append(recent, at)
+		}
+	}
+	if len(recent) >= b.MemberLimitPerMin {
+		a.members[member] = recent
+		return false
+	}
+	a.members[member] = append(recent, now)
+	return true
 }
 
 func (a *account) stats() AccountStats {

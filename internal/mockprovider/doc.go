@@ -5,6 +5,18 @@
 // one line per delivery, never de-duplicated, so a duplicate send is two
 // lines.
 //
+// # Protocols
+//
+// Config.Protocol picks the API the mock speaks: "wecomapi" (the default,
+// below), "wecom-app" (WeCom application messages: cgi-bin/gettoken and
+// cgi-bin/message/send, see wecomapp.go), "wechat-mp" (Official Account
+// template messages: cgi-bin/token and message/template/send, see
+// wechatmp.go), "http" (a small SMS gateway for
+// the generic http provider, see sms.go), or "all" (every one, as qunfa
+// dev's own mock). The behaviour, stats and log below apply to every protocol;
+// the account of a wecom-app call is "<corpid>:<agentid>", and its log
+// lines carry no key (that API takes none).
+//
 // # Message endpoints
 //
 // POST /message/sendText sends to one recipient. Body

@@ -43,9 +43,22 @@ type apiError struct {
 
 func (m *Mock) routes() *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /message/sendText", m.handleSendText)
-	mux.HandleFunc("POST /message/send", m.handleSend)
-	mux.HandleFunc("GET /message/status", m.handleStatus)
+	if m.speaks(ProtocolWecomAPI) {
+		mux.HandleFunc("POST /message/sendText", m.handleSendText)
+		mux.HandleFunc("POST /message/send", m.handleSend)
+		mux.HandleFunc("GET /message/status", m.handleStatus)
+	}
+	if m.speaks(ProtocolWecomApp) {
+		mux.HandleFunc("GET /cgi-bin/gettoken", m.handleGetToken)
+		mux.HandleFunc("POST /cgi-bin/message/send", m.handleWecomAppSend)
+	}
+	if m.speaks(ProtocolWechatMP) {
+		mux.HandleFunc("GET /cgi-bin/token", m.handleWechatToken)
+		mux.HandleFunc("POST /cgi-bin/message/template/send", m.handleWechatTemplateSend)
+	}
+	if m.speaks(ProtocolHTTP) {
+		mux.HandleFunc("POST /sms/send", m.handleSMSSend)
+	}
 	mux.HandleFunc("PUT /_mock/accounts/{guid}", m.handlePutAccount)
 	mux.HandleFunc("GET /_mock/accounts/{guid}", m.handleGetAccount)
 	mux.HandleFunc("GET /_mock/stats", m.handleStats)
@@ -96,6 +109,11 @@ type sendCall struct {
 	keys    []string // one per toID; "" when absent
 	content string
 	token   string // the bearer token of the call
+	// wholeCallRate: over the account's rate the whole call is refused
+	// (45009, nothing delivered), as the WeCom API refuses a call.
+	wholeCallRate bool
+	// memberLimit applies the account's per-member limit (silent drop).
+	memberLimit bool
 }
 
 // outcome is what happened to one recipient.
@@ -170,7 +188,14 @@ func (m *Mock) send(ctx context.Context, c sendCall) (sendResult, error) {
 			}
 		}
 	}
-	granted := a.take(b, eligible, m.cfg.Clock.Now())
+	if c.wholeCallRate && !a.takeAll(b, eligible, m.cfg.Clock.Now()) {
+		a.rateLimited.Add(n)
+		return sendResult{callCode: CodeFrequencyLimit, gateway: gw.Status}, nil
+	}
+	granted := eligible
+	if !c.wholeCallRate {
+		granted = a.take(b, eligible, m.cfg.Clock.Now())
+	}
 	var deliveries []Delivery
 	var now time.Time
 	if granted > 0 {
@@ -183,6 +208,10 @@ func (m *Mock) send(ctx context.Context, c sendCall) (sendResult, error) {
 			continue
 		}
 		switch {
+		case granted > 0 && c.memberLimit && !a.memberAllowed(b, c.toIDs[i], m.cfg.Clock.Now()):
+			granted--
+			o.msgid = m.nextMsgID()
+			a.dropped.Add(1)
 		case granted > 0:
 			granted--
 			o.msgid = m.nextMsgID()

@@ -58,6 +58,34 @@ type Config struct {
 	Rand mrand.Source
 	// Logger receives start-up and failure logs (default: slog.Default()).
 	Logger *slog.Logger
+	// Protocol is the provider API the mock speaks: ProtocolWecomAPI
+	// (the default), ProtocolWecomApp, ProtocolWechatMP, ProtocolHTTP, or
+	// ProtocolAll.
+	Protocol string
+	// MemberLimitPerMin is every account's initial per-member limit of
+	// the wecom-app protocol (0: none; WeCom's is 30).
+	MemberLimitPerMin int
+}
+
+// Protocols the mock speaks.
+const (
+	ProtocolWecomAPI = "wecomapi"
+	ProtocolWecomApp = "wecom-app"
+	ProtocolHTTP     = "http"
+	ProtocolWechatMP = "wechat-mp"
+	ProtocolAll      = "all"
+)
+
+// speaks reports whether the mock serves protocol p.
+func (m *Mock) speaks(p string) bool {
+	switch m.cfg.Protocol {
+	case "", ProtocolWecomAPI:
+		return p == ProtocolWecomAPI
+	case ProtocolAll:
+		return true
+	default:
+		return m.cfg.Protocol == p
+	}
 }
 
 func (c Config) withDefaults() Config {
@@ -71,7 +99,13 @@ func (c Config) withDefaults() Config {
 }
 
 func (c Config) validate() error {
-	return Behaviour{RatePerSec: c.Rate, Burst: c.Burst}.validate()
+	var err error
+	switch c.Protocol {
+	case "", ProtocolWecomAPI, ProtocolWecomApp, ProtocolWechatMP, ProtocolHTTP, ProtocolAll:
+	default:
+		err = fmt.Errorf("protocol %q: want %s, %s, %s, %s or %s", c.Protocol, ProtocolWecomAPI, ProtocolWecomApp, ProtocolWechatMP, ProtocolHTTP, ProtocolAll)
+	}
+	return errors.Join(err, Behaviour{RatePerSec: c.Rate, Burst: c.Burst, MemberLimitPerMin: c.MemberLimitPerMin}.validate())
 }
 
 // sleeper is a clock that can wait (clock.Fake and clock.System may have
@@ -88,6 +122,7 @@ type Mock struct {
 	mux      *http.ServeMux
 
 	randMu sync.Mutex // guards cfg.Rand
+	tokens accessTokens
 
 	msgPrefix string
 	msgSeq    atomic.Uint64
@@ -179,7 +214,7 @@ func (m *Mock) account(guid string) *account {
 	if a, ok := m.accounts.Load(guid); ok {
 		return a.(*account)
 	}
-	a, _ := m.accounts.LoadOrStore(guid, newAccount(Behaviour{RatePerSec: m.cfg.Rate, Burst: m.cfg.Burst}, m.cfg.Clock.Now()))
+	a, _ := m.accounts.LoadOrStore(guid, newAccount(Behaviour{RatePerSec: m.cfg.Rate, Burst: m.cfg.Burst, MemberLimitPerMin: m.cfg.MemberLimitPerMin}, m.cfg.Clock.Now()))
 	return a.(*account)
 }
 

@@ -419,7 +419,7 @@ func (tr *turn) callsFor(n int) int {
 // callLimit is the most recipients buildCalls puts in one call: the
 // account's limit while the batch size is its 80%, else the batch size.
 func (tr *turn) callLimit() int {
-	size, limit := tr.callSize(), max(1, tr.account.MaxRecipientsPerCall)
+	size, limit := tr.callSize(), tr.perCall()
 	if size >= topCallSize(limit) {
 		return limit
 	}
@@ -433,13 +433,23 @@ func (tr *turn) callSize() int {
 	if tr.sizing != nil {
 		return tr.sizing.batchSize()
 	}
-	return topCallSize(tr.account.MaxRecipientsPerCall)
+	return topCallSize(tr.perCall())
 }
 
 // topCallSize is the batch size of an account allowing limit recipients
 // per call before latency lowers it: SizingShare of it, at least 1.
 func topCallSize(limit int) int {
 	return max(1, int(math.Floor(SizingShare*float64(limit))))
+}
+
+// perCall is how many recipients one call carries: the account's
+// max_recipients_per_call, never more than its provider takes in a call.
+func (tr *turn) perCall() int { return perCall(tr.account) }
+
+// perCall is the most recipients a call of account a carries: its
+// max_recipients_per_call, never more than its provider takes in a call.
+func perCall(a store.Account) int {
+	return max(1, min(a.MaxRecipientsPerCall, provider.KindOf(a.Provider).MaxPerCall()))
 }
 
 // buildCalls renders items and groups those with equal content into calls

@@ -380,3 +380,26 @@ func TestPipelinePacksIdenticalContent(t *testing.T) {
 			n, calls, float64(n)/float64(max(calls, 1)), per*8/10)
 	}
 }
+
+// TestPipelinePacksNoMoreThanTheProviderTakes: an account whose provider
+// takes one recipient per call (WeChat template messages) sends one call
+// per recipient, whatever its max_recipients_per_call says.
+func TestPipelinePacksNoMoreThanTheProviderTakes(t *testing.T) {
+	t.Parallel()
+	p := newPipeline(t, pipelineOptions{sender: sender.Config{ClaimBatch: 50, Concurrency: 16}})
+	const n = 60
+	p.putAccount(store.Account{ID: "acct-t", RatePerSec: 1e6, Burst: 1e6, MaxRecipientsPerCall: 100, Provider: "wechat-mp-template"})
+	rs := make([]submit.Recipient, n)
+	for i := range rs {
+		rs[i] = submit.Recipient{Account: "acct-t", To: fmt.Sprintf("openid-%d", i)}
+	}
+	job := p.submit(submit.Request{Name: "template", Template: "The same words for everyone.", Recipients: rs}, "k-template")
+	v := p.runUntilFinal(job.Job.ID, 2, 60*time.Second)
+	if c := v.Counts(); v.Job.Status != store.JobCompleted || c.Confirmed != n {
+		t.Fatalf("status %s, counts %+v", v.Job.Status, c)
+	}
+	p.checkExactlyOnce(job.Job.ID)
+	if calls := p.mock.Stats()["acct-t"].Calls; calls != n {
+		t.Fatalf("%d recipients in %d calls, want one call each", n, calls)
+	}
+}

@@ -137,7 +137,7 @@ func newAccountSizer(a store.Account, most int, now time.Time) *accountSizer {
 // configure takes the account's current limits: a new
 // max_recipients_per_call starts the measurement afresh.
 func (z *accountSizer) configure(a store.Account, most int) {
-	limit := max(1, a.MaxRecipientsPerCall)
+	limit := perCall(a)
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	z.rate, z.most = a.BatchRate(), max(1, most)

@@ -1,6 +1,12 @@
 package store
 
-import "time"
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+)
 
 // Breaker is the circuit breaker of one account: open, the account's shards
 // pause; after the cool-down a probe decides whether to close it.
@@ -143,12 +149,81 @@ type Account struct {
 	// FrequencyCap bounds how many messages one recipient of the account
 	// gets in any window (zero: no cap).
 	FrequencyCap FrequencyCap
-	Breaker      BreakerConfig
-	UpdatedAt    time.Time
+	// Provider names the provider API the account sends through
+	// (provider.Kind: "wecomapi", "wecom-app", "wechat-mp-mass",
+	// "wechat-mp-template", "http"); "" is "wecomapi".
+	Provider string
+	// NoStatusLookup says the account's provider answers no status
+	// look-up (a wecomapi account whose provider has none): items whose
+	// answer was lost go to review instead of being looked up.
+	NoStatusLookup bool
+	// HTTP is how an account of the generic "http" provider calls it
+	// (nil for the other providers).
+	HTTP      *HTTPProvider
+	Breaker   BreakerConfig
+	UpdatedAt time.Time
 	// Sizing is what the senders last measured and chose for the account
 	// (SaveAccountSizing); zero when never measured. PutAccount does not
 	// write it and starts it afresh: new limits, new measurement.
 	Sizing AccountSizing
+}
+
+// HTTPProvider describes a generic HTTP provider (an SMS gateway, an
+// in-house sender): one request per recipient, and which answers mean
+// what. Body and header values are templates of {{to}}, {{content}},
+// {{key}} (the message key), {{account}} and, in headers only,
+// {{secret}} (the tenant's credential for the provider).
+type HTTPProvider struct {
+	URL     string            `json:"url"`
+	Method  string            `json:"method,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+	Body    string            `json:"body,omitempty"`
+	// Accepted, RateLimited ("throttled") and Permanent are the HTTP
+	// statuses that mean so. Any other answer is judged as for every
+	// provider: 501/503 retryable, other 5xx uncertain (the gateway may
+	// have sent it), other 4xx permanent.
+	Accepted    []int `json:"accepted,omitempty"`
+	RateLimited []int `json:"throttled,omitempty"`
+	Permanent   []int `json:"permanent,omitempty"`
+	// MsgIDField names the field of a JSON answer holding the provider's
+	// message id (optional).
+	MsgIDField string `json:"msgid_field,omitempty"`
+}
+
+// Validate says what is wrong with an http provider's configuration
+// (nil: there is none).
+func (h *HTTPProvider) Validate() error {
+	if h == nil {
+		return errors.New("is required for the http provider")
+	}
+	var errs []error
+	if u, err := url.Parse(h.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("url %q must be an absolute http(s) URL", h.URL))
+	}
+	switch h.Method {
+	case "", "POST", "PUT", "GET":
+	default:
+		errs = append(errs, fmt.Errorf("method %q must be POST, PUT or GET", h.Method))
+	}
+	if strings.Contains(h.Body, "{{secret}}") {
+		errs = append(errs, errors.New("body must not hold {{secret}} (only headers may)"))
+	}
+	if len(h.Accepted) == 0 {
+		errs = append(errs, errors.New("accepted must list at least one HTTP status"))
+	}
+	for _, list := range [][]int{h.Accepted, h.RateLimited, h.Permanent} {
+		for _, st := range list {
+			if st < 100 || st > 599 {
+				errs = append(errs, fmt.Errorf("%d is not an HTTP status", st))
+			}
+		}
+	}
+	for name := range h.Headers {
+		if name == "" || strings.ContainsAny(name, " :\r\n") {
+			errs = append(errs, fmt.Errorf("header name %q is invalid", name))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // AccountSizing is the batch size and calls in flight the sender chose for

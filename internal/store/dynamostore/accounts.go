@@ -2,6 +2,7 @@ package dynamostore
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"time"
@@ -110,6 +111,19 @@ func (s *Store) PutAccount(ctx context.Context, a store.Account) (store.Account,
 		"bkMin": attrN(int64(a.Breaker.MinSamples)), "bkCool": attrN(int64(a.Breaker.CooldownSec)),
 		"updatedAt": attrN(nanos(a.UpdatedAt)),
 	}
+	if a.Provider != "" {
+		item["provider"] = attrS(a.Provider)
+	}
+	if a.NoStatusLookup {
+		item["noLookup"] = attrN(1)
+	}
+	if a.HTTP != nil {
+		b, err := json.Marshal(a.HTTP)
+		if err != nil {
+			return store.Account{}, fmt.Errorf("put account %s/%s: %w", a.Tenant, a.ID, err)
+		}
+		item["http"] = attrS(string(b))
+	}
 	if err := s.putItem(ctx, item, "", nil, nil); err != nil {
 		return store.Account{}, fmt.Errorf("put account %s/%s: %w", a.Tenant, a.ID, err)
 	}
@@ -117,7 +131,15 @@ func (s *Store) PutAccount(ctx context.Context, a store.Account) (store.Account,
 }
 
 func accountFrom(m map[string]types.AttributeValue) store.Account {
+	var hp *store.HTTPProvider
+	if raw := getS(m, "http"); raw != "" {
+		hp = &store.HTTPProvider{}
+		if err := json.Unmarshal([]byte(raw), hp); err != nil {
+			hp = nil // written by PutAccount from the same type: never happens
+		}
+	}
 	return store.Account{
+		HTTP:                 hp,
 		Tenant:               getS(m, "tenant"),
 		ID:                   getS(m, "id"),
 		RatePerSec:           getF(m, "rate"),
@@ -127,6 +149,8 @@ func accountFrom(m map[string]types.AttributeValue) store.Account {
 		MaxContentBytes:      int(getN(m, "maxContent")),
 		WarmupSec:            int(getN(m, "warmup")),
 		FrequencyCap:         store.FrequencyCap{Max: int(getN(m, "fcMax")), WindowSec: int(getN(m, "fcWin"))},
+		Provider:             getS(m, "provider"),
+		NoStatusLookup:       getN(m, "noLookup") == 1,
 		Breaker: store.BreakerConfig{
 			ConsecutiveFailures: int(getN(m, "bkCons")),
 			FailureRate:         getF(m, "bkRate"),

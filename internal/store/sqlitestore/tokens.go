@@ -123,6 +123,9 @@ type accountConfig struct {
 	MaxContentBytes      int                 `json:"max_content_bytes,omitempty"`
 	WarmupSec            int                 `json:"warmup_sec,omitempty"`
 	FrequencyCap         *store.FrequencyCap `json:"frequency_cap,omitempty"`
+	Provider             string              `json:"provider,omitempty"`
+	NoStatusLookup       bool                `json:"no_status_lookup,omitempty"`
+	HTTP                 *store.HTTPProvider `json:"http,omitempty"`
 	Breaker              store.BreakerConfig `json:"breaker"`
 	// Sizing is written by SaveAccountSizing only; PutAccount drops it.
 	Sizing *sizingConfig `json:"sizing,omitempty"`
@@ -144,7 +147,7 @@ func (s *Store) PutAccount(ctx context.Context, a store.Account) (store.Account,
 	b, err := json.Marshal(accountConfig{
 		RatePerSec: a.RatePerSec, Burst: a.Burst, OnlineReservePerSec: a.OnlineReservePerSec,
 		MaxRecipientsPerCall: a.MaxRecipientsPerCall, MaxContentBytes: a.MaxContentBytes, WarmupSec: a.WarmupSec,
-		FrequencyCap: capPtr(a.FrequencyCap), Breaker: a.Breaker,
+		FrequencyCap: capPtr(a.FrequencyCap), Provider: a.Provider, NoStatusLookup: a.NoStatusLookup, HTTP: a.HTTP, Breaker: a.Breaker,
 	})
 	if err != nil {
 		return store.Account{}, fmt.Errorf("put account %q: %w", a.ID, err)
@@ -181,7 +184,7 @@ func scanAccount(row interface{ Scan(...any) error }) (store.Account, error) {
 	}
 	a.RatePerSec, a.Burst, a.OnlineReservePerSec = c.RatePerSec, c.Burst, c.OnlineReservePerSec
 	a.MaxRecipientsPerCall, a.MaxContentBytes, a.Breaker = c.MaxRecipientsPerCall, c.MaxContentBytes, c.Breaker
-	a.WarmupSec = c.WarmupSec
+	a.WarmupSec, a.Provider, a.NoStatusLookup, a.HTTP = c.WarmupSec, c.Provider, c.NoStatusLookup, c.HTTP
 	if c.FrequencyCap != nil {
 		a.FrequencyCap = *c.FrequencyCap
 	}

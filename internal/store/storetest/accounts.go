@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -15,7 +16,7 @@ func sameAccount(a, b store.Account) bool {
 		return false
 	}
 	a.UpdatedAt, b.UpdatedAt = time.Time{}, time.Time{}
-	return a == b
+	return reflect.DeepEqual(a, b)
 }
 
 func testAccounts(t *testing.T, s store.Store, _ Capabilities) {
@@ -28,7 +29,16 @@ func testAccounts(t *testing.T, s store.Store, _ Capabilities) {
 			UpdatedAt: at(time.Second),
 		}
 	}
-	puts := []store.Account{acct("tenant-a", "acct-b", 10), acct("tenant-a", "acct-a", 20), acct("tenant-b", "acct-a", 30)}
+	onApp := acct("tenant-b", "acct-c", 5)
+	onApp.Provider = "wecom-app"
+	noLookup := acct("tenant-b", "acct-d", 5)
+	noLookup.Provider, noLookup.NoStatusLookup = "wecomapi", true
+	sms := acct("tenant-b", "acct-e", 5)
+	sms.Provider = "http"
+	sms.HTTP = &store.HTTPProvider{URL: "https://sms.example.com/send", Method: "POST",
+		Headers: map[string]string{"Authorization": "Bearer {{secret}}"}, Body: `{"to":"{{to}}","text":"{{content}}"}`,
+		Accepted: []int{200, 202}, RateLimited: []int{429}, Permanent: []int{400}, MsgIDField: "id"}
+	puts := []store.Account{acct("tenant-a", "acct-b", 10), acct("tenant-a", "acct-a", 20), acct("tenant-b", "acct-a", 30), onApp, noLookup, sms}
 	for _, a := range puts {
 		got, err := s.PutAccount(ctx, a)
 		if err != nil {
@@ -77,8 +87,8 @@ func testAccounts(t *testing.T, s store.Store, _ Capabilities) {
 	if got := ids("tenant-a"); !slices.Equal(got, []string{"acct-a", "acct-b"}) {
 		t.Fatalf("ListAccounts(tenant-a) = %v, want [acct-a acct-b]", got)
 	}
-	if got := ids("tenant-b"); !slices.Equal(got, []string{"acct-a"}) {
-		t.Fatalf("ListAccounts(tenant-b) = %v, want [acct-a]", got)
+	if got := ids("tenant-b"); !slices.Equal(got, []string{"acct-a", "acct-c", "acct-d", "acct-e"}) {
+		t.Fatalf("ListAccounts(tenant-b) = %v, want [acct-a acct-c acct-d acct-e]", got)
 	}
 	if got := ids("tenant-nobody"); len(got) != 0 {
 		t.Fatalf("ListAccounts(unknown tenant) = %v", got)
