@@ -1,6 +1,8 @@
 package store
 
 import (
+	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -40,6 +42,30 @@ type TakeSlotsParams struct {
 	// Rand draws in [0,1) for the gaps (nil: math/rand/v2).
 	Rand func() float64
 }
+
+// Validate checks the parameters every adapter refuses with
+// ErrInvalidArgument.
+func (p TakeSlotsParams) Validate() error {
+	var errs []error
+	if p.Bucket == "" {
+		errs = append(errs, errors.New("bucket is empty"))
+	}
+	if p.Want < 0 || p.MinGap < 0 || p.Horizon < 0 {
+		errs = append(errs, errors.New("want, min gap and horizon must not be negative"))
+	}
+	for name, v := range map[string]float64{"rate": p.RatePerSec, "warm-up": p.WarmupSec} {
+		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			errs = append(errs, fmt.Errorf("%s %v is not a finite number ≥ 0", name, v))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("take slots: %w: %w", ErrInvalidArgument, err)
+	}
+	return nil
+}
+
+// PaceRecord names the stored record of the random schedule of bucket.
+func PaceRecord(bucket string) string { return "pace:" + bucket }
 
 // TakeSlotsResult is the granted slots, in order (a call goes out at its
 // slot, not before), and, when fewer than wanted, how long until the next
