@@ -109,8 +109,11 @@ type Account struct {
 	// FrequencyCap bounds how many messages one recipient of the account
 	// gets in any window (zero: no cap).
 	FrequencyCap FrequencyCap
-	Breaker      BreakerConfig
-	UpdatedAt    time.Time
+	// Pacing spaces the account's sends by random gaps instead of the
+	// token bucket's bursts (zero: the token bucket).
+	Pacing    Pacing
+	Breaker   BreakerConfig
+	UpdatedAt time.Time
 }
 
 // FrequencyCap is an account's per-recipient cap: at most Max messages in

@@ -123,6 +123,7 @@ type accountConfig struct {
 	MaxContentBytes      int                 `json:"max_content_bytes,omitempty"`
 	WarmupSec            int                 `json:"warmup_sec,omitempty"`
 	FrequencyCap         *store.FrequencyCap `json:"frequency_cap,omitempty"`
+	Pacing               *store.Pacing       `json:"pacing,omitempty"`
 	Breaker              store.BreakerConfig `json:"breaker"`
 }
 
@@ -134,7 +135,7 @@ func (s *Store) PutAccount(ctx context.Context, a store.Account) (store.Account,
 	b, err := json.Marshal(accountConfig{
 		RatePerSec: a.RatePerSec, Burst: a.Burst, OnlineReservePerSec: a.OnlineReservePerSec,
 		MaxRecipientsPerCall: a.MaxRecipientsPerCall, MaxContentBytes: a.MaxContentBytes, WarmupSec: a.WarmupSec,
-		FrequencyCap: capPtr(a.FrequencyCap), Breaker: a.Breaker,
+		FrequencyCap: capPtr(a.FrequencyCap), Pacing: pacingPtr(a.Pacing), Breaker: a.Breaker,
 	})
 	if err != nil {
 		return store.Account{}, fmt.Errorf("put account %q: %w", a.ID, err)
@@ -173,6 +174,9 @@ func scanAccount(row interface{ Scan(...any) error }) (store.Account, error) {
 	a.WarmupSec = c.WarmupSec
 	if c.FrequencyCap != nil {
 		a.FrequencyCap = *c.FrequencyCap
+	}
+	if c.Pacing != nil {
+		a.Pacing = *c.Pacing
 	}
 	a.UpdatedAt = fromNanos(updated)
 	return a, nil
@@ -220,4 +224,13 @@ func capPtr(c store.FrequencyCap) *store.FrequencyCap {
 		return nil
 	}
 	return &c
+}
+
+// pacingPtr is nil for the token bucket, so an account without pacing
+// stores nothing.
+func pacingPtr(p store.Pacing) *store.Pacing {
+	if p == (store.Pacing{}) {
+		return nil
+	}
+	return &p
 }
