@@ -115,8 +115,11 @@ type Account struct {
 	WarmupSec int `json:"warmup_sec"`
 	// FrequencyCap is the account's per-recipient cap; nil: none.
 	FrequencyCap *store.FrequencyCap `json:"frequency_cap"`
-	Breaker      store.BreakerConfig `json:"breaker"`
-	UpdatedAt    *time.Time          `json:"updated_at"`
+	// Pacing is the account's random spacing of sends; nil: the token
+	// bucket.
+	Pacing    *store.Pacing       `json:"pacing"`
+	Breaker   store.BreakerConfig `json:"breaker"`
+	UpdatedAt *time.Time          `json:"updated_at"`
 	// BreakerState is the account's circuit breaker right now.
 	BreakerState BreakerState `json:"breaker_state"`
 }
@@ -138,8 +141,8 @@ type AccountList struct {
 // AccountRequest is the body of PUT /v1/accounts/{account}. Absent burst
 // defaults to the rate (at least 1), absent max_recipients_per_call to 1,
 // absent max_content_bytes to 4 KiB, absent warmup_sec to 0 (no warm-up),
-// absent or null frequency_cap to no cap,
-// absent breaker thresholds to 0
+// absent or null frequency_cap to no cap, absent or null pacing to the
+// token bucket, absent breaker thresholds to 0
 // (trigger disabled).
 type AccountRequest struct {
 	RatePerSec           *float64             `json:"rate_per_sec"`
@@ -149,7 +152,16 @@ type AccountRequest struct {
 	MaxContentBytes      *int                 `json:"max_content_bytes"`
 	WarmupSec            *int                 `json:"warmup_sec"`
 	FrequencyCap         *store.FrequencyCap  `json:"frequency_cap"`
+	Pacing               *PacingRequest       `json:"pacing"`
 	Breaker              *store.BreakerConfig `json:"breaker"`
+}
+
+// PacingRequest is an account's pacing option: mode "random" spaces its
+// sends by random gaps around 1/batch rate, never closer than min_gap_ms
+// (absent: 0).
+type PacingRequest struct {
+	Mode     string `json:"mode"`
+	MinGapMs *int   `json:"min_gap_ms"`
 }
 
 // LimitsRequest is the body of PATCH /v1/jobs/{id}; absent fields stay.
@@ -274,6 +286,7 @@ func (s *server) accountView(a store.Account, b store.Breaker) Account {
 		MaxContentBytes:      s.Submitter.Limits.ContentLimit(a),
 		WarmupSec:            a.WarmupSec,
 		FrequencyCap:         frequencyCapView(a.FrequencyCap),
+		Pacing:               pacingView(a.Pacing),
 		Breaker:              a.Breaker,
 		UpdatedAt:            timePtr(a.UpdatedAt),
 	}
@@ -285,4 +298,12 @@ func frequencyCapView(c store.FrequencyCap) *store.FrequencyCap {
 		return nil
 	}
 	return &c
+}
+
+// pacingView is nil for an account on the token bucket.
+func pacingView(p store.Pacing) *store.Pacing {
+	if !p.Random() {
+		return nil
+	}
+	return &p
 }
