@@ -53,7 +53,16 @@ func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Ite
 			tr.cursor = it.Seq + 1
 		}
 	}
-	if d := tr.spacing(tr.s.Clock.Now()); d > 0 && len(calls) > 0 {
+	// A paced account's calls each wait for their own slot (one per call,
+	// in order), and the turn goes on meanwhile: their answers are
+	// recorded as those of stragglers.
+	slots := tr.slots
+	tr.slots = nil
+	paced := len(slots) > 0
+	if paced && len(calls) > 0 {
+		tr.lastSlot = slots[min(len(calls), len(slots))-1]
+	}
+	if d := tr.spacing(tr.s.Clock.Now()); d > 0 && len(calls) > 0 && !paced {
 		// The exact gap, right before the call: the wait at the top of the
 		// batch ended spacingLead early, so the batch's own store work
 		// does not add to the gap.
@@ -68,7 +77,18 @@ func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Ite
 	for i, c := range calls {
 		pc := &pendingCall{c: c, claimID: claimID, done: make(chan struct{})}
 		pending[i] = pc
+		var wake <-chan time.Time // the call's slot; set before the turn moves on
+		if paced {
+			// Never more calls than slots: a batch claims one call's
+			// worth of items per slot (perCall).
+			if d := slots[min(i, len(slots)-1)].Sub(tr.s.Clock.Now()); d > 0 {
+				wake = tr.s.Clock.After(d)
+			}
+		}
 		go func() {
+			if wake != nil {
+				<-wake
+			}
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			r, err := tr.s.Provider.Send(callCtx, c.req)
@@ -87,7 +107,16 @@ func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Ite
 	}
 	var done []*pendingCall
 	var deadline <-chan time.Time // a probe waits for all its answers
-	if !tr.probe {
+	switch {
+	case tr.probe:
+		if paced {
+			tr.untilLastSlot(ctx)
+		}
+	case paced:
+		now := make(chan time.Time)
+		close(now)
+		deadline = now
+	default:
 		deadline = tr.s.Clock.After(tr.cfg.StragglerWait)
 	}
 wait:
@@ -99,6 +128,10 @@ wait:
 			break wait
 		}
 	}
+	if len(done) < len(calls) && !paced {
+		tr.log.Warn("slow provider calls left running; the batch is recorded without them",
+			slog.Int("calls", len(calls)-len(done)), slog.Duration("waited", tr.cfg.StragglerWait))
+	}
 	if len(done) < len(calls) {
 		finished := map[*pendingCall]bool{}
 		for _, pc := range done {
@@ -109,8 +142,6 @@ wait:
 				tr.stragglers = append(tr.stragglers, pc)
 			}
 		}
-		tr.log.Warn("slow provider calls left running; the batch is recorded without them",
-			slog.Int("calls", len(calls)-len(done)), slog.Duration("waited", tr.cfg.StragglerWait))
 	}
 	return tr.record(ctx, done, updates)
 }
@@ -198,6 +229,9 @@ func (tr *turn) recordStragglers(ctx context.Context) {
 func (tr *turn) collectStragglers(ctx context.Context, block bool) error {
 	if len(tr.stragglers) == 0 {
 		return nil
+	}
+	if block {
+		tr.untilLastSlot(ctx)
 	}
 	var ready, still []*pendingCall
 	for _, pc := range tr.stragglers {

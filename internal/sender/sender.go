@@ -299,6 +299,12 @@ type turn struct {
 
 	// lastAnswerAt is when the last provider call was answered.
 	lastAnswerAt time.Time
+	// slots are the send slots of a paced account's next batch (one per
+	// call), lastSlot the latest slot taken, and jobTokens the job's tokens
+	// taken for slots not granted yet (see takeSlots).
+	slots     []time.Time
+	lastSlot  time.Time
+	jobTokens int
 	// tokenWaiting: the last iteration waited for tokens; stateReadAt is
 	// when the job and shard state was last checked.
 	tokenWaiting bool
@@ -394,13 +400,22 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 			}
 			want = min(want, int(left))
 		}
-		if wait := tr.spacing(now) - spacingLead; wait > 0 {
+		paced := tr.account.Pacing.Random()
+		if wait := tr.spacing(now) - spacingLead; wait > 0 && !paced {
 			if res, done, err := tr.wait(stopCtx, wait, "spacing sends"); done || err != nil {
 				return res, err
 			}
 			continue
 		}
-		granted, wait, err := tr.takeTokens(ctx, want, now)
+		var granted int
+		var wait time.Duration
+		var err error
+		if paced {
+			tr.slots = nil // slots of a batch that claimed nothing are lost
+			granted, wait, err = tr.takeSlots(ctx, want, now)
+		} else {
+			granted, wait, err = tr.takeTokens(ctx, want, now)
+		}
 		if err != nil {
 			return Result{}, err
 		}
@@ -444,7 +459,9 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 		tr.fold(claim.Delta, nil)
 		tr.giveBackBudget(ctx, budget-int64(len(claim.Items)))
 		if len(claim.Items) == 0 {
-			// Tokens taken but unused are lost: the account stays under its rate.
+			// Tokens (and slots) taken but unused are lost: the account
+			// stays under its rate.
+			tr.slots = nil
 			if res, stop, err := tr.nothingDue(stopCtx, claim.NextDueAt, now); stop || err != nil {
 				return res, err
 			}
