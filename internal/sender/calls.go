@@ -74,21 +74,9 @@ func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Ite
 	// Calls run to completion even if ctx is cancelled (shutdown): a request
 	// in flight is never cut off mid-call by us.
 	callCtx := context.WithoutCancel(ctx)
-	for i, c := range calls {
-		pc := &pendingCall{c: c, claimID: claimID, done: make(chan struct{})}
-		pending[i] = pc
-		var wake <-chan time.Time // the call's slot; set before the turn moves on
-		if paced {
-			// Never more calls than slots: a batch claims one call's
-			// worth of items per slot (perCall).
-			if d := slots[min(i, len(slots)-1)].Sub(tr.s.Clock.Now()); d > 0 {
-				wake = tr.s.Clock.After(d)
-			}
-		}
+	start := func(i int, pc *pendingCall) {
+		c := pc.c
 		go func() {
-			if wake != nil {
-				<-wake
-			}
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			r, err := tr.s.Provider.Send(callCtx, c.req)
@@ -104,6 +92,16 @@ func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Ite
 			close(pc.done)
 			answered <- i
 		}()
+	}
+	for i, c := range calls {
+		pending[i] = &pendingCall{c: c, claimID: claimID, done: make(chan struct{})}
+	}
+	if paced {
+		tr.dispatchAtSlots(pending, slots, start)
+	} else {
+		for i, pc := range pending {
+			start(i, pc)
+		}
 	}
 	var done []*pendingCall
 	var deadline <-chan time.Time // a probe waits for all its answers
@@ -440,4 +438,58 @@ func Backoff(base, cap time.Duration, attempt int, r float64) time.Duration {
 		ceil = math.Min(ceil, float64(base)*math.Pow(2, float64(attempt-1)))
 	}
 	return time.Duration(r * ceil)
+}
+
+// dispatchAtSlots starts each call of a paced batch at its slot (one slot
+// per call, in order: a batch claims one call's worth of items per slot),
+// from one goroutine that follows the previous batch's, so the turn goes
+// on meanwhile. A call whose slot came while the machine was busy goes out
+// late, and the calls after it keep their distance from it: no call starts
+// closer to the one before than the schedule's floor, nor closer to the
+// one two before than its pair span, as the time of starting them shows.
+// The waits for the slots are set up before the turn moves on, so a fake
+// clock moved by the turn wakes them in time.
+func (tr *turn) dispatchAtSlots(calls []*pendingCall, slots []time.Time, start func(int, *pendingCall)) {
+	wakes := make([]<-chan time.Time, len(calls))
+	now := tr.s.Clock.Now()
+	for i := range calls {
+		if d := slots[min(i, len(slots)-1)].Sub(now); d > 0 {
+			wakes[i] = tr.s.Clock.After(d)
+		}
+	}
+	rate := tr.account.BatchRate()
+	if tr.job.RatePerSec > 0 {
+		rate = math.Min(rate, tr.job.RatePerSec)
+	}
+	floor, pair, _ := store.PaceGaps(1/rate, time.Duration(tr.account.Pacing.MinGapMs)*time.Millisecond)
+	prev, done := tr.dispatching, make(chan struct{})
+	tr.dispatching = done
+	go func() {
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
+		for i, pc := range calls {
+			if wakes[i] != nil {
+				<-wakes[i]
+			}
+			last, before := tr.started[0], tr.started[1]
+			earliest := last.Add(time.Duration(floor * float64(time.Second)))
+			if !before.IsZero() {
+				earliest = later(earliest, before.Add(time.Duration(pair*float64(time.Second))))
+			}
+			if d := earliest.Sub(tr.s.Clock.Now()); !last.IsZero() && d > 0 {
+				_ = tr.s.Clock.Sleep(context.Background(), d)
+			}
+			tr.started = [2]time.Time{tr.s.Clock.Now(), last}
+			start(i, pc)
+		}
+	}()
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

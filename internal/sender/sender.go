@@ -305,6 +305,11 @@ type turn struct {
 	slots     []time.Time
 	lastSlot  time.Time
 	jobTokens int
+	// dispatching is closed when the last paced batch has started all its
+	// calls; started holds when the last two paced calls started (written
+	// only by the batches' dispatchers, one after the other).
+	dispatching chan struct{}
+	started     [2]time.Time
 	// tokenWaiting: the last iteration waited for tokens; stateReadAt is
 	// when the job and shard state was last checked.
 	tokenWaiting bool
