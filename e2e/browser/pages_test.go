@@ -155,6 +155,13 @@ func TestDashboardPages(t *testing.T) {
 	sel := `section[data-account="` + account + `"]`
 	b.waitJS("the rate is shown against the batch rate", `(() => { const e = document.querySelector('`+sel+` .rate-now'); return e && e.dataset.batch === '10'; })()`)
 	b.waitJS("the chart has the batch-rate line and sends", `document.querySelector('`+sel+` .rate-chart line.limit') !== null && document.querySelector('`+sel+` .rate-chart polyline') !== null`)
+	b.waitJS("the account's pacing is shown: the token bucket", `document.querySelector('`+sel+` dd.pacing').textContent.includes('token bucket')`)
+	st.call("PUT", "/v1/accounts/"+account, map[string]any{"rate_per_sec": 12, "burst": 4, "online_reserve_per_sec": 2,
+		"pacing": map[string]any{"mode": "random", "min_gap_ms": 30}}, nil)
+	b.do("reload accounts", chromedp.Reload())
+	b.waitJS("random pacing is shown with its min gap", `(() => { const e = document.querySelector('`+sel+` dd.pacing'); return e && e.textContent.includes('random gaps') && e.textContent.includes('30 ms'); })()`)
+	b.do("save the account from its form", chromedp.Click(chromedp.CSS(sel+` form button[type=submit]`)))
+	b.waitJS("saving from the form keeps the pacing", `document.querySelector('`+sel+` .msg').textContent !== '' && document.querySelector('`+sel+` dd.pacing').textContent.includes('30 ms')`)
 
 	// Every page in both languages.
 	pages := []struct{ name, hash, ready string }{

@@ -1068,6 +1068,9 @@
         const numVal = (name) => { const v = form.elements[name].value; return v === '' ? undefined : Number(v); };
         for (const f of accountFields) body[f.key] = numVal(f.key);
         for (const f of breakerFields) { const v = numVal('breaker.' + f.key); body.breaker[f.key] = v === undefined ? 0 : v; }
+        // The form does not edit pacing: saving keeps the account's.
+        const known = !isNew && forms.get(acct.account);
+        if (known && known.pacing) body.pacing = { mode: known.pacing.mode, min_gap_ms: known.pacing.min_gap_ms };
         try {
           const saved = await api('PUT', '/v1/accounts/' + enc(id), body);
           form.dataset.dirty = '';
@@ -1104,6 +1107,7 @@
       const form = accountForm(a);
       const info = h('dl', { class: 'facts' },
         h('dt', {}, t('acct.batchRate')), h('dd', { class: 'batch-rate' }),
+        h('dt', {}, t('acct.pacing')), h('dd', { class: 'pacing' }),
         h('dt', {}, t('acct.updated')), h('dd', { class: 'updated-at' }));
       const breakerState = h('div', { class: 'breaker-state' });
       const hid = 'acct-h-' + forms.size;
@@ -1121,6 +1125,9 @@
       const c = forms.get(a.account);
       setText($('.batch-rate', c.info), t('rate.value', { r: a.batch_rate_per_sec }) + ' = ' +
         t('acct.batchFormula', { rate: a.rate_per_sec, reserve: a.online_reserve_per_sec }));
+      setText($('.pacing', c.info), a.pacing && a.pacing.mode === 'random'
+        ? t('acct.pacingRandom', { ms: a.pacing.min_gap_ms }) : t('acct.pacingBucket'));
+      c.pacing = a.pacing || null;
       setText($('.updated-at', c.info), a.updated_at ? fmtTime(a.updated_at) : t('none'));
       // The breaker state is shown when the server reports it.
       const bs = a.breaker_state;
