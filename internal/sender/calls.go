@@ -79,6 +79,8 @@ func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Ite
 		go func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
+			pc.startedAt = tr.s.Clock.Now()
+			close(pc.started)
 			r, err := tr.s.Provider.Send(callCtx, c.req)
 			if err != nil {
 				r = provider.SendResult{}
@@ -89,12 +91,13 @@ func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Ite
 				}
 			}
 			pc.result = r
+			pc.answeredAt = tr.s.Clock.Now()
 			close(pc.done)
 			answered <- i
 		}()
 	}
 	for i, c := range calls {
-		pending[i] = &pendingCall{c: c, claimID: claimID, done: make(chan struct{})}
+		pending[i] = &pendingCall{c: c, claimID: claimID, started: make(chan struct{}), done: make(chan struct{})}
 	}
 	if paced {
 		tr.dispatchAtSlots(pending, slots, start)
@@ -195,8 +198,11 @@ func (tr *turn) chargeFrequency(ctx context.Context, claimID string, items []sto
 type pendingCall struct {
 	c       call
 	claimID string
-	done    chan struct{}
-	result  provider.SendResult
+	// started is closed when the call starts (at startedAt), done when it
+	// was answered (at answeredAt, with result).
+	started, done         chan struct{}
+	startedAt, answeredAt time.Time
+	result                provider.SendResult
 }
 
 // stragglerItems counts the items of the calls still running.
@@ -443,12 +449,17 @@ func Backoff(base, cap time.Duration, attempt int, r float64) time.Duration {
 // dispatchAtSlots starts each call of a paced batch at its slot (one slot
 // per call, in order: a batch claims one call's worth of items per slot),
 // from one goroutine that follows the previous batch's, so the turn goes
-// on meanwhile. A call whose slot came while the machine was busy goes out
-// late, and the calls after it keep their distance from it: no call starts
-// closer to the one before than the schedule's floor, nor closer to the
-// one two before than its pair span, as the time of starting them shows.
-// The waits for the slots are set up before the turn moves on, so a fake
-// clock moved by the turn wakes them in time.
+// on meanwhile. The waits for the slots are set up before the turn moves
+// on, so a fake clock moved by the turn wakes them in time.
+//
+// A slot is when a call may start, not when the provider sees it: a busy
+// machine delays one call and not the next. So a call also waits for the
+// answer to the call before it (at most StragglerWait) and starts no
+// sooner than min_gap_ms after that answer, and 1/rate after the answer to
+// the call two before: the provider received those calls before it
+// answered them, so it never sees two sends closer than the min gap nor
+// three within 1/rate, however late one of them went out. It also keeps
+// the schedule's floor and pair span from the starts before it.
 func (tr *turn) dispatchAtSlots(calls []*pendingCall, slots []time.Time, start func(int, *pendingCall)) {
 	wakes := make([]<-chan time.Time, len(calls))
 	now := tr.s.Clock.Now()
@@ -461,9 +472,12 @@ func (tr *turn) dispatchAtSlots(calls []*pendingCall, slots []time.Time, start f
 	if tr.job.RatePerSec > 0 {
 		rate = math.Min(rate, tr.job.RatePerSec)
 	}
-	floor, pair, _ := store.PaceGaps(1/rate, time.Duration(tr.account.Pacing.MinGapMs)*time.Millisecond)
+	minGap := time.Duration(tr.account.Pacing.MinGapMs) * time.Millisecond
+	floor, pair, _ := store.PaceGaps(1/rate, minGap)
+	window := time.Duration(float64(time.Second) / rate)
 	prev, done := tr.dispatching, make(chan struct{})
 	tr.dispatching = done
+	wait := tr.cfg.StragglerWait
 	go func() {
 		defer close(done)
 		if prev != nil {
@@ -473,15 +487,28 @@ func (tr *turn) dispatchAtSlots(calls []*pendingCall, slots []time.Time, start f
 			if wakes[i] != nil {
 				<-wakes[i]
 			}
-			last, before := tr.started[0], tr.started[1]
-			earliest := last.Add(time.Duration(floor * float64(time.Second)))
-			if !before.IsZero() {
-				earliest = later(earliest, before.Add(time.Duration(pair*float64(time.Second))))
+			var earliest time.Time
+			if last := tr.lastCalls[0]; last != nil {
+				<-last.started
+				earliest = last.startedAt.Add(time.Duration(floor * float64(time.Second)))
+				select {
+				case <-last.done:
+					earliest = later(earliest, last.answeredAt.Add(minGap))
+				case <-tr.s.Clock.After(wait):
+				}
 			}
-			if d := earliest.Sub(tr.s.Clock.Now()); !last.IsZero() && d > 0 {
+			if before := tr.lastCalls[1]; before != nil {
+				earliest = later(earliest, before.startedAt.Add(time.Duration(pair*float64(time.Second))))
+				select {
+				case <-before.done:
+					earliest = later(earliest, before.answeredAt.Add(window))
+				default:
+				}
+			}
+			if d := earliest.Sub(tr.s.Clock.Now()); d > 0 {
 				_ = tr.s.Clock.Sleep(context.Background(), d)
 			}
-			tr.started = [2]time.Time{tr.s.Clock.Now(), last}
+			tr.lastCalls = [2]*pendingCall{pc, tr.lastCalls[0]}
 			start(i, pc)
 		}
 	}()

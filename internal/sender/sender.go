@@ -306,10 +306,10 @@ type turn struct {
 	lastSlot  time.Time
 	jobTokens int
 	// dispatching is closed when the last paced batch has started all its
-	// calls; started holds when the last two paced calls started (written
-	// only by the batches' dispatchers, one after the other).
+	// calls; lastCalls are the last two paced calls started, the last
+	// first (used only by the batches' dispatchers, one after the other).
 	dispatching chan struct{}
-	started     [2]time.Time
+	lastCalls   [2]*pendingCall
 	// tokenWaiting: the last iteration waited for tokens; stateReadAt is
 	// when the job and shard state was last checked.
 	tokenWaiting bool
