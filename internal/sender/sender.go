@@ -415,6 +415,15 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 		var granted int
 		var wait time.Duration
 		var err error
+		if paced && tr.shard.Counts.Pending == 0 {
+			// Only calls in flight are left: a slot taken now would go
+			// unused and delay the account's other shards. Their answers
+			// may return items to pending.
+			if err := tr.collectStragglers(ctx, true); err != nil {
+				return Result{}, err
+			}
+			continue
+		}
 		if paced {
 			tr.slots = nil // slots of a batch that claimed nothing are lost
 			granted, wait, err = tr.takeSlots(ctx, want, now)
