@@ -216,6 +216,13 @@ func (s *Sender) HandleTurn(ctx context.Context, m Message) (Result, error) {
 	s.metrics().AddActiveShards(ctx, 1)
 	defer s.metrics().AddActiveShards(context.WithoutCancel(ctx), -1)
 	tr := &turn{s: s, cfg: cfg, log: log, msg: m, t: t, shard: shard, start: start, shardReadAt: start}
+	// The shard's earlier turns ended with every call answered, before
+	// this one began: to a paced account's first calls, the turn's start
+	// stands for the last two calls' starts and answers (dispatchAtSlots).
+	before := &pendingCall{started: make(chan struct{}), done: make(chan struct{}), startedAt: start, answeredAt: start}
+	close(before.started)
+	close(before.done)
+	tr.lastCalls = [2]*pendingCall{before, before}
 	if dl, ok := ctx.Deadline(); ok {
 		tr.deadline = dl.Add(-cfg.DeadlineMargin)
 	}
