@@ -454,12 +454,14 @@ func Backoff(base, cap time.Duration, attempt int, r float64) time.Duration {
 //
 // A slot is when a call may start, not when the provider sees it: a busy
 // machine delays one call and not the next. So a call also waits for the
-// answer to the call before it (at most StragglerWait) and starts no
-// sooner than min_gap_ms after that answer, and 1/rate after the answer to
-// the call two before: the provider received those calls before it
-// answered them, so it never sees two sends closer than the min gap nor
-// three within 1/rate, however late one of them went out. It also keeps
-// the schedule's floor and pair span from the starts before it.
+// answer to the call before it and starts no sooner than min_gap_ms after
+// that answer, and 1/rate after the answer to the call two before: the
+// provider received those calls before it answered them, so it never sees
+// two sends closer than the min gap nor three within 1/rate, however late
+// one of them went out. It waits for that answer at most 1/rate (and
+// StragglerWait): a provider slower than that would otherwise hold the
+// account under its rate, and then only the schedule's floor and pair
+// span from the starts before keep the calls apart.
 func (tr *turn) dispatchAtSlots(calls []*pendingCall, slots []time.Time, start func(int, *pendingCall)) {
 	wakes := make([]<-chan time.Time, len(calls))
 	now := tr.s.Clock.Now()
@@ -477,7 +479,7 @@ func (tr *turn) dispatchAtSlots(calls []*pendingCall, slots []time.Time, start f
 	window := time.Duration(float64(time.Second) / rate)
 	prev, done := tr.dispatching, make(chan struct{})
 	tr.dispatching = done
-	wait := tr.cfg.StragglerWait
+	wait := min(tr.cfg.StragglerWait, window)
 	go func() {
 		defer close(done)
 		if prev != nil {
