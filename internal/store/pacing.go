@@ -221,11 +221,8 @@ func TakeSlots(s PaceState, fresh bool, p TakeSlotsParams) (TakeSlotsResult, Pac
 		if !math.IsInf(gap, 1) {
 			prev = at - last
 		}
-		s = PaceState{
-			Next: at + int64(math.Ceil(g*float64(time.Second))), Gap: 0, PrevGap: prev,
-			MeanGap: mean, Drift: s.Drift, WarmStart: warm,
-		}
-		s.Gap = s.Next - at
+		gapNs := int64(math.Ceil(g * float64(time.Second)))
+		s = PaceState{Next: at + gapNs, Gap: gapNs, PrevGap: prev, MeanGap: mean, Drift: s.Drift, WarmStart: warm}
 		fresh = false
 	}
 	return res, s
