@@ -458,10 +458,12 @@ func Backoff(base, cap time.Duration, attempt int, r float64) time.Duration {
 // that answer, and 1/rate after the answer to the call two before: the
 // provider received those calls before it answered them, so it never sees
 // two sends closer than the min gap nor three within 1/rate, however late
-// one of them went out. It waits for that answer at most 1/rate (and
-// StragglerWait): a provider slower than that would otherwise hold the
-// account under its rate, and then only the schedule's floor and pair
-// span from the starts before keep the calls apart.
+// one of them went out. It waits for that answer only when it is overdue
+// (three times the turn's usual answer time has passed: the machine or the
+// provider stalls), at most StragglerWait; an answer not overdue is not
+// waited for, so a provider that is slow but steady does not hold the
+// account under its rate, and the schedule's floor and pair span from
+// the starts before keep those calls apart.
 func (tr *turn) dispatchAtSlots(calls []*pendingCall, slots []time.Time, start func(int, *pendingCall)) {
 	wakes := make([]<-chan time.Time, len(calls))
 	now := tr.s.Clock.Now()
@@ -479,7 +481,7 @@ func (tr *turn) dispatchAtSlots(calls []*pendingCall, slots []time.Time, start f
 	window := time.Duration(float64(time.Second) / rate)
 	prev, done := tr.dispatching, make(chan struct{})
 	tr.dispatching = done
-	wait := min(tr.cfg.StragglerWait, window)
+	wait := tr.cfg.StragglerWait
 	go func() {
 		defer close(done)
 		if prev != nil {
@@ -493,10 +495,22 @@ func (tr *turn) dispatchAtSlots(calls []*pendingCall, slots []time.Time, start f
 			if last := tr.lastCalls[0]; last != nil {
 				<-last.started
 				earliest = last.startedAt.Add(time.Duration(floor * float64(time.Second)))
+				answered := false
 				select {
 				case <-last.done:
+					answered = true
+				default:
+					if overdue := 3*tr.answerTime + 5*time.Millisecond; tr.s.Clock.Now().Sub(last.startedAt) > overdue {
+						select {
+						case <-last.done:
+							answered = true
+						case <-tr.s.Clock.After(wait):
+						}
+					}
+				}
+				if answered {
 					earliest = later(earliest, last.answeredAt.Add(minGap))
-				case <-tr.s.Clock.After(wait):
+					tr.answerTime = (4*tr.answerTime + last.answeredAt.Sub(last.startedAt)) / 5
 				}
 			}
 			if before := tr.lastCalls[1]; before != nil {

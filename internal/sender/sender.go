@@ -317,6 +317,9 @@ type turn struct {
 	// first (used only by the batches' dispatchers, one after the other).
 	dispatching chan struct{}
 	lastCalls   [2]*pendingCall
+	// answerTime is the paced calls' usual answer time (a moving average,
+	// kept by the dispatchers).
+	answerTime time.Duration
 	// tokenWaiting: the last iteration waited for tokens; stateReadAt is
 	// when the job and shard state was last checked.
 	tokenWaiting bool
