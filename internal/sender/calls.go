@@ -510,7 +510,13 @@ func (tr *turn) dispatchAtSlots(calls []*pendingCall, slots []time.Time, start f
 				}
 				if answered {
 					earliest = later(earliest, last.answeredAt.Add(minGap))
-					tr.answerTime = (4*tr.answerTime + last.answeredAt.Sub(last.startedAt)) / 5
+					// The usual answer time falls fast and rises slowly, so
+					// the stalls it is there to catch do not raise it.
+					if lat := last.answeredAt.Sub(last.startedAt); lat < tr.answerTime {
+						tr.answerTime = (tr.answerTime + lat) / 2
+					} else {
+						tr.answerTime += (lat - tr.answerTime) / 16
+					}
 				}
 			}
 			if before := tr.lastCalls[1]; before != nil {

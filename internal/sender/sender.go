@@ -317,8 +317,8 @@ type turn struct {
 	// first (used only by the batches' dispatchers, one after the other).
 	dispatching chan struct{}
 	lastCalls   [2]*pendingCall
-	// answerTime is the paced calls' usual answer time (a moving average,
-	// kept by the dispatchers).
+	// answerTime is the paced calls' usual answer time (quick to fall,
+	// slow to rise; kept by the dispatchers).
 	answerTime time.Duration
 	// tokenWaiting: the last iteration waited for tokens; stateReadAt is
 	// when the job and shard state was last checked.
