@@ -491,49 +491,65 @@ func (tr *turn) dispatchAtSlots(calls []*pendingCall, slots []time.Time, start f
 			if wakes[i] != nil {
 				<-wakes[i]
 			}
+			last, before := tr.lastCalls[0], tr.lastCalls[1]
+			// First the distance from the starts before...
 			var earliest time.Time
-			if last := tr.lastCalls[0]; last != nil {
+			if last != nil {
 				<-last.started
 				earliest = last.startedAt.Add(time.Duration(floor * float64(time.Second)))
-				answered := false
-				select {
-				case <-last.done:
-					answered = true
-				default:
-					if overdue := 3*tr.answerTime + 5*time.Millisecond; tr.s.Clock.Now().Sub(last.startedAt) > overdue {
-						select {
-						case <-last.done:
-							answered = true
-						case <-tr.s.Clock.After(wait):
-						}
-					}
-				}
-				if answered {
-					earliest = later(earliest, last.answeredAt.Add(minGap))
-					// The usual answer time falls fast and rises slowly, so
-					// the stalls it is there to catch do not raise it.
-					if lat := last.answeredAt.Sub(last.startedAt); lat < tr.answerTime {
-						tr.answerTime = (tr.answerTime + lat) / 2
-					} else {
-						tr.answerTime += (lat - tr.answerTime) / 16
-					}
-				}
 			}
-			if before := tr.lastCalls[1]; before != nil {
+			if before != nil {
 				earliest = later(earliest, before.startedAt.Add(time.Duration(pair*float64(time.Second))))
+			}
+			tr.sleepUntil(earliest)
+			// ...then from the answers, once they are due.
+			if last != nil && tr.answered(last, wait) {
+				tr.sleepUntil(last.answeredAt.Add(minGap))
+			}
+			if before != nil {
 				select {
 				case <-before.done:
-					earliest = later(earliest, before.answeredAt.Add(window))
+					tr.sleepUntil(before.answeredAt.Add(window))
 				default:
 				}
 			}
-			if d := earliest.Sub(tr.s.Clock.Now()); d > 0 {
-				_ = tr.s.Clock.Sleep(context.Background(), d)
-			}
-			tr.lastCalls = [2]*pendingCall{pc, tr.lastCalls[0]}
+			tr.lastCalls = [2]*pendingCall{pc, last}
 			start(i, pc)
 		}
 	}()
+}
+
+// answered tells whether pc has been answered, waiting for its answer
+// when it is overdue (three times the usual answer time since it started:
+// a stall), at most wait. It keeps the usual answer time, which falls
+// fast and rises slowly, so the stalls it is there to catch do not raise
+// it.
+func (tr *turn) answered(pc *pendingCall, wait time.Duration) bool {
+	select {
+	case <-pc.done:
+	default:
+		if tr.s.Clock.Now().Sub(pc.startedAt) <= 3*tr.answerTime+5*time.Millisecond {
+			return false // in flight, not overdue: a slow provider, not a stall
+		}
+		select {
+		case <-pc.done:
+		case <-tr.s.Clock.After(wait):
+			return false
+		}
+	}
+	if lat := pc.answeredAt.Sub(pc.startedAt); lat < tr.answerTime {
+		tr.answerTime = (tr.answerTime + lat) / 2
+	} else {
+		tr.answerTime += (lat - tr.answerTime) / 16
+	}
+	return true
+}
+
+// sleepUntil waits until t (at once when t has passed).
+func (tr *turn) sleepUntil(t time.Time) {
+	if d := t.Sub(tr.s.Clock.Now()); d > 0 {
+		_ = tr.s.Clock.Sleep(context.Background(), d)
+	}
 }
 
 func later(a, b time.Time) time.Time {
