@@ -215,6 +215,36 @@ func (e JobStatus) Valid() bool {
 	}
 }
 
+// Defines values for PacingMode.
+const (
+	PacingModeRandom PacingMode = "random"
+)
+
+// Valid indicates whether the value is a known member of the PacingMode enum.
+func (e PacingMode) Valid() bool {
+	switch e {
+	case PacingModeRandom:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PacingInputMode.
+const (
+	PacingInputModeRandom PacingInputMode = "random"
+)
+
+// Valid indicates whether the value is a known member of the PacingInputMode enum.
+func (e PacingInputMode) Valid() bool {
+	switch e {
+	case PacingInputModeRandom:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for PauseReason.
 const (
 	Breaker PauseReason = "breaker"
@@ -522,6 +552,9 @@ type Account struct {
 	MaxRecipientsPerCall int64   `json:"max_recipients_per_call"`
 	OnlineReservePerSec  float64 `json:"online_reserve_per_sec"`
 
+	// Pacing The account's random pacing; null: the token bucket (sends in bursts up to the burst, then as tokens return).
+	Pacing *Pacing `json:"pacing"`
+
 	// Provider The provider API an account sends through: wecomapi (the unified guid/toId interface, the default; up to 1,000 recipients per call), wecom-app (WeCom application messages, cgi-bin/message/send; the account is <corpid>:<agentid>; up to 1,000 per call), wechat-mp-template (Official Account template messages; the account is <appid>:<template_id>; one OpenID per call), http (a generic HTTP provider, one recipient per call, configured by http). wechat-mp-mass (Official Account mass send) is not available yet: PUT refuses it (422).
 	Provider Provider `json:"provider"`
 
@@ -546,7 +579,7 @@ type AccountList struct {
 	Accounts []Account `json:"accounts"`
 }
 
-// AccountRequest The body of PUT /v1/accounts/{account}. Absent burst defaults to the rate (at least 1), absent max_recipients_per_call to 1, absent max_content_bytes to 4096, absent warmup_sec to 0 (no warm-up), absent or null frequency_cap to no cap, absent provider to wecomapi, absent breaker thresholds to 0 (disabled).
+// AccountRequest The body of PUT /v1/accounts/{account}. Absent burst defaults to the rate (at least 1), absent max_recipients_per_call to 1, absent max_content_bytes to 4096, absent warmup_sec to 0 (no warm-up), absent or null frequency_cap to no cap, absent or null pacing to the token bucket, absent provider to wecomapi, absent breaker thresholds to 0 (disabled).
 type AccountRequest struct {
 	// Breaker When the account's circuit breaker opens, as PUT /v1/accounts/{account} takes it: a threshold left out or 0 disables that trigger.
 	Breaker *BreakerConfigInput `json:"breaker,omitempty"`
@@ -566,6 +599,9 @@ type AccountRequest struct {
 
 	// OnlineReservePerSec Rate kept for online sending; less than rate_per_sec.
 	OnlineReservePerSec *float64 `json:"online_reserve_per_sec,omitempty"`
+
+	// Pacing Random pacing: {"mode": "random", "min_gap_ms": N} spaces the account's sends by random gaps around 1/batch rate instead of the token bucket's bursts. Absent or null: the token bucket.
+	Pacing *PacingInput `json:"pacing,omitempty"`
 
 	// Provider The provider API an account sends through: wecomapi (the unified guid/toId interface, the default; up to 1,000 recipients per call), wecom-app (WeCom application messages, cgi-bin/message/send; the account is <corpid>:<agentid>; up to 1,000 per call), wechat-mp-template (Official Account template messages; the account is <appid>:<template_id>; one OpenID per call), http (a generic HTTP provider, one recipient per call, configured by http). wechat-mp-mass (Official Account mass send) is not available yet: PUT refuses it (422).
 	Provider *Provider `json:"provider,omitempty"`
@@ -1118,6 +1154,24 @@ type NewToken struct {
 
 // NullableTimestamp An RFC 3339 time in UTC, null while unset (the key is always there).
 type NullableTimestamp = time.Time
+
+// Pacing An account's random pacing: its sends are spaced by random gaps whose mean is 1/batch rate (a gap's expected value is the mean gap, so the average rate stays the batch rate), never closer than min_gap_ms, and never in bursts (no two gaps in a row add up to less than 1/batch rate), across all shards and senders of the account. A multi-recipient call counts as one send.
+type Pacing struct {
+	MinGapMs int64      `json:"min_gap_ms"`
+	Mode     PacingMode `json:"mode"`
+}
+
+// PacingMode defines model for Pacing.Mode.
+type PacingMode string
+
+// PacingInput Random pacing for the account: mode random, and the least gap between two sends (min_gap_ms, 0 to 60000, default 0), which must be less than the mean gap 1/batch rate.
+type PacingInput struct {
+	MinGapMs *int64          `json:"min_gap_ms,omitempty"`
+	Mode     PacingInputMode `json:"mode"`
+}
+
+// PacingInputMode defines model for PacingInput.Mode.
+type PacingInputMode string
 
 // PartList The stored parts of a staging job.
 type PartList struct {

@@ -70,8 +70,18 @@ func TestGeneratedClientDrivesEveryOperation(t *testing.T) {
 		}
 	}
 	fast := 1000.0
-	pa, err := cl.PutAccountWithResponse(ctx, "acct-fast", apiclient.AccountRequest{RatePerSec: fast, Burst: &fast})
+	minGap := int64(0)
+	pa, err := cl.PutAccountWithResponse(ctx, "acct-fast", apiclient.AccountRequest{RatePerSec: fast, Burst: &fast,
+		Pacing: &apiclient.PacingInput{Mode: apiclient.PacingInputModeRandom, MinGapMs: &minGap}})
 	want("putAccount", pa, err, 200)
+	if p := pa.JSON200.Pacing; p == nil || p.Mode != apiclient.PacingModeRandom || p.MinGapMs != 0 {
+		t.Errorf("putAccount: pacing %+v, want random", p)
+	}
+	pa, err = cl.PutAccountWithResponse(ctx, "acct-fast", apiclient.AccountRequest{RatePerSec: fast, Burst: &fast})
+	want("putAccount", pa, err, 200)
+	if pa.JSON200.Pacing != nil {
+		t.Errorf("putAccount without pacing: %+v, want the token bucket (null)", *pa.JSON200.Pacing)
+	}
 	bad, err := cl.PutAccountWithResponse(ctx, "acct-bad", apiclient.AccountRequest{RatePerSec: -1})
 	want("putAccount", bad, err, 422)
 	if bad.ApplicationproblemJSON422 == nil || len(bad.ApplicationproblemJSON422.Errors) == 0 {

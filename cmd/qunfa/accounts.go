@@ -164,6 +164,11 @@ func printAccount(w io.Writer, a apiclient.Account) {
 	} else {
 		fmt.Fprintf(w, "  sizing:    not measured yet\n")
 	}
+	if p := a.Pacing; p != nil {
+		fmt.Fprintf(w, "  pacing:    random gaps around 1/batch rate, at least %d ms apart\n", p.MinGapMs)
+	} else {
+		fmt.Fprintf(w, "  pacing:    token bucket (bursts up to the burst)\n")
+	}
 	b := a.Breaker
 	fmt.Fprintf(w, "  breaker:   opens after %d failures in a row or a failure rate of %g over %d sends; cool-down %ds\n",
 		b.ConsecutiveFailures, b.FailureRate, b.MinSamples, b.CooldownSec)
@@ -192,6 +197,8 @@ func (c *cli) accountsPut(ctx context.Context, args []string) error {
 		cooldown = optInt(fs, "breaker-cooldown", "seconds before a probe may close the breaker")
 		prov     = fs.String("provider", "", "the provider API: wecomapi (default), wecom-app, wechat-mp-mass, wechat-mp-template, http")
 		lookup   = optBool(fs, "status-lookup", "false: the provider has no status look-up (unanswered items go to review, never resent)")
+		pacing   = fs.String("pacing", "", "random: space sends by random gaps around 1/batch rate instead of the token bucket's bursts; token-bucket: back to the bucket")
+		minGap   = optInt(fs, "min-gap-ms", "with --pacing random: the least milliseconds between two sends (below 1/batch rate; default 0)")
 	)
 	pos, err := c.parse(fs, args, 1, "ACCOUNT")
 	if err != nil {
@@ -243,6 +250,24 @@ func (c *cli) accountsPut(ctx context.Context, args []string) error {
 		if capWin.v != nil {
 			req.FrequencyCap.WindowSec = *capWin.v
 		}
+	}
+	switch *pacing {
+	case "":
+	case "random":
+		req.Pacing = &apiclient.PacingInput{Mode: apiclient.PacingInputModeRandom}
+	case "token-bucket":
+		if minGap.v != nil {
+			return usagef("--min-gap-ms applies to --pacing random only")
+		}
+		req.Pacing = nil
+	default:
+		return usagef("--pacing must be random or token-bucket, not %q", *pacing)
+	}
+	if minGap.v != nil {
+		if req.Pacing == nil {
+			return usagef("--min-gap-ms needs --pacing random")
+		}
+		req.Pacing.MinGapMs = minGap.v
 	}
 	if failures.v != nil || fRate.v != nil || samples.v != nil || cooldown.v != nil {
 		if req.Breaker == nil {

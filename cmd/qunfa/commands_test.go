@@ -145,6 +145,17 @@ func TestAccountsCommand(t *testing.T) {
 	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--rate", "4", "--provider", "sms").want(t, 2, nil, []string{`unknown --provider "sms"`})
 	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--rate", "4", "--provider", "wechat-mp-template", "--max-recipients", "5").
 		want(t, 1, nil, []string{"(HTTP 422)", "  max_recipients_per_call: the wechat-mp-template provider takes at most 1 recipients per call"})
+	runCLI(ctx, srv, "", "accounts", "get", "acct-d").want(t, 0, []string{"account acct-d", "pacing:    token bucket"}, nil)
+	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--rate", "10", "--pacing", "random", "--min-gap-ms", "30").
+		want(t, 0, []string{"pacing:    random gaps around 1/batch rate, at least 30 ms apart"}, nil)
+	pacedFile := writeFile(t, "paced.json", `{"rate_per_sec": 10, "pacing": {"mode": "random", "min_gap_ms": 20}}`)
+	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--file", pacedFile, "--min-gap-ms", "40").want(t, 0, []string{"at least 40 ms apart"}, nil)
+	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--file", pacedFile, "--pacing", "token-bucket").want(t, 0, []string{"pacing:    token bucket"}, nil)
+	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--rate", "10", "--min-gap-ms", "30").want(t, 2, nil, []string{"--min-gap-ms needs --pacing random"})
+	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--rate", "10", "--pacing", "jitter").want(t, 2, nil, []string{"--pacing must be random or token-bucket"})
+	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--rate", "10", "--pacing", "random", "--min-gap-ms", "100").
+		want(t, 1, nil, []string{"(HTTP 422)", "  pacing.min_gap_ms:"})
+	runCLI(ctx, srv, "", "accounts", "put", "acct-d", "--file", file, "--burst", "8").want(t, 0, []string{"pacing:    token bucket"}, nil)
 	runCLI(ctx, srv, "", "accounts", "put", "acct-e", "--rate", "1", "--frequency-cap-max", "2").
 		want(t, 2, nil, []string{"give both --frequency-cap-max and --frequency-cap-window-sec"})
 	capFile := writeFile(t, "capped.json", `{"rate_per_sec": 4, "frequency_cap": {"max": 1, "window_sec": 3600}}`)

@@ -186,6 +186,13 @@ func TestDashboardPages(t *testing.T) {
 	// account, once measured; until then the 80% it starts from.
 	b.waitJS("the batch size and concurrency are shown", `(() => { const e = document.querySelector('`+sel+` dd.sizing');
 		return e && e.textContent.length > 0 && (e.dataset.batch === '' || (e.dataset.batch === '1' && Number(e.dataset.concurrency) >= 1)); })()`)
+	b.waitJS("the account's pacing is shown: the token bucket", `document.querySelector('`+sel+` dd.pacing').textContent.includes('token bucket')`)
+	st.call("PUT", "/v1/accounts/"+account, map[string]any{"rate_per_sec": 12, "burst": 4, "online_reserve_per_sec": 2,
+		"pacing": map[string]any{"mode": "random", "min_gap_ms": 30}}, nil)
+	b.do("reload accounts", chromedp.Reload())
+	b.waitJS("random pacing is shown with its min gap", `(() => { const e = document.querySelector('`+sel+` dd.pacing'); return e && e.textContent.includes('random gaps') && e.textContent.includes('30 ms'); })()`)
+	b.do("save the account from its form", chromedp.Click(chromedp.CSS(sel+` form button[type=submit]`)))
+	b.waitJS("saving from the form keeps the pacing", `document.querySelector('`+sel+` .msg').textContent !== '' && document.querySelector('`+sel+` dd.pacing').textContent.includes('30 ms')`)
 
 	// Every page in both languages.
 	pages := []struct{ name, hash, ready string }{

@@ -174,6 +174,9 @@ func validateAccount(id string, req AccountRequest) (store.Account, []submit.Fie
 			a.FrequencyCap = *c
 		}
 	}
+	if pc := req.Pacing; pc != nil {
+		a.Pacing = validatePacing(*pc, a.BatchRate(), add)
+	}
 	if b := req.Breaker; b != nil {
 		if b.ConsecutiveFailures < 0 {
 			add("breaker.consecutive_failures", "must be 0 (disabled) or more")
@@ -211,6 +214,33 @@ func kindList() string {
 		names[i] = strconv.Quote(string(k))
 	}
 	return strings.Join(names, ", ")
+}
+
+// validatePacing checks an account's pacing option against its batch
+// rate: random gaps need room between the min gap and the mean gap
+// (1/batch rate), so the min gap must be below the mean gap.
+func validatePacing(pc PacingRequest, batchRate float64, add func(field, format string, args ...any)) store.Pacing {
+	ok := true
+	if pc.Mode != store.PacingRandom {
+		add("pacing.mode", "must be %q (leave pacing out or null for the token bucket)", store.PacingRandom)
+		ok = false
+	}
+	gap := 0
+	if pc.MinGapMs != nil {
+		gap = *pc.MinGapMs
+	}
+	switch {
+	case gap < 0 || gap > store.MaxMinGapMs:
+		add("pacing.min_gap_ms", "must be between 0 and %d", store.MaxMinGapMs)
+		ok = false
+	case batchRate > 0 && float64(gap) >= 1000/batchRate:
+		add("pacing.min_gap_ms", "must be less than the mean gap 1/batch rate (%.6g ms at %g/s), or the gaps cannot vary", 1000/batchRate, batchRate)
+		ok = false
+	}
+	if !ok {
+		return store.Pacing{}
+	}
+	return store.Pacing{Mode: store.PacingRandom, MinGapMs: gap}
 }
 
 // checkAccountID says what is wrong with an account id, or "".

@@ -93,7 +93,7 @@ func TestRoutingProblems(t *testing.T) {
 func TestAccounts(t *testing.T) {
 	s := newStack(t)
 	r := s.do("PUT", "/v1/accounts/acct-new", tokenA, `{"rate_per_sec": 10, "burst": 15, "online_reserve_per_sec": 2,
-		"max_recipients_per_call": 5, "max_content_bytes": 2048, "warmup_sec": 600, "frequency_cap": {"max": 2, "window_sec": 86400}, "breaker": {"consecutive_failures": 20, "failure_rate": 0.5, "min_samples": 50, "cooldown_sec": 60}}`)
+		"max_recipients_per_call": 5, "max_content_bytes": 2048, "warmup_sec": 600, "frequency_cap": {"max": 2, "window_sec": 86400}, "pacing": {"mode": "random", "min_gap_ms": 30}, "breaker": {"consecutive_failures": 20, "failure_rate": 0.5, "min_samples": 50, "cooldown_sec": 60}}`)
 	if r.status != http.StatusOK {
 		t.Fatalf("put: %d %s", r.status, r.body)
 	}
@@ -109,6 +109,10 @@ func TestAccounts(t *testing.T) {
 		t.Errorf("put answered frequency cap %v, want %v", a.FrequencyCap, *want.FrequencyCap)
 	}
 	a.FrequencyCap = want.FrequencyCap
+	if a.Pacing == nil || *a.Pacing != (store.Pacing{Mode: "random", MinGapMs: 30}) {
+		t.Errorf("put answered pacing %v, want random, 30 ms", a.Pacing)
+	}
+	a.Pacing = nil
 	if a != want {
 		t.Errorf("put answered %+v, want %+v", a, want)
 	}
@@ -119,15 +123,26 @@ func TestAccounts(t *testing.T) {
 		t.Errorf("get answered frequency cap %v, want %v", got.FrequencyCap, *want.FrequencyCap)
 	}
 	got.FrequencyCap = want.FrequencyCap
+	if got.Pacing == nil || *got.Pacing != (store.Pacing{Mode: "random", MinGapMs: 30}) {
+		t.Errorf("get answered pacing %v, want random, 30 ms", got.Pacing)
+	}
+	got.Pacing = nil
 	if got != want {
 		t.Errorf("get answered %+v, want %+v", got, want)
+	}
+
+	// pacing null puts the account back on the token bucket.
+	var tb api.Account
+	s.do("PUT", "/v1/accounts/acct-new", tokenA, `{"rate_per_sec": 10, "pacing": null}`).json(t, &tb)
+	if tb.Pacing != nil {
+		t.Errorf("pacing null answered %+v, want none", *tb.Pacing)
 	}
 
 	// Defaults: burst = rate (at least 1), one recipient per call, 4 KiB
 	// messages, no warm-up.
 	var d api.Account
 	s.do("PUT", "/v1/accounts/acct-slow", tokenA, `{"rate_per_sec": 0.5}`).json(t, &d)
-	if d.Burst != 1 || d.MaxRecipientsPerCall != 1 || d.OnlineReservePerSec != 0 || d.MaxContentBytes != 4096 || d.WarmupSec != 0 || d.FrequencyCap != nil {
+	if d.Burst != 1 || d.MaxRecipientsPerCall != 1 || d.OnlineReservePerSec != 0 || d.MaxContentBytes != 4096 || d.WarmupSec != 0 || d.FrequencyCap != nil || d.Pacing != nil {
 		t.Errorf("defaults: %+v", d)
 	}
 	s.do("PUT", "/v1/accounts/acct-fast", tokenA, `{"rate_per_sec": 40}`).json(t, &d)
@@ -227,6 +242,12 @@ func TestAccounts(t *testing.T) {
 		"empty body":            {``, 400, ""},
 		"trailing data":         {`{"rate_per_sec": 5} {}`, 400, ""},
 		"breaker wrong type":    {`{"rate_per_sec": 5, "breaker": {"cooldown_sec": "1m"}}`, 400, "breaker.cooldown_sec"},
+		"pacing mode unknown":   {`{"rate_per_sec": 5, "pacing": {"mode": "jitter"}}`, 422, "pacing.mode"},
+		"pacing mode missing":   {`{"rate_per_sec": 5, "pacing": {"min_gap_ms": 10}}`, 422, "pacing.mode"},
+		"negative min gap":      {`{"rate_per_sec": 5, "pacing": {"mode": "random", "min_gap_ms": -1}}`, 422, "pacing.min_gap_ms"},
+		"min gap over 60 s":     {`{"rate_per_sec": 0.001, "pacing": {"mode": "random", "min_gap_ms": 60001}}`, 422, "pacing.min_gap_ms"},
+		"min gap >= mean gap":   {`{"rate_per_sec": 12, "online_reserve_per_sec": 2, "pacing": {"mode": "random", "min_gap_ms": 100}}`, 422, "pacing.min_gap_ms"},
+		"pacing unknown field":  {`{"rate_per_sec": 5, "pacing": {"mode": "random", "gap": 10}}`, 400, "gap"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := wantProblem(t, s.do("PUT", "/v1/accounts/acct-bad", tokenA, tc.body), tc.status)

@@ -124,7 +124,10 @@ type Account struct {
 	StatusLookup bool `json:"status_lookup"`
 	// HTTP is how an account of the http provider calls it (null for
 	// the other providers).
-	HTTP      *store.HTTPProvider `json:"http"`
+	HTTP *store.HTTPProvider `json:"http"`
+	// Pacing is the account's random spacing of sends; nil: the token
+	// bucket.
+	Pacing    *store.Pacing       `json:"pacing"`
 	Breaker   store.BreakerConfig `json:"breaker"`
 	UpdatedAt *time.Time          `json:"updated_at"`
 	// BreakerState is the account's circuit breaker right now.
@@ -184,9 +187,10 @@ type AccountList struct {
 // AccountRequest is the body of PUT /v1/accounts/{account}. Absent burst
 // defaults to the rate (at least 1), absent max_recipients_per_call to 1,
 // absent max_content_bytes to 4 KiB, absent warmup_sec to 0 (no warm-up),
-// absent or null frequency_cap to no cap, absent provider to "wecomapi",
-// absent status_lookup to the provider's (true for wecomapi), absent
-// breaker thresholds to 0 (trigger disabled).
+// absent or null frequency_cap to no cap, absent or null pacing to the
+// token bucket, absent provider to "wecomapi", absent status_lookup to the
+// provider's (true for wecomapi), absent breaker thresholds to 0 (trigger
+// disabled).
 type AccountRequest struct {
 	RatePerSec           *float64             `json:"rate_per_sec"`
 	Burst                *float64             `json:"burst"`
@@ -198,7 +202,16 @@ type AccountRequest struct {
 	Provider             *string              `json:"provider"`
 	StatusLookup         *bool                `json:"status_lookup"`
 	HTTP                 *store.HTTPProvider  `json:"http"`
+	Pacing               *PacingRequest       `json:"pacing"`
 	Breaker              *store.BreakerConfig `json:"breaker"`
+}
+
+// PacingRequest is an account's pacing option: mode "random" spaces its
+// sends by random gaps around 1/batch rate, never closer than min_gap_ms
+// (absent: 0).
+type PacingRequest struct {
+	Mode     string `json:"mode"`
+	MinGapMs *int   `json:"min_gap_ms"`
 }
 
 // LimitsRequest is the body of PATCH /v1/jobs/{id}; absent fields stay.
@@ -326,6 +339,7 @@ func (s *server) accountView(a store.Account, b store.Breaker) Account {
 		Provider:             string(provider.KindOf(a.Provider)),
 		StatusLookup:         hasStatusLookup(a),
 		HTTP:                 a.HTTP,
+		Pacing:               pacingView(a.Pacing),
 		Breaker:              a.Breaker,
 		UpdatedAt:            timePtr(a.UpdatedAt),
 		Sizing:               sizingView(a.Sizing),
@@ -352,4 +366,12 @@ func frequencyCapView(c store.FrequencyCap) *store.FrequencyCap {
 		return nil
 	}
 	return &c
+}
+
+// pacingView is nil for an account on the token bucket.
+func pacingView(p store.Pacing) *store.Pacing {
+	if !p.Random() {
+		return nil
+	}
+	return &p
 }

@@ -84,7 +84,16 @@ func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Ite
 	given := tr.giveSlots(len(calls))
 	updates = append(updates, skipped...)
 	tr.sent += len(items)
-	if d := tr.spacing(tr.s.Clock.Now()); d > 0 && len(calls) > 0 {
+	// A paced account's calls each wait for their own slot (one per call,
+	// in order), and the turn goes on meanwhile: their answers are
+	// recorded as those of stragglers.
+	slots := tr.slots
+	tr.slots = nil
+	paced := len(slots) > 0
+	if paced && len(calls) > 0 {
+		tr.lastSlot = slots[min(len(calls), len(slots))-1]
+	}
+	if d := tr.spacing(tr.s.Clock.Now()); d > 0 && len(calls) > 0 && !paced {
 		// The exact gap, right before the call: the wait at the top of the
 		// batch ended spacingLead early, so the batch's own store work
 		// does not add to the gap.
@@ -96,14 +105,13 @@ func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Ite
 	// Calls run to completion even if ctx is cancelled (shutdown): a request
 	// in flight is never cut off mid-call by us.
 	callCtx := context.WithoutCancel(ctx)
-	for i, c := range calls {
-		pc := &pendingCall{c: c, claimID: claimID, done: make(chan struct{})}
-		pending[i] = pc
+	start := func(i int, pc *pendingCall) {
+		c := pc.c
 		go func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			z := tr.sizing
-			if z != nil {
+			if z != nil && !paced {
 				if i >= given {
 					// More calls than the slots taken before the claim
 					// (claimSize keeps this from happening): wait for one.
@@ -111,10 +119,12 @@ func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Ite
 				}
 				defer z.release()
 			}
-			start := tr.s.Clock.Now()
+			began := tr.s.Clock.Now()
+			pc.startedAt = began
+			close(pc.started)
 			r, err := tr.s.Provider.Send(callCtx, c.req)
 			if z != nil {
-				z.observe(len(c.req.To), tr.s.Clock.Now().Sub(start), tr.s.Clock.Now())
+				z.observe(len(c.req.To), tr.s.Clock.Now().Sub(began), tr.s.Clock.Now())
 			}
 			if err != nil {
 				r = provider.SendResult{}
@@ -125,13 +135,33 @@ func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Ite
 				}
 			}
 			pc.result = r
+			pc.answeredAt = tr.s.Clock.Now()
 			close(pc.done)
 			answered <- i
 		}()
 	}
+	for i, c := range calls {
+		pending[i] = &pendingCall{c: c, claimID: claimID, started: make(chan struct{}), done: make(chan struct{})}
+	}
+	if paced {
+		tr.dispatchAtSlots(pending, slots, start)
+	} else {
+		for i, pc := range pending {
+			start(i, pc)
+		}
+	}
 	var done []*pendingCall
 	var deadline <-chan time.Time // a probe waits for all its answers
-	if !tr.probe {
+	switch {
+	case tr.probe:
+		if paced {
+			tr.untilLastSlot(ctx)
+		}
+	case paced:
+		now := make(chan time.Time)
+		close(now)
+		deadline = now
+	default:
 		deadline = tr.s.Clock.After(tr.cfg.StragglerWait)
 	}
 wait:
@@ -143,6 +173,10 @@ wait:
 			break wait
 		}
 	}
+	if len(done) < len(calls) && !paced {
+		tr.log.Warn("slow provider calls left running; the batch is recorded without them",
+			slog.Int("calls", len(calls)-len(done)), slog.Duration("waited", tr.cfg.StragglerWait))
+	}
 	if len(done) < len(calls) {
 		finished := map[*pendingCall]bool{}
 		for _, pc := range done {
@@ -153,8 +187,6 @@ wait:
 				tr.stragglers = append(tr.stragglers, pc)
 			}
 		}
-		tr.log.Warn("slow provider calls left running; the batch is recorded without them",
-			slog.Int("calls", len(calls)-len(done)), slog.Duration("waited", tr.cfg.StragglerWait))
 	}
 	return tr.record(ctx, done, updates)
 }
@@ -210,8 +242,11 @@ func (tr *turn) chargeFrequency(ctx context.Context, claimID string, items []sto
 type pendingCall struct {
 	c       call
 	claimID string
-	done    chan struct{}
-	result  provider.SendResult
+	// started is closed when the call starts (at startedAt), done when it
+	// was answered (at answeredAt, with result).
+	started, done         chan struct{}
+	startedAt, answeredAt time.Time
+	result                provider.SendResult
 }
 
 // stragglerItems counts the items of the calls still running.
@@ -242,6 +277,9 @@ func (tr *turn) recordStragglers(ctx context.Context) {
 func (tr *turn) collectStragglers(ctx context.Context, block bool) error {
 	if len(tr.stragglers) == 0 {
 		return nil
+	}
+	if block {
+		tr.untilLastSlot(ctx)
 	}
 	var ready, still []*pendingCall
 	for _, pc := range tr.stragglers {
@@ -550,4 +588,117 @@ func Backoff(base, cap time.Duration, attempt int, r float64) time.Duration {
 		ceil = math.Min(ceil, float64(base)*math.Pow(2, float64(attempt-1)))
 	}
 	return time.Duration(r * ceil)
+}
+
+// dispatchAtSlots starts each call of a paced batch at its slot (one slot
+// per call, in order: a batch claims one call's worth of items per slot),
+// from one goroutine that follows the previous batch's, so the turn goes
+// on meanwhile. The waits for the slots are set up before the turn moves
+// on, so a fake clock moved by the turn wakes them in time.
+//
+// A slot is when a call may start, not when the provider sees it: a busy
+// machine delays one call and not the next. So a call also waits for the
+// answer to the call before it and starts no sooner than min_gap_ms after
+// that answer, and 1/rate after the answer to the call two before: the
+// provider received those calls before it answered them, so it never sees
+// two sends closer than the min gap nor three within 1/rate, however late
+// one of them went out. It waits for that answer only when it is overdue
+// (three times the turn's usual answer time has passed: the machine or the
+// provider stalls), at most StragglerWait; an answer not overdue is not
+// waited for, so a provider that is slow but steady does not hold the
+// account under its rate, and the schedule's floor and pair span from
+// the starts before keep those calls apart.
+func (tr *turn) dispatchAtSlots(calls []*pendingCall, slots []time.Time, start func(int, *pendingCall)) {
+	wakes := make([]<-chan time.Time, len(calls))
+	now := tr.s.Clock.Now()
+	for i := range calls {
+		if d := slots[min(i, len(slots)-1)].Sub(now); d > 0 {
+			wakes[i] = tr.s.Clock.After(d)
+		}
+	}
+	rate := tr.account.BatchRate()
+	if tr.job.RatePerSec > 0 {
+		rate = math.Min(rate, tr.job.RatePerSec)
+	}
+	minGap := time.Duration(tr.account.Pacing.MinGapMs) * time.Millisecond
+	floor, pair, _ := store.PaceGaps(1/rate, minGap)
+	window := time.Duration(float64(time.Second) / rate)
+	prev, done := tr.dispatching, make(chan struct{})
+	tr.dispatching = done
+	wait := tr.cfg.StragglerWait
+	go func() {
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
+		for i, pc := range calls {
+			if wakes[i] != nil {
+				<-wakes[i]
+			}
+			last, before := tr.lastCalls[0], tr.lastCalls[1]
+			// First the distance from the starts before...
+			var earliest time.Time
+			if last != nil {
+				<-last.started
+				earliest = last.startedAt.Add(time.Duration(floor * float64(time.Second)))
+			}
+			if before != nil {
+				earliest = later(earliest, before.startedAt.Add(time.Duration(pair*float64(time.Second))))
+			}
+			tr.sleepUntil(earliest)
+			// ...then from the answers, once they are due.
+			if last != nil && tr.answered(last, wait) {
+				tr.sleepUntil(last.answeredAt.Add(minGap))
+			}
+			if before != nil {
+				select {
+				case <-before.done:
+					tr.sleepUntil(before.answeredAt.Add(window))
+				default:
+				}
+			}
+			tr.lastCalls = [2]*pendingCall{pc, last}
+			start(i, pc)
+		}
+	}()
+}
+
+// answered tells whether pc has been answered, waiting for its answer
+// when it is overdue (three times the usual answer time since it started:
+// a stall), at most wait. It keeps the usual answer time, which falls
+// fast and rises slowly, so the stalls it is there to catch do not raise
+// it.
+func (tr *turn) answered(pc *pendingCall, wait time.Duration) bool {
+	select {
+	case <-pc.done:
+	default:
+		if tr.s.Clock.Now().Sub(pc.startedAt) <= 3*tr.answerTime+5*time.Millisecond {
+			return false // in flight, not overdue: a slow provider, not a stall
+		}
+		select {
+		case <-pc.done:
+		case <-tr.s.Clock.After(wait):
+			return false
+		}
+	}
+	if lat := pc.answeredAt.Sub(pc.startedAt); lat < tr.answerTime {
+		tr.answerTime = (tr.answerTime + lat) / 2
+	} else {
+		tr.answerTime += (lat - tr.answerTime) / 16
+	}
+	return true
+}
+
+// sleepUntil waits until t (at once when t has passed).
+func (tr *turn) sleepUntil(t time.Time) {
+	if d := t.Sub(tr.s.Clock.Now()); d > 0 {
+		_ = tr.s.Clock.Sleep(context.Background(), d)
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

@@ -183,3 +183,83 @@ func (tr *turn) nothingDue(ctx context.Context, nextDue, now time.Time) (Result,
 		return res, true, err
 	}
 }
+
+// slotHorizon is how far ahead a paced account's turn takes its slots
+// (issue 20), at most MaxWait: the claim and the store work of a batch
+// happen while its calls wait for their slots, so none goes out late for
+// them, and a turn that ends waits at most that long for its last call.
+func (tr *turn) slotHorizon() time.Duration { return min(time.Second, tr.cfg.MaxWait) }
+
+// itemsPerCall is how many items one call of a batch carries at most:
+// the batch size (callSize) when the template has no variables (every
+// item then renders the same text), else one. n items then make at most
+// ⌈n/itemsPerCall⌉ calls (callsFor).
+func (tr *turn) itemsPerCall() int {
+	if tr.packed() {
+		return tr.callSize()
+	}
+	return 1
+}
+
+// takeSlots takes send slots for up to want items from the paced
+// account's random schedule, one slot per call (a multi-recipient call is
+// one send), and from the job's bucket when the job caps its rate. It
+// returns how many items the slots carry, or how long to wait when none
+// was granted: until the next slot comes within the horizon, plus up to
+// half of MaxWait so that the next take finds several slots at once.
+//
+// Job tokens taken while the account's next slot is still away are held by
+// the turn for its next take, so a job cap never wastes the account's
+// slots nor the job's tokens.
+func (tr *turn) takeSlots(ctx context.Context, want int, now time.Time) (int, time.Duration, error) {
+	rate := tr.account.BatchRate()
+	if rate <= 0 {
+		return 0, time.Second, nil
+	}
+	if p := tr.shard.Counts.Pending; p > 0 {
+		want = min(want, int(p)) // no slot for items that are not there
+	}
+	per := tr.itemsPerCall()
+	calls := (want + per - 1) / per
+	if tr.job.RatePerSec > 0 {
+		if tr.jobTokens < calls {
+			jb := math.Max(1, math.Floor(tr.job.RatePerSec/2))
+			res, err := tr.s.Store.TakeTokens(ctx, store.TakeTokensParams{
+				Bucket: "job:" + tr.job.ID, Want: calls - tr.jobTokens, RatePerSec: tr.job.RatePerSec, Burst: jb, Now: now,
+			})
+			if err != nil {
+				return 0, 0, fmt.Errorf("take job tokens: %w", err)
+			}
+			tr.jobTokens += res.Granted
+			if tr.jobTokens == 0 {
+				return 0, res.RetryAfter, nil
+			}
+		}
+		calls = min(calls, tr.jobTokens)
+	}
+	res, err := tr.s.Store.TakeSlots(ctx, store.TakeSlotsParams{
+		Bucket: AccountBucket(tr.shard.Account), Want: calls, RatePerSec: rate,
+		MinGap: time.Duration(tr.account.Pacing.MinGapMs) * time.Millisecond, WarmupSec: float64(tr.account.WarmupSec),
+		Now: now, Horizon: tr.slotHorizon(), Rand: tr.s.rand,
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("take account slots: %w", err)
+	}
+	if len(res.Slots) == 0 {
+		return 0, res.RetryAfter + tr.slotHorizon()/2, nil
+	}
+	if tr.job.RatePerSec > 0 {
+		tr.jobTokens -= len(res.Slots)
+	}
+	tr.slots = res.Slots
+	return min(want, len(res.Slots)*per), 0, nil
+}
+
+// untilLastSlot waits until the last slot taken has come, so that the
+// calls waiting for their slots have gone out (with a fake clock, this
+// is what moves time to them).
+func (tr *turn) untilLastSlot(ctx context.Context) {
+	if d := tr.lastSlot.Sub(tr.s.Clock.Now()); d > 0 {
+		_ = tr.s.Clock.Sleep(context.WithoutCancel(ctx), d)
+	}
+}

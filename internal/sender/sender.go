@@ -228,6 +228,13 @@ func (s *Sender) HandleTurn(ctx context.Context, m Message) (Result, error) {
 	s.metrics().AddActiveShards(ctx, 1)
 	defer s.metrics().AddActiveShards(context.WithoutCancel(ctx), -1)
 	tr := &turn{s: s, cfg: cfg, log: log, msg: m, t: t, shard: shard, start: start, shardReadAt: start}
+	// The shard's earlier turns ended with every call answered, before
+	// this one began: to a paced account's first calls, the turn's start
+	// stands for the last two calls' starts and answers (dispatchAtSlots).
+	before := &pendingCall{started: make(chan struct{}), done: make(chan struct{}), startedAt: start, answeredAt: start}
+	close(before.started)
+	close(before.done)
+	tr.lastCalls = [2]*pendingCall{before, before}
 	if dl, ok := ctx.Deadline(); ok {
 		tr.deadline = dl.Add(-cfg.DeadlineMargin)
 	}
@@ -317,16 +324,30 @@ type turn struct {
 
 	// lastAnswerAt is when the last provider call was answered.
 	lastAnswerAt time.Time
+	// slots are the send slots of a paced account's next batch (one per
+	// call), lastSlot the latest slot taken, and jobTokens the job's tokens
+	// taken for slots not granted yet (see takeSlots).
+	slots     []time.Time
+	lastSlot  time.Time
+	jobTokens int
+	// dispatching is closed when the last paced batch has started all its
+	// calls; lastCalls are the last two paced calls started, the last
+	// first (used only by the batches' dispatchers, one after the other).
+	dispatching chan struct{}
+	lastCalls   [2]*pendingCall
+	// answerTime is the paced calls' usual answer time (quick to fall,
+	// slow to rise; kept by the dispatchers).
+	answerTime time.Duration
 	// tokenWaiting: the last iteration waited for tokens; stateReadAt is
 	// when the job and shard state was last checked.
 	tokenWaiting bool
 	stateReadAt  time.Time
 
 	// sizing is the process's sizer of the account (set with the account);
-	// slots are the account's call slots this batch holds, not yet given
-	// to a call.
-	sizing *accountSizer
-	slots  int
+	// callSlots are the account's call slots this batch holds, not yet
+	// given to a call.
+	sizing    *accountSizer
+	callSlots int
 
 	// canaryBase is the shard's first seq and canaryEnd one past its last
 	// canary seq, once canaryKnown.
@@ -419,23 +440,41 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 			}
 			want = min(want, int(left))
 		}
-		if wait := tr.spacing(now) - spacingLead; wait > 0 {
+		paced := tr.account.Pacing.Random()
+		if wait := tr.spacing(now) - spacingLead; wait > 0 && !paced {
 			if res, done, err := tr.wait(stopCtx, wait, "spacing sends"); done || err != nil {
 				return res, err
 			}
 			continue
 		}
+		if paced && tr.shard.Counts.Pending == 0 {
+			// Only calls in flight are left: a slot taken now would go
+			// unused and delay the account's other shards. Their answers
+			// may return items to pending.
+			if err := tr.collectStragglers(ctx, true); err != nil {
+				return Result{}, err
+			}
+			continue
+		}
 		// Call slots before tokens and the claim: every call of the batch
 		// then starts at once, right after its claim.
-		want, ok := tr.takeSlots(want)
+		want, ok := tr.takeCallSlots(want)
 		if !ok {
-			if res, done, err := tr.waitForSlot(stopCtx); done || err != nil {
+			if res, done, err := tr.waitForCallSlot(stopCtx); done || err != nil {
 				return res, err
 			}
 			tr.tokenWaiting = true // poll the job state as when waiting for tokens
 			continue
 		}
-		granted, wait, err := tr.takeTokens(ctx, want, now)
+		var granted int
+		var wait time.Duration
+		var err error
+		if paced {
+			tr.slots = nil // slots of a batch that claimed nothing are lost
+			granted, wait, err = tr.takeSlots(ctx, want, now)
+		} else {
+			granted, wait, err = tr.takeTokens(ctx, want, now)
+		}
 		if err != nil {
 			return Result{}, err
 		}
@@ -479,7 +518,9 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 		tr.fold(claim.Delta, nil)
 		tr.giveBackBudget(ctx, budget-int64(len(claim.Items)))
 		if len(claim.Items) == 0 {
-			// Tokens taken but unused are lost: the account stays under its rate.
+			// Tokens (and slots) taken but unused are lost: the account
+			// stays under its rate.
+			tr.slots = nil
 			if res, stop, err := tr.nothingDue(stopCtx, claim.NextDueAt, now); stop || err != nil {
 				return res, err
 			}

@@ -316,15 +316,17 @@ func (tr *turn) noteSizing(ctx context.Context) {
 // of its account again.
 const slotPoll = 20 * time.Millisecond
 
-// takeSlots takes the account's call slots for a batch of want items
+// takeCallSlots takes the account's call slots for a batch of want items
 // before tokens are taken and items claimed, so every call of the batch
 // starts right after its claim (the reconciler's settle delay counts from
 // the claim: a call queued behind others for long could be looked up as
 // never sent, resent, and then go out too). With fewer slots free than the
 // batch needs, the batch shrinks to them; with none, ok is false.
-func (tr *turn) takeSlots(want int) (int, bool) {
+func (tr *turn) takeCallSlots(want int) (int, bool) {
 	z := tr.sizing
-	if z == nil {
+	if z == nil || tr.account.Pacing.Random() {
+		// A paced account's calls are spaced by its schedule's slots,
+		// which bound its calls in flight by themselves.
 		return want, true
 	}
 	need := tr.callsFor(want)
@@ -332,16 +334,16 @@ func (tr *turn) takeSlots(want int) (int, bool) {
 	if n == 0 {
 		return 0, false
 	}
-	tr.slots = n
+	tr.callSlots = n
 	if n < need {
 		want = min(want, tr.claimSizeFor(n))
 	}
 	return want, true
 }
 
-// waitForSlot records this turn's calls that have answered (freeing their
+// waitForCallSlot records this turn's calls that have answered (freeing their
 // slots) and waits a little before the batch is tried again.
-func (tr *turn) waitForSlot(ctx context.Context) (Result, bool, error) {
+func (tr *turn) waitForCallSlot(ctx context.Context) (Result, bool, error) {
 	if err := tr.collectStragglers(context.WithoutCancel(ctx), false); err != nil {
 		return Result{}, true, err
 	}
@@ -351,18 +353,18 @@ func (tr *turn) waitForSlot(ctx context.Context) (Result, bool, error) {
 // giveSlots hands the batch's slots to its n calls and frees the rest; it
 // tells how many calls got one.
 func (tr *turn) giveSlots(n int) int {
-	given := min(n, tr.slots)
+	given := min(n, tr.callSlots)
 	if z := tr.sizing; z != nil {
-		z.releaseN(tr.slots - given)
+		z.releaseN(tr.callSlots - given)
 	}
-	tr.slots = 0
+	tr.callSlots = 0
 	return given
 }
 
 // returnSlots frees the slots the batch took and gave to no call.
 func (tr *turn) returnSlots() {
-	if tr.slots > 0 && tr.sizing != nil {
-		tr.sizing.releaseN(tr.slots)
+	if tr.callSlots > 0 && tr.sizing != nil {
+		tr.sizing.releaseN(tr.callSlots)
 	}
-	tr.slots = 0
+	tr.callSlots = 0
 }

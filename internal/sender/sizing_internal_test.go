@@ -296,18 +296,18 @@ func TestBatchTakesItsCallSlotsBeforeClaiming(t *testing.T) {
 		return tr
 	}
 	t1, t2 := newTurn(), newTurn()
-	want, ok := t1.takeSlots(t1.claimSize())
-	if !ok || want != 80 || t1.slots != 1 {
-		t.Fatalf("first batch: want %d ok %v slots %d, want one call of 80", want, ok, t1.slots)
+	want, ok := t1.takeCallSlots(t1.claimSize())
+	if !ok || want != 80 || t1.callSlots != 1 {
+		t.Fatalf("first batch: want %d ok %v slots %d, want one call of 80", want, ok, t1.callSlots)
 	}
-	if _, ok := t2.takeSlots(t2.claimSize()); ok {
+	if _, ok := t2.takeCallSlots(t2.claimSize()); ok {
 		t.Fatal("a second batch took a slot while the only one was taken")
 	}
-	if got := t1.giveSlots(1); got != 1 || t1.slots != 0 {
-		t.Fatalf("gave %d slots, %d left", got, t1.slots)
+	if got := t1.giveSlots(1); got != 1 || t1.callSlots != 0 {
+		t.Fatalf("gave %d slots, %d left", got, t1.callSlots)
 	}
 	z.release() // the call answered
-	if _, ok := t2.takeSlots(t2.claimSize()); !ok {
+	if _, ok := t2.takeCallSlots(t2.claimSize()); !ok {
 		t.Fatal("no slot after the call answered")
 	}
 	t2.returnSlots()

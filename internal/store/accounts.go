@@ -159,7 +159,10 @@ type Account struct {
 	NoStatusLookup bool
 	// HTTP is how an account of the generic "http" provider calls it
 	// (nil for the other providers).
-	HTTP      *HTTPProvider
+	HTTP *HTTPProvider
+	// Pacing spaces the account's sends by random gaps instead of the
+	// token bucket's bursts (zero: the token bucket).
+	Pacing    Pacing
 	Breaker   BreakerConfig
 	UpdatedAt time.Time
 	// Sizing is what the senders last measured and chose for the account

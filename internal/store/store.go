@@ -155,6 +155,12 @@ type Store interface {
 	// Burst. Over any interval, the tokens granted never exceed
 	// Burst + RatePerSec × elapsed, however many callers take concurrently.
 	TakeTokens(ctx context.Context, p TakeTokensParams) (TakeTokensResult, error)
+	// TakeSlots takes up to p.Want send slots from the random schedule of
+	// the account p.Bucket names (see the function TakeSlots; a schedule
+	// is kept apart from the token bucket of the same name), atomically
+	// with respect to every other taker: a slot is granted once, and the
+	// gaps between granted slots are those the schedule drew.
+	TakeSlots(ctx context.Context, p TakeSlotsParams) (TakeSlotsResult, error)
 
 	// PutAccount creates or replaces a tenant's sending account config.
 	PutAccount(ctx context.Context, a Account) (Account, error)

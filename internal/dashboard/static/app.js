@@ -1071,6 +1071,9 @@
         const numVal = (name) => { const v = form.elements[name].value; return v === '' ? undefined : Number(v); };
         for (const f of accountFields) body[f.key] = numVal(f.key);
         for (const f of breakerFields) { const v = numVal('breaker.' + f.key); body.breaker[f.key] = v === undefined ? 0 : v; }
+        // The form does not edit pacing: saving keeps the account's.
+        const known = !isNew && forms.get(acct.account);
+        if (known && known.pacing) body.pacing = { mode: known.pacing.mode, min_gap_ms: known.pacing.min_gap_ms };
         try {
           const saved = await api('PUT', '/v1/accounts/' + enc(id), body);
           form.dataset.dirty = '';
@@ -1107,6 +1110,7 @@
       const form = accountForm(a);
       const info = h('dl', { class: 'facts' },
         h('dt', {}, t('acct.batchRate')), h('dd', { class: 'batch-rate' }),
+        h('dt', {}, t('acct.pacing')), h('dd', { class: 'pacing' }),
         h('dt', {}, t('acct.updated')), h('dd', { class: 'updated-at' }),
         h('dt', {}, t('acct.sizing')), h('dd', { class: 'sizing' }));
       const breakerState = h('div', { class: 'breaker-state' });
@@ -1150,6 +1154,9 @@
       const c = forms.get(a.account);
       setText($('.batch-rate', c.info), t('rate.value', { r: a.batch_rate_per_sec }) + ' = ' +
         t('acct.batchFormula', { rate: a.rate_per_sec, reserve: a.online_reserve_per_sec }));
+      setText($('.pacing', c.info), a.pacing && a.pacing.mode === 'random'
+        ? t('acct.pacingRandom', { ms: a.pacing.min_gap_ms }) : t('acct.pacingBucket'));
+      c.pacing = a.pacing || null;
       setText($('.updated-at', c.info), a.updated_at ? fmtTime(a.updated_at) : t('none'));
       // What the senders chose from the account's measured latency.
       const z = a.sizing;

@@ -116,6 +116,8 @@
 //	                   confirm, so the hot loop never writes that index); this query tidies it.
 //	TakeTokens         GetItem + PutItem conditional on the version read (retry on conflict);
 //	                   nothing is written when nothing is granted
+//	TakeSlots          GetItem + PutItem (BUCKET#pace:<bucket>) conditional on the version read
+//	                   (retry on conflict); nothing is written when no slot is granted
 //	Accounts, tokens   PutItem / GetItem / Query begins_with(sk, "ACCOUNT#")
 //	GetBreaker         GetItem (TENANT#<tenant>, BREAKER#<account>); absent = closed, version 0
 //	SaveBreaker        PutItem conditional on v = the version read (attribute_not_exists for 0)

@@ -126,6 +126,7 @@ type accountConfig struct {
 	Provider             string              `json:"provider,omitempty"`
 	NoStatusLookup       bool                `json:"no_status_lookup,omitempty"`
 	HTTP                 *store.HTTPProvider `json:"http,omitempty"`
+	Pacing               *store.Pacing       `json:"pacing,omitempty"`
 	Breaker              store.BreakerConfig `json:"breaker"`
 	// Sizing is written by SaveAccountSizing only; PutAccount drops it.
 	Sizing *sizingConfig `json:"sizing,omitempty"`
@@ -147,7 +148,8 @@ func (s *Store) PutAccount(ctx context.Context, a store.Account) (store.Account,
 	b, err := json.Marshal(accountConfig{
 		RatePerSec: a.RatePerSec, Burst: a.Burst, OnlineReservePerSec: a.OnlineReservePerSec,
 		MaxRecipientsPerCall: a.MaxRecipientsPerCall, MaxContentBytes: a.MaxContentBytes, WarmupSec: a.WarmupSec,
-		FrequencyCap: capPtr(a.FrequencyCap), Provider: a.Provider, NoStatusLookup: a.NoStatusLookup, HTTP: a.HTTP, Breaker: a.Breaker,
+		FrequencyCap: capPtr(a.FrequencyCap), Provider: a.Provider, NoStatusLookup: a.NoStatusLookup, HTTP: a.HTTP,
+		Pacing: pacingPtr(a.Pacing), Breaker: a.Breaker,
 	})
 	if err != nil {
 		return store.Account{}, fmt.Errorf("put account %q: %w", a.ID, err)
@@ -191,6 +193,9 @@ func scanAccount(row interface{ Scan(...any) error }) (store.Account, error) {
 	if z := c.Sizing; z != nil {
 		a.Sizing = store.AccountSizing{BatchSize: z.BatchSize, Concurrency: z.Concurrency,
 			P99: time.Duration(z.P99Nanos), At: fromNanos(z.At)}
+	}
+	if c.Pacing != nil {
+		a.Pacing = *c.Pacing
 	}
 	a.UpdatedAt = fromNanos(updated)
 	return a, nil
@@ -270,4 +275,13 @@ func capPtr(c store.FrequencyCap) *store.FrequencyCap {
 		return nil
 	}
 	return &c
+}
+
+// pacingPtr is nil for the token bucket, so an account without pacing
+// stores nothing.
+func pacingPtr(p store.Pacing) *store.Pacing {
+	if p == (store.Pacing{}) {
+		return nil
+	}
+	return &p
 }

@@ -174,6 +174,11 @@ func (s *Store) TakeTokens(ctx context.Context, p store.TakeTokensParams) (store
 	return wrap(ctx, s, "TakeTokens", func() (store.TakeTokensResult, error) { return s.Store.TakeTokens(ctx, p) })
 }
 
+// TakeSlots injects a fault around an account's random schedule.
+func (s *Store) TakeSlots(ctx context.Context, p store.TakeSlotsParams) (store.TakeSlotsResult, error) {
+	return wrap(ctx, s, "TakeSlots", func() (store.TakeSlotsResult, error) { return s.Store.TakeSlots(ctx, p) })
+}
+
 // ReserveBudget injects a fault around the budget counter.
 func (s *Store) ReserveBudget(ctx context.Context, jobID string, n int64) (store.BudgetGrant, error) {
 	return wrap(ctx, s, "ReserveBudget", func() (store.BudgetGrant, error) { return s.Store.ReserveBudget(ctx, jobID, n) })

@@ -22,7 +22,12 @@ func sameAccount(a, b store.Account) bool {
 func testAccounts(t *testing.T, s store.Store, _ Capabilities) {
 	ctx := ctxOf(t)
 	acct := func(tenant, id string, rate float64) store.Account {
+		var pacing store.Pacing // the token bucket, and random gaps on one account
+		if rate == 20 {
+			pacing = store.Pacing{Mode: store.PacingRandom, MinGapMs: 30}
+		}
 		return store.Account{
+			Pacing: pacing,
 			Tenant: tenant, ID: id, RatePerSec: rate, Burst: rate * 2, OnlineReservePerSec: 1.5,
 			MaxRecipientsPerCall: 3, MaxContentBytes: 2048, WarmupSec: 600, FrequencyCap: store.FrequencyCap{Max: 2, WindowSec: 86400},
 			Breaker:   store.BreakerConfig{ConsecutiveFailures: 20, FailureRate: 0.5, MinSamples: 50, CooldownSec: 60},

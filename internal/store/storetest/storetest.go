@@ -280,6 +280,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"TakeTokensConcurrent", testTakeTokensConcurrent},
 		{"TakeTokensWarmup", testTakeTokensWarmup},
 		{"TakeTokensWarmupProperty", testTakeTokensWarmupProperty},
+		{"TakeSlots", testTakeSlots},
+		{"TakeSlotsConcurrent", testTakeSlotsConcurrent},
 		{"Accounts", testAccounts},
 		{"AccountSizing", testAccountSizing},
 		{"APITokens", testAPITokens},
