@@ -15,6 +15,8 @@
 //	qunfa_handbacks_total                           shard turns handed back to the queue to continue later
 //	qunfa_queue_depth{queue,state}                  gauge of queued messages, state visible or in_flight
 //	qunfa_active_shards                             gauge of shard turns being worked
+//	qunfa_oldest_submitted_age_seconds              gauge (reconciler): age of the oldest item left submitted
+//	qunfa_oldest_stuck_shard_age_seconds            gauge (reconciler): time without progress of the stalest re-driven shard
 package metrics
 
 import (
@@ -36,6 +38,10 @@ const (
 	// submitted (claimed, its outcome not recorded), as the reconciler
 	// last saw it: a backlog of unsettled items shows as a growing age.
 	OldestSubmitted = "qunfa_oldest_submitted_age_seconds"
+	// OldestStuckShard is how long, in seconds, the stalest running shard
+	// the reconciler last re-drove had gone without progress (0: none was
+	// stale): a shard that keeps growing here is stuck despite re-drives.
+	OldestStuckShard = "qunfa_oldest_stuck_shard_age_seconds"
 )
 
 // Label (Prometheus) and dimension (CloudWatch) names.
@@ -97,6 +103,9 @@ func (Nop) AddActiveShards(context.Context, int)                   {}
 
 // OldestSubmittedAge implements the reconciler's gauge.
 func (Nop) OldestSubmittedAge(context.Context, time.Duration) {}
+
+// OldestStuckShardAge implements the reconciler's gauge.
+func (Nop) OldestStuckShardAge(context.Context, time.Duration) {}
 
 // QueueStatsFunc reads a queue's depth: messages waiting to be received
 // (visible) and messages received and not yet deleted (in flight). The

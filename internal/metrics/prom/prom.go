@@ -42,6 +42,7 @@ type Recorder struct {
 	handbacks    prometheus.Counter
 	activeShards prometheus.Gauge
 	oldest       prometheus.Gauge
+	stuck        prometheus.Gauge
 	queues       *queueCollector
 	log          *slog.Logger
 }
@@ -81,19 +82,26 @@ func New(log *slog.Logger) *Recorder {
 		oldest: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: metrics.OldestSubmitted, Help: "Age of the oldest item left submitted (claimed, outcome not recorded), as the reconciler last saw it.",
 		}),
+		stuck: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: metrics.OldestStuckShard, Help: "Time without progress of the stalest running shard the reconciler last re-drove (0: none was stale).",
+		}),
 		queues: &queueCollector{
 			desc: prometheus.NewDesc(metrics.QueueDepth, "Messages in a queue, visible or in flight.", []string{metrics.LabelQueue, metrics.LabelState}, nil),
 			set:  map[string][2]int{},
 		},
 		log: log,
 	}
-	p.reg.MustRegister(p.sent, p.failed, p.rateLimited, p.latency, p.tokenWait, p.handbacks, p.activeShards, p.oldest, p.queues)
+	p.reg.MustRegister(p.sent, p.failed, p.rateLimited, p.latency, p.tokenWait, p.handbacks, p.activeShards, p.oldest, p.stuck, p.queues)
 	return p
 }
 
 // OldestSubmittedAge sets the reconciler's gauge of the oldest item left
 // submitted.
 func (p *Recorder) OldestSubmittedAge(_ context.Context, d time.Duration) { p.oldest.Set(d.Seconds()) }
+
+// OldestStuckShardAge sets the reconciler's gauge of the stalest
+// re-driven shard.
+func (p *Recorder) OldestStuckShardAge(_ context.Context, d time.Duration) { p.stuck.Set(d.Seconds()) }
 
 // Registry is the registry the metrics live in, for adding collectors
 // (for example collectors.NewGoCollector()).
