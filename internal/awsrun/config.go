@@ -36,6 +36,9 @@ type Config struct {
 	// Reconciler.
 	StaleAfter  time.Duration
 	SettleAfter time.Duration
+	// ItemRetention is how long a finished job's item records are kept
+	// (expires_at, DynamoDB TTL).
+	ItemRetention time.Duration
 
 	// AlertBus is the EventBridge bus of the alerts.
 	AlertBus string
@@ -43,6 +46,8 @@ type Config struct {
 	// submit function's ARN).
 	CampaignRulePrefix string
 	CampaignTarget     string
+	// CampaignDeadLetter is the SQS queue ARN of undeliverable firings.
+	CampaignDeadLetter string
 	// PlatformTokenHash is the hex SHA-256 of the platform operator's token.
 	PlatformTokenHash string
 
@@ -103,9 +108,17 @@ func Load(fn Function, getenv func(string) string) (Config, error) {
 	dur(EnvDeadlineMargin, &c.Sender.DeadlineMargin)
 	dur(EnvStaleAfter, &c.StaleAfter)
 	dur(EnvSettleAfter, &c.SettleAfter)
+	if v := get(EnvItemRetention); v != "" {
+		d, err := parseRetention(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %w", EnvItemRetention, v, err))
+		}
+		c.ItemRetention = d
+	}
 	c.AlertBus = get(EnvAlertBus)
 	c.CampaignRulePrefix = get(EnvCampaignRulePrefix)
 	c.CampaignTarget = get(EnvCampaignTarget)
+	c.CampaignDeadLetter = get(EnvCampaignDeadLetter)
 	c.PlatformTokenHash = get(EnvPlatformTokenHash)
 	c = c.withDefaults()
 	return c, errors.Join(append(errs, c.validate())...)
@@ -136,7 +149,30 @@ func (c Config) withDefaults() Config {
 	if c.SettleAfter <= 0 {
 		c.SettleAfter = c.LongestProviderCall() + 5*time.Second
 	}
+	if c.ItemRetention <= 0 {
+		c.ItemRetention = DefaultItemRetention
+	}
 	return c
+}
+
+// DefaultItemRetention keeps a finished job's item records 30 days.
+const DefaultItemRetention = 30 * 24 * time.Hour
+
+// parseRetention reads "30d" (days, as the template's ItemRetentionDays
+// gives it) or a Go duration of at least an hour.
+func parseRetention(v string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 1 || n > 3650 {
+			return 0, errors.New("want days from 1d to 3650d, or a Go duration such as 72h")
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < time.Hour {
+		return 0, errors.New("want days such as 30d, or a Go duration of at least 1h")
+	}
+	return d, nil
 }
 
 // Bounds of the sender tuning.
@@ -212,7 +248,8 @@ func (c Config) LogValue() slog.Value {
 		slog.String("alert_bus", c.AlertBus),
 	}
 	if c.fn.reads(EnvCampaignRulePrefix) {
-		attrs = append(attrs, slog.String("campaign_rule_prefix", c.CampaignRulePrefix), slog.String("campaign_target", c.CampaignTarget))
+		attrs = append(attrs, slog.String("campaign_rule_prefix", c.CampaignRulePrefix), slog.String("campaign_target", c.CampaignTarget),
+			slog.String("campaign_dead_letter", c.CampaignDeadLetter))
 	}
 	if c.fn.Provider {
 		attrs = append(attrs, slog.String("provider_url", c.ProviderURL),

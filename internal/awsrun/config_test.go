@@ -63,6 +63,12 @@ func TestLoad(t *testing.T) {
 		{name: "settle sooner than a provider call can last", fn: awsrun.Reconciler,
 			env:     with(awsrun.EnvSettleAfter, "20s"),
 			wantErr: []string{awsrun.EnvSettleAfter}},
+		{name: "retention in days", fn: awsrun.Reconciler, env: with(awsrun.EnvItemRetention, "7d")},
+		{name: "retention as a duration", fn: awsrun.Reconciler, env: with(awsrun.EnvItemRetention, "36h")},
+		{name: "retention of no days", fn: awsrun.Reconciler, env: with(awsrun.EnvItemRetention, "0d"),
+			wantErr: []string{awsrun.EnvItemRetention}},
+		{name: "retention too short", fn: awsrun.Reconciler, env: with(awsrun.EnvItemRetention, "10m"),
+			wantErr: []string{awsrun.EnvItemRetention}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -103,8 +109,12 @@ func TestLoadDefaultsFollowProviderTimeouts(t *testing.T) {
 		t.Errorf("secret names not read: %q %q", cfg.ProviderSecret, cfg.TenantSecretPrefix)
 	}
 	rc, err := awsrun.Load(awsrun.Reconciler, func(k string) string { return env[k] })
-	if err != nil || rc.SettleAfter != 15*time.Second || rc.StaleAfter != 2*time.Minute {
-		t.Errorf("reconciler defaults: %v %v %v", err, rc.SettleAfter, rc.StaleAfter)
+	if err != nil || rc.SettleAfter != 15*time.Second || rc.StaleAfter != 2*time.Minute || rc.ItemRetention != 30*24*time.Hour {
+		t.Errorf("reconciler defaults: %v %v %v %v", err, rc.SettleAfter, rc.StaleAfter, rc.ItemRetention)
+	}
+	env[awsrun.EnvItemRetention] = "7d"
+	if rc, err := awsrun.Load(awsrun.Reconciler, func(k string) string { return env[k] }); err != nil || rc.ItemRetention != 7*24*time.Hour {
+		t.Errorf("retention 7d: %v %v", err, rc.ItemRetention)
 	}
 	var sb strings.Builder
 	log := awsrun.NewLogger(&sb, 0, awsrun.Sender)

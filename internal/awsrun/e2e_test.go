@@ -570,8 +570,8 @@ func TestTemplateTableMatchesDynamostore(t *testing.T) {
 	if p := tbl.PointInTimeRecoverySpecification; p == nil || p.PointInTimeRecoveryEnabled == nil || !*p.PointInTimeRecoveryEnabled {
 		t.Errorf("point-in-time recovery is off")
 	}
-	if tbl.TimeToLiveSpecification != nil {
-		t.Errorf("the template sets a TTL attribute; dynamostore uses none")
+	if ttl := tbl.TimeToLiveSpecification; ttl == nil || ttl.AttributeName == nil || *ttl.AttributeName != dynamostore.TTLAttribute || !ttl.Enabled {
+		t.Errorf("the template's TTL %+v is not dynamostore's %s", ttl, dynamostore.TTLAttribute)
 	}
 	var indexes []string
 	for _, g := range tbl.GlobalSecondaryIndexes {

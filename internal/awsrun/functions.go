@@ -72,6 +72,13 @@ const (
 	// EnvCampaignTarget is the ARN of the submit function, the target of
 	// every campaign rule (api function).
 	EnvCampaignTarget = "QUNFA_CAMPAIGN_TARGET_ARN"
+	// EnvCampaignDeadLetter is the ARN of the SQS queue of campaign
+	// firings EventBridge could not deliver (api function; optional).
+	EnvCampaignDeadLetter = "QUNFA_CAMPAIGN_DEAD_LETTER_ARN"
+	// EnvItemRetention: the reconciler stamps expires_at (DynamoDB TTL) on
+	// a finished job's item records this long after it finished, in days
+	// ("30d") or a Go duration (default 30d); the job and its shards stay.
+	EnvItemRetention = "QUNFA_ITEM_RETENTION"
 )
 
 // EventBridge actions, as IAM names them (events:<action>).
@@ -145,6 +152,11 @@ type Function struct {
 	// CampaignRules lists the events actions on the campaign rules (names
 	// starting with the rule prefix, on the default bus).
 	CampaignRules []string
+	// Async: the function is invoked asynchronously (schedules, rules);
+	// invocations that fail every retry go to the failed-invocations
+	// queue, its OnFailure destination, with the function's role
+	// (sqs:SendMessage there).
+	Async bool
 }
 
 var (
@@ -173,6 +185,7 @@ var (
 		DynamoDB: []string{DynamoGetItem, DynamoPutItem, DynamoUpdateItem, DynamoQuery, DynamoBatchGetItem},
 		SQS:      []string{SQSSendMessage},
 		Events:   alerts,
+		Async:    true, // campaign firings
 	}
 	// API serves every other route of the HTTP API v1. Redrive and resolve
 	// record the items' error details (BatchWriteItem of E# records);
@@ -180,7 +193,7 @@ var (
 	// campaign routes keep the campaigns' EventBridge rules.
 	API = Function{
 		Name: "api", LogicalID: "ApiFunction",
-		Env: concat(baseEnv, []string{EnvCampaignRulePrefix, EnvCampaignTarget, EnvPlatformTokenHash}),
+		Env: concat(baseEnv, []string{EnvCampaignRulePrefix, EnvCampaignTarget, EnvCampaignDeadLetter, EnvPlatformTokenHash}),
 		DynamoDB: []string{DynamoGetItem, DynamoPutItem, DynamoUpdateItem, DynamoQuery, DynamoBatchGetItem,
 			DynamoBatchWriteItem, DynamoDeleteItem},
 		Indexes:       []string{IndexTenantJobs},
@@ -204,7 +217,7 @@ var (
 	// Reconciler runs one reconciliation pass per scheduled event.
 	Reconciler = Function{
 		Name: "reconciler", LogicalID: "ReconcilerFunction",
-		Env: concat(baseEnv, providerEnv, []string{EnvStaleAfter, EnvSettleAfter}),
+		Env: concat(baseEnv, providerEnv, []string{EnvStaleAfter, EnvSettleAfter, EnvItemRetention}),
 		DynamoDB: []string{DynamoGetItem, DynamoPutItem, DynamoUpdateItem, DynamoQuery, DynamoBatchGetItem,
 			DynamoBatchWriteItem},
 		Indexes:  []string{IndexRunning, IndexSubmitted},
@@ -212,15 +225,18 @@ var (
 		Provider: true,
 		Secrets:  secrets,
 		Events:   alerts,
+		Async:    true,
 	}
 	// Breaker runs one failure-rate check over the accounts with running
-	// shards per scheduled event (breaker.Breakers.Check).
+	// shards per scheduled event (breaker.Breakers.Check), holding the
+	// store lease "breaker" (UpdateItem) so checks never overlap.
 	Breaker = Function{
 		Name: "breaker", LogicalID: "BreakerFunction",
 		Env:      baseEnv,
-		DynamoDB: []string{DynamoGetItem, DynamoPutItem, DynamoQuery, DynamoBatchGetItem},
+		DynamoDB: []string{DynamoGetItem, DynamoPutItem, DynamoUpdateItem, DynamoQuery, DynamoBatchGetItem},
 		Indexes:  []string{IndexRunning},
 		Events:   alerts,
+		Async:    true,
 	}
 	// Webhooks stores deliveries of the alerts its EventBridge rule sends
 	// from the alert bus and posts due deliveries (on every event and on
@@ -231,6 +247,7 @@ var (
 		Env:      baseEnv,
 		DynamoDB: []string{DynamoGetItem, DynamoPutItem, DynamoUpdateItem, DynamoQuery, DynamoBatchGetItem},
 		Indexes:  []string{IndexRunning},
+		Async:    true,
 	}
 )
 
