@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/qunfa/qunfa/internal/api"
 	"github.com/qunfa/qunfa/internal/breaker"
 	"github.com/qunfa/qunfa/internal/campaign"
+	"github.com/qunfa/qunfa/internal/campaign/awsscheduler"
 	"github.com/qunfa/qunfa/internal/campaign/ebscheduler"
 	"github.com/qunfa/qunfa/internal/campaign/httpsource"
 	"github.com/qunfa/qunfa/internal/clock"
@@ -64,6 +66,8 @@ type Clients struct {
 	EventBridge *eventbridge.Client
 	// SecretsManager reads the provider secrets (sender, reconciler).
 	SecretsManager *secretsmanager.Client
+	// Scheduler keeps the campaigns' schedules (api).
+	Scheduler *scheduler.Client
 }
 
 // NewClients loads the AWS configuration the SDK way (the Lambda role's
@@ -78,7 +82,7 @@ func NewClients(ctx context.Context, opts ...func(*config.LoadOptions) error) (C
 		return Clients{}, fmt.Errorf("load AWS configuration: %w", err)
 	}
 	return Clients{DynamoDB: dynamodb.NewFromConfig(cfg), SQS: sqs.NewFromConfig(cfg), EventBridge: eventbridge.NewFromConfig(cfg),
-		SecretsManager: secretsmanager.NewFromConfig(cfg)}, nil
+		SecretsManager: secretsmanager.NewFromConfig(cfg), Scheduler: scheduler.NewFromConfig(cfg)}, nil
 }
 
 // Core is the core of qunfa assembled on the AWS adapters.
@@ -135,8 +139,17 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 	deps := api.Deps{Store: st, Submitter: core.Submitter, Control: core.Control, Clock: clk, Logger: log,
 		PlatformTokenHash: cfg.PlatformTokenHash}
 	if cfg.fn.reads(EnvCampaignRulePrefix) {
-		sched, err := ebscheduler.New(c.EventBridge, ebscheduler.Config{RulePrefix: cfg.CampaignRulePrefix, TargetARN: cfg.CampaignTarget,
+		rules, err := ebscheduler.New(c.EventBridge, ebscheduler.Config{RulePrefix: cfg.CampaignRulePrefix, TargetARN: cfg.CampaignTarget,
 			DeadLetterARN: cfg.CampaignDeadLetter})
+		if err != nil {
+			return nil, err
+		}
+		if c.Scheduler == nil {
+			return nil, fmt.Errorf("build core: missing the EventBridge Scheduler client")
+		}
+		sc := cfg.scheduleConfig()
+		sc.Legacy = rules
+		sched, err := awsscheduler.New(c.Scheduler, sc)
 		if err != nil {
 			return nil, err
 		}

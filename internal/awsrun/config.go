@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/qunfa/qunfa/internal/campaign/awsscheduler"
 	"github.com/qunfa/qunfa/internal/campaign/ebscheduler"
 	"github.com/qunfa/qunfa/internal/sender"
 )
@@ -48,6 +49,11 @@ type Config struct {
 	CampaignTarget     string
 	// CampaignDeadLetter is the SQS queue ARN of undeliverable firings.
 	CampaignDeadLetter string
+	// Campaign schedules (api function): the schedule group, the role
+	// the scheduler invokes submit with, the cron time zone.
+	CampaignScheduleGroup string
+	CampaignSchedulerRole string
+	CampaignTimeZone      string
 	// PlatformTokenHash is the hex SHA-256 of the platform operator's token.
 	PlatformTokenHash string
 
@@ -119,6 +125,9 @@ func Load(fn Function, getenv func(string) string) (Config, error) {
 	c.CampaignRulePrefix = get(EnvCampaignRulePrefix)
 	c.CampaignTarget = get(EnvCampaignTarget)
 	c.CampaignDeadLetter = get(EnvCampaignDeadLetter)
+	c.CampaignScheduleGroup = get(EnvCampaignScheduleGroup)
+	c.CampaignSchedulerRole = get(EnvCampaignSchedulerRole)
+	c.CampaignTimeZone = get(EnvCampaignTimeZone)
 	c.PlatformTokenHash = get(EnvPlatformTokenHash)
 	c = c.withDefaults()
 	return c, errors.Join(append(errs, c.validate())...)
@@ -204,6 +213,12 @@ func (c Config) validate() error {
 			errs = append(errs, fmt.Errorf("%s=%q, %s=%q: %w", EnvCampaignRulePrefix, c.CampaignRulePrefix, EnvCampaignTarget, c.CampaignTarget, err))
 		}
 	}
+	if c.fn.reads(EnvCampaignScheduleGroup) {
+		if _, err := awsscheduler.New(nil, c.scheduleConfig()); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q, %s=%q, %s=%q: %w", EnvCampaignScheduleGroup, c.CampaignScheduleGroup,
+				EnvCampaignSchedulerRole, c.CampaignSchedulerRole, EnvCampaignTimeZone, c.CampaignTimeZone, err))
+		}
+	}
 	if !c.fn.Provider {
 		return errors.Join(errs...)
 	}
@@ -232,6 +247,12 @@ func (c Config) validate() error {
 	return errors.Join(errs...)
 }
 
+// scheduleConfig is the campaign schedules' configuration.
+func (c Config) scheduleConfig() awsscheduler.Config {
+	return awsscheduler.Config{Group: c.CampaignScheduleGroup, TargetARN: c.CampaignTarget, RoleARN: c.CampaignSchedulerRole,
+		DeadLetterARN: c.CampaignDeadLetter, TimeZone: c.CampaignTimeZone}
+}
+
 // LongestProviderCall is how long one provider call can last: connect, then
 // the response timeout for the headers and again for the body (wecomapi).
 func (c Config) LongestProviderCall() time.Duration {
@@ -249,7 +270,8 @@ func (c Config) LogValue() slog.Value {
 	}
 	if c.fn.reads(EnvCampaignRulePrefix) {
 		attrs = append(attrs, slog.String("campaign_rule_prefix", c.CampaignRulePrefix), slog.String("campaign_target", c.CampaignTarget),
-			slog.String("campaign_dead_letter", c.CampaignDeadLetter))
+			slog.String("campaign_dead_letter", c.CampaignDeadLetter), slog.String("campaign_schedule_group", c.CampaignScheduleGroup),
+			slog.String("campaign_time_zone", c.CampaignTimeZone))
 	}
 	if c.fn.Provider {
 		attrs = append(attrs, slog.String("provider_url", c.ProviderURL),

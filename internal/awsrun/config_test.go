@@ -10,12 +10,14 @@ import (
 
 func TestLoad(t *testing.T) {
 	base := map[string]string{
-		awsrun.EnvTable:              "qunfa",
-		awsrun.EnvQueueURL:           "https://sqs.ap-east-1.amazonaws.com/123456789012/work.fifo",
-		awsrun.EnvProviderURL:        "https://provider.example",
-		awsrun.EnvAlertBus:           "qunfa-alerts",
-		awsrun.EnvCampaignRulePrefix: "qunfa-dev-c-",
-		awsrun.EnvCampaignTarget:     "arn:aws:lambda:ap-east-1:123456789012:function:submit",
+		awsrun.EnvTable:                 "qunfa",
+		awsrun.EnvQueueURL:              "https://sqs.ap-east-1.amazonaws.com/123456789012/work.fifo",
+		awsrun.EnvProviderURL:           "https://provider.example",
+		awsrun.EnvAlertBus:              "qunfa-alerts",
+		awsrun.EnvCampaignRulePrefix:    "qunfa-dev-c-",
+		awsrun.EnvCampaignTarget:        "arn:aws:lambda:ap-east-1:123456789012:function:submit",
+		awsrun.EnvCampaignScheduleGroup: "qunfa-dev",
+		awsrun.EnvCampaignSchedulerRole: "arn:aws:iam::123456789012:role/qunfa-dev-CampaignSchedulerRole",
 	}
 	with := func(kv ...string) map[string]string {
 		m := map[string]string{}
@@ -54,6 +56,12 @@ func TestLoad(t *testing.T) {
 		{name: "campaign rules without prefix or target", fn: awsrun.API,
 			env:     with(awsrun.EnvCampaignRulePrefix, "", awsrun.EnvCampaignTarget, ""),
 			wantErr: []string{awsrun.EnvCampaignRulePrefix, "target"}},
+		{name: "campaign schedules without group or role", fn: awsrun.API,
+			env:     with(awsrun.EnvCampaignScheduleGroup, "", awsrun.EnvCampaignSchedulerRole, ""),
+			wantErr: []string{awsrun.EnvCampaignScheduleGroup, "role"}},
+		{name: "campaign time zone unknown", fn: awsrun.API, env: with(awsrun.EnvCampaignTimeZone, "Mars/Olympus"),
+			wantErr: []string{awsrun.EnvCampaignTimeZone}},
+		{name: "campaign time zone", fn: awsrun.API, env: with(awsrun.EnvCampaignTimeZone, "Asia/Shanghai")},
 		{name: "campaign rule prefix too long", fn: awsrun.API, env: with(awsrun.EnvCampaignRulePrefix, strings.Repeat("p", 41)),
 			wantErr: []string{awsrun.EnvCampaignRulePrefix}},
 		{name: "platform token given instead of its hash", fn: awsrun.API, env: with(awsrun.EnvPlatformTokenHash, "qf_secret"),

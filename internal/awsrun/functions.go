@@ -75,6 +75,16 @@ const (
 	// EnvCampaignDeadLetter is the ARN of the SQS queue of campaign
 	// firings EventBridge could not deliver (api function; optional).
 	EnvCampaignDeadLetter = "QUNFA_CAMPAIGN_DEAD_LETTER_ARN"
+	// EnvCampaignScheduleGroup is the stack's EventBridge Scheduler group
+	// the campaigns' schedules are made in (api function).
+	EnvCampaignScheduleGroup = "QUNFA_CAMPAIGN_SCHEDULE_GROUP"
+	// EnvCampaignSchedulerRole is the ARN of the role the scheduler
+	// invokes the submit function with (api function; passed, not
+	// assumed).
+	EnvCampaignSchedulerRole = "QUNFA_CAMPAIGN_SCHEDULER_ROLE_ARN"
+	// EnvCampaignTimeZone is the IANA time zone of the campaigns' cron
+	// expressions (api function; default UTC).
+	EnvCampaignTimeZone = "QUNFA_CAMPAIGN_TIME_ZONE"
 	// EnvItemRetention: the reconciler stamps expires_at (DynamoDB TTL) on
 	// a finished job's item records this long after it finished, in days
 	// ("30d") or a Go duration (default 30d); the job and its shards stay.
@@ -99,6 +109,13 @@ const (
 	DynamoBatchGetItem   = "BatchGetItem"
 	DynamoBatchWriteItem = "BatchWriteItem"
 	DynamoDeleteItem     = "DeleteItem"
+)
+
+// EventBridge Scheduler actions, as IAM names them (scheduler:<action>).
+const (
+	SchedulerCreateSchedule = "CreateSchedule"
+	SchedulerUpdateSchedule = "UpdateSchedule"
+	SchedulerDeleteSchedule = "DeleteSchedule"
 )
 
 // SQS actions, as IAM names them (sqs:<action>).
@@ -150,8 +167,14 @@ type Function struct {
 	// Events lists the events actions on the alert bus (PutEvents).
 	Events []string
 	// CampaignRules lists the events actions on the campaign rules (names
-	// starting with the rule prefix, on the default bus).
+	// starting with the rule prefix, on the default bus): campaigns made
+	// before schedules moved to EventBridge Scheduler keep their rule
+	// until they are changed or deleted.
 	CampaignRules []string
+	// CampaignSchedules lists the scheduler actions on the campaigns'
+	// schedules (the stack's schedule group, names starting "c-"); with
+	// them the function may pass the campaign scheduler role (iam:PassRole).
+	CampaignSchedules []string
 	// Async: the function is invoked asynchronously (schedules, rules);
 	// invocations that fail every retry go to the failed-invocations
 	// queue, its OnFailure destination, with the function's role
@@ -193,13 +216,15 @@ var (
 	// campaign routes keep the campaigns' EventBridge rules.
 	API = Function{
 		Name: "api", LogicalID: "ApiFunction",
-		Env: concat(baseEnv, []string{EnvCampaignRulePrefix, EnvCampaignTarget, EnvCampaignDeadLetter, EnvPlatformTokenHash}),
+		Env: concat(baseEnv, []string{EnvCampaignRulePrefix, EnvCampaignTarget, EnvCampaignDeadLetter, EnvPlatformTokenHash,
+			EnvCampaignScheduleGroup, EnvCampaignSchedulerRole, EnvCampaignTimeZone}),
 		DynamoDB: []string{DynamoGetItem, DynamoPutItem, DynamoUpdateItem, DynamoQuery, DynamoBatchGetItem,
 			DynamoBatchWriteItem, DynamoDeleteItem},
 		Indexes:       []string{IndexTenantJobs},
 		SQS:           []string{SQSSendMessage},
 		Events:        alerts,
-		CampaignRules: []string{EventsPutRule, EventsPutTargets, EventsRemoveTargets, EventsDeleteRule},
+		CampaignRules: []string{EventsRemoveTargets, EventsDeleteRule},
+		CampaignSchedules: []string{SchedulerCreateSchedule, SchedulerUpdateSchedule, SchedulerDeleteSchedule},
 	}
 	// Sender works shard turns from the FIFO work queue.
 	Sender = Function{

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -284,6 +285,8 @@ func checkEnv(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 		"sub:" + tenantSecretPrefix:         "qunfa-dev/tenants/",
 		"getatt:FailedInvocationsQueue.Arn": "arn:aws:sqs:ap-east-1:123456789012:qunfa-dev-FailedInvocationsQueue-X",
 		"sub:${ItemRetentionDays}d":         "30d",
+		"ref:ScheduleGroup":                 "qunfa-dev",
+		"getatt:CampaignSchedulerRole.Arn":  "arn:aws:iam::123456789012:role/qunfa-dev-CampaignSchedulerRole-X",
 	}
 	_, err := awsrun.Load(fn, func(name string) string {
 		v := env[name]
@@ -301,6 +304,19 @@ func checkEnv(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 // actions: the rules named with its rule prefix. It is the only wildcard
 // resource the policies may hold.
 const campaignRuleARN = "sub:arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:rule/${AWS::StackName}-c-*"
+
+// campaignScheduleARN is the resource of the api function's schedule
+// actions: the campaign schedules (named c-…) of the stack's group.
+const campaignScheduleARN = "sub:arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:schedule/${ScheduleGroup}/c-*"
+
+// passRole: a function that makes schedules passes them the campaign
+// scheduler role, and no other.
+func passRole(fn awsrun.Function) []string {
+	if len(fn.CampaignSchedules) > 0 {
+		return []string{"PassRole"}
+	}
+	return nil
+}
 
 // tenantSecretPrefix starts the names of the tenants' provider secrets.
 const tenantSecretPrefix = "${AWS::StackName}/tenants/"
@@ -361,7 +377,8 @@ func checkPolicy(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 		}
 		for _, r := range strs(at(s, "Resource")) {
 			wild := strings.ContainsAny(strings.TrimPrefix(r, "sub:"), "*?")
-			if wild && !(svc == "events:rules" && r == campaignRuleARN) && !(svc == "secretsmanager" && slices.Contains(providerSecretARNs, r)) {
+			if wild && !(svc == "events:rules" && r == campaignRuleARN) && !(svc == "secretsmanager" && slices.Contains(providerSecretARNs, r)) &&
+				!(svc == "scheduler" && r == campaignScheduleARN) {
 				t.Errorf("wildcard resource %s", r)
 			}
 			resources[svc] = append(resources[svc], r)
@@ -382,6 +399,8 @@ func checkPolicy(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 		{"events:rules", fn.CampaignRules, []string{campaignRuleARN}},
 		{"secretsmanager", fn.Secrets, providerSecretARNs},
 		{"sqs:failed", failedInvocations(fn), []string{"getatt:FailedInvocationsQueue.Arn"}},
+		{"scheduler", fn.CampaignSchedules, []string{campaignScheduleARN}},
+		{"iam", passRole(fn), []string{"getatt:CampaignSchedulerRole.Arn"}},
 	}
 	for _, c := range checks {
 		if got, want := sorted(actions[c.svc]), sorted(c.actions); !slices.Equal(got, want) {
@@ -551,6 +570,31 @@ func TestTemplateCampaignRules(t *testing.T) {
 	}
 	if perms != 1 {
 		t.Errorf("%d Lambda permissions, want the one for campaign rules", perms)
+	}
+	// The schedules: in the stack's group, invoking submit with a role
+	// only the scheduler of this account may assume, which may invoke
+	// submit and write the failed-invocations queue, nothing else.
+	if env[awsrun.EnvCampaignScheduleGroup] != "ref:ScheduleGroup" || env[awsrun.EnvCampaignSchedulerRole] != "getatt:CampaignSchedulerRole.Arn" ||
+		env[awsrun.EnvCampaignTimeZone] != "UTC" {
+		t.Errorf("campaign schedule settings: group %q, role %q, time zone %q", env[awsrun.EnvCampaignScheduleGroup],
+			env[awsrun.EnvCampaignSchedulerRole], env[awsrun.EnvCampaignTimeZone])
+	}
+	role := at(tp.raw, "Resources", "CampaignSchedulerRole", "Properties")
+	trust := fmt.Sprint(at(role, "AssumeRolePolicyDocument"))
+	if !strings.Contains(trust, "scheduler.amazonaws.com") || !strings.Contains(trust, "aws:SourceAccount") {
+		t.Errorf("CampaignSchedulerRole trust: %s", trust)
+	}
+	granted := map[string]string{}
+	for _, p := range at(role, "Policies").([]any) {
+		stmts, _ := at(p, "PolicyDocument", "Statement").([]any)
+		for _, s := range stmts {
+			for _, a := range strs(at(s, "Action")) {
+				granted[a] = strings.Join(strs(at(s, "Resource")), ",")
+			}
+		}
+	}
+	if want := map[string]string{"lambda:InvokeFunction": "getatt:SubmitFunction.Arn", "sqs:SendMessage": "getatt:FailedInvocationsQueue.Arn"}; !maps.Equal(granted, want) {
+		t.Errorf("CampaignSchedulerRole grants %v, want %v", granted, want)
 	}
 }
 
