@@ -260,7 +260,7 @@ func TestLambdaHandlersOnAWSAdapters(t *testing.T) {
 		awsrun.EnvAlertBus: bus, awsrun.EnvCampaignRulePrefix: rulePrefix, awsrun.EnvCampaignTarget: submitARN,
 		awsrun.EnvCampaignScheduleGroup: scheduleGroup, awsrun.EnvCampaignSchedulerRole: schedulerRole,
 		awsrun.EnvCampaignTimeZone: "Asia/Shanghai",
-		awsrun.EnvProviderURL: provider.URL, awsrun.EnvProviderSecret: secretStack + "/provider",
+		awsrun.EnvProviderURL:      provider.URL, awsrun.EnvProviderSecret: secretStack + "/provider",
 		awsrun.EnvTenantSecretPrefix:     secretStack + "/tenants/",
 		awsrun.EnvProviderConnectTimeout: "1s", awsrun.EnvProviderTimeout: "2s",
 		awsrun.EnvClaimBatch: "10", awsrun.EnvConcurrency: "4",
@@ -446,7 +446,7 @@ func TestLambdaHandlersOnAWSAdapters(t *testing.T) {
 		t.Errorf("mock stats %+v, want 5 accepted", st)
 	}
 
-	// Deleting the campaign removes its rule.
+	// Deleting the campaign removes its schedule (and any former rule).
 	del := postCampaign
 	del.RawPath, del.Body = "/v1/campaigns/weekly-digest", ""
 	del.RequestContext.HTTP.Method, del.RequestContext.HTTP.Path = "DELETE", del.RawPath
@@ -455,6 +455,9 @@ func TestLambdaHandlersOnAWSAdapters(t *testing.T) {
 	}
 	if rules, err := admin.EventBridge.ListRules(ctx, &eventbridge.ListRulesInput{NamePrefix: aws.String(rulePrefix)}); err != nil || len(rules.Rules) != 0 {
 		t.Errorf("campaign rules after delete: %v %+v", err, rules)
+	}
+	if left, err := admin.Scheduler.ListSchedules(ctx, &scheduler.ListSchedulesInput{GroupName: aws.String(scheduleGroup)}); err != nil || len(left.Schedules) != 0 {
+		t.Errorf("campaign schedules after delete: %v %+v", err, left)
 	}
 
 	// Every function that started or finished a job published the alert.

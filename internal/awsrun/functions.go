@@ -220,10 +220,10 @@ var (
 			EnvCampaignScheduleGroup, EnvCampaignSchedulerRole, EnvCampaignTimeZone}),
 		DynamoDB: []string{DynamoGetItem, DynamoPutItem, DynamoUpdateItem, DynamoQuery, DynamoBatchGetItem,
 			DynamoBatchWriteItem, DynamoDeleteItem},
-		Indexes:       []string{IndexTenantJobs},
-		SQS:           []string{SQSSendMessage},
-		Events:        alerts,
-		CampaignRules: []string{EventsRemoveTargets, EventsDeleteRule},
+		Indexes:           []string{IndexTenantJobs},
+		SQS:               []string{SQSSendMessage},
+		Events:            alerts,
+		CampaignRules:     []string{EventsRemoveTargets, EventsDeleteRule},
 		CampaignSchedules: []string{SchedulerCreateSchedule, SchedulerUpdateSchedule, SchedulerDeleteSchedule},
 	}
 	// Sender works shard turns from the FIFO work queue.
