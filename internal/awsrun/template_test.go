@@ -269,6 +269,14 @@ func checkEnv(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 		if strings.Contains(v, "{{resolve:") || strings.Contains(name, "TOKEN") && !strings.HasSuffix(name, "_SHA256") {
 			t.Errorf("%s=%q: a secret (or a dynamic reference to one) in %s's environment", name, v, fn.Name)
 		}
+		// Nor a parameter given as a secret (NoEcho), nor a secret's value
+		// under another name: only names and ARNs of secrets.
+		if p, ok := strings.CutPrefix(v, "ref:"); ok && at(tp.raw, "Parameters", p, "NoEcho") == true {
+			t.Errorf("%s=%q: %s's environment holds the NoEcho parameter %s", name, v, fn.Name, p)
+		}
+		if strings.Contains(name, "SECRET") && !strings.HasSuffix(name, "_SECRET") && !strings.HasSuffix(name, "_PREFIX") {
+			t.Errorf("%s: a secret-looking variable in %s's environment (only secret names are allowed)", name, fn.Name)
+		}
 	}
 	if fn.Provider && (env[awsrun.EnvProviderSecret] != "ref:ProviderSecretName" || env[awsrun.EnvTenantSecretPrefix] != "sub:"+tenantSecretPrefix) {
 		t.Errorf("%s: %s=%q, %s=%q; want the secret's name and the tenants' prefix", fn.Name,
