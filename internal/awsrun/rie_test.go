@@ -244,6 +244,18 @@ func TestBootstrapsUnderRuntimeEmulator(t *testing.T) {
 	rie["breaker"].invoke(t, rawEvent(t, "breaker-schedule.json"), &none)
 	rie["webhooks"].invoke(t, rawEvent(t, "webhooks-alert.json"), &none)
 	rie["webhooks"].invoke(t, rawEvent(t, "webhooks-schedule.json"), &none)
+	// And each schedule's own input, as the scheduler fills it.
+	for _, fn := range []awsrun.Function{awsrun.Reconciler, awsrun.Breaker, awsrun.Webhooks} {
+		evs := at(tp.raw, "Resources", fn.LogicalID, "Properties", "Events").(map[string]any)
+		for _, e := range evs {
+			if at(e, "Type") != "ScheduleV2" {
+				continue
+			}
+			in := strings.NewReplacer("<aws.scheduler.execution-id>", "rie-execution-1",
+				"<aws.scheduler.scheduled-time>", time.Now().UTC().Format(time.RFC3339)).Replace(fmt.Sprint(at(e, "Properties", "Input")))
+			rie[fn.Name].invoke(t, json.RawMessage(in), &none)
+		}
+	}
 	var items api.ItemList
 	if err := json.Unmarshal([]byte(httpCall("api", "api-list-items.json", 200, "JOB_ID", apiJob.ID).Body), &items); err != nil || len(items.Items) != 3 {
 		t.Fatalf("items: %+v %v", items, err)

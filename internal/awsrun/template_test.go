@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/awslabs/goformation/v7"
 	"github.com/awslabs/goformation/v7/cloudformation"
 	"github.com/awslabs/goformation/v7/intrinsics"
@@ -630,6 +631,14 @@ func checkSchedule(t *testing.T, fn awsrun.Function, p any) {
 	}
 	if !fn.Async {
 		t.Errorf("%s is scheduled but not declared Async in awsrun.Functions()", fn.Name)
+	}
+	// The input, filled as the scheduler fills it, is the EventBridge
+	// event the handler reads.
+	in := strings.NewReplacer("<aws.scheduler.execution-id>", "c5f5d0a2-1b7e-4e0c-9d8a-0e1f2a3b4c5d",
+		"<aws.scheduler.scheduled-time>", "2025-03-03T09:00:00Z").Replace(fmt.Sprint(at(p, "Input")))
+	var ev events.EventBridgeEvent
+	if err := json.Unmarshal([]byte(in), &ev); err != nil || ev.ID == "" || ev.Time.IsZero() {
+		t.Errorf("%s schedule input %q is not an EventBridge event: %v", fn.Name, in, err)
 	}
 }
 
