@@ -52,7 +52,7 @@ type Config struct {
 	// Campaign schedules (api function): the schedule group, the role
 	// the scheduler invokes submit with, the cron time zone.
 	CampaignScheduleGroup string
-	CampaignSchedulerRole string
+	SchedulerRole         string
 	CampaignTimeZone      string
 	// PlatformTokenHash is the hex SHA-256 of the platform operator's token.
 	PlatformTokenHash string
@@ -126,7 +126,7 @@ func Load(fn Function, getenv func(string) string) (Config, error) {
 	c.CampaignTarget = get(EnvCampaignTarget)
 	c.CampaignDeadLetter = get(EnvCampaignDeadLetter)
 	c.CampaignScheduleGroup = get(EnvCampaignScheduleGroup)
-	c.CampaignSchedulerRole = get(EnvCampaignSchedulerRole)
+	c.SchedulerRole = get(EnvSchedulerRole)
 	c.CampaignTimeZone = get(EnvCampaignTimeZone)
 	c.PlatformTokenHash = get(EnvPlatformTokenHash)
 	c = c.withDefaults()
@@ -216,7 +216,7 @@ func (c Config) validate() error {
 	if c.fn.reads(EnvCampaignScheduleGroup) {
 		if _, err := awsscheduler.New(nil, c.scheduleConfig()); err != nil {
 			errs = append(errs, fmt.Errorf("%s=%q, %s=%q, %s=%q: %w", EnvCampaignScheduleGroup, c.CampaignScheduleGroup,
-				EnvCampaignSchedulerRole, c.CampaignSchedulerRole, EnvCampaignTimeZone, c.CampaignTimeZone, err))
+				EnvSchedulerRole, c.SchedulerRole, EnvCampaignTimeZone, c.CampaignTimeZone, err))
 		}
 	}
 	if !c.fn.Provider {
@@ -249,7 +249,7 @@ func (c Config) validate() error {
 
 // scheduleConfig is the campaign schedules' configuration.
 func (c Config) scheduleConfig() awsscheduler.Config {
-	return awsscheduler.Config{Group: c.CampaignScheduleGroup, TargetARN: c.CampaignTarget, RoleARN: c.CampaignSchedulerRole,
+	return awsscheduler.Config{Group: c.CampaignScheduleGroup, TargetARN: c.CampaignTarget, RoleARN: c.SchedulerRole,
 		DeadLetterARN: c.CampaignDeadLetter, TimeZone: c.CampaignTimeZone}
 }
 

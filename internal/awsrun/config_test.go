@@ -17,7 +17,7 @@ func TestLoad(t *testing.T) {
 		awsrun.EnvCampaignRulePrefix:    "qunfa-dev-c-",
 		awsrun.EnvCampaignTarget:        "arn:aws:lambda:ap-east-1:123456789012:function:submit",
 		awsrun.EnvCampaignScheduleGroup: "qunfa-dev",
-		awsrun.EnvCampaignSchedulerRole: "arn:aws:iam::123456789012:role/qunfa-dev-CampaignSchedulerRole",
+		awsrun.EnvSchedulerRole:         "arn:aws:iam::123456789012:role/qunfa-dev-SchedulerRole",
 	}
 	with := func(kv ...string) map[string]string {
 		m := map[string]string{}
@@ -57,7 +57,7 @@ func TestLoad(t *testing.T) {
 			env:     with(awsrun.EnvCampaignRulePrefix, "", awsrun.EnvCampaignTarget, ""),
 			wantErr: []string{awsrun.EnvCampaignRulePrefix, "target"}},
 		{name: "campaign schedules without group or role", fn: awsrun.API,
-			env:     with(awsrun.EnvCampaignScheduleGroup, "", awsrun.EnvCampaignSchedulerRole, ""),
+			env:     with(awsrun.EnvCampaignScheduleGroup, "", awsrun.EnvSchedulerRole, ""),
 			wantErr: []string{awsrun.EnvCampaignScheduleGroup, "role"}},
 		{name: "campaign time zone unknown", fn: awsrun.API, env: with(awsrun.EnvCampaignTimeZone, "Mars/Olympus"),
 			wantErr: []string{awsrun.EnvCampaignTimeZone}},

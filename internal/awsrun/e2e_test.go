@@ -249,7 +249,7 @@ func TestLambdaHandlersOnAWSAdapters(t *testing.T) {
 
 	rulePrefix := uniqueName("qe2e") + "-c-"
 	const submitARN = "arn:aws:lambda:us-east-1:123456789012:function:qunfa-e2e-SubmitFunction"
-	const schedulerRole = "arn:aws:iam::123456789012:role/qunfa-e2e-CampaignSchedulerRole"
+	const schedulerRole = "arn:aws:iam::123456789012:role/qunfa-e2e-SchedulerRole"
 	scheduleGroup := uniqueName("qe2e")
 	if _, err := admin.Scheduler.CreateScheduleGroup(ctx, &scheduler.CreateScheduleGroupInput{Name: aws.String(scheduleGroup)}); err != nil {
 		t.Fatal(err)
@@ -258,7 +258,7 @@ func TestLambdaHandlersOnAWSAdapters(t *testing.T) {
 	env := map[string]string{
 		awsrun.EnvTable: table, awsrun.EnvQueueURL: queueURL, awsrun.EnvLogLevel: "info",
 		awsrun.EnvAlertBus: bus, awsrun.EnvCampaignRulePrefix: rulePrefix, awsrun.EnvCampaignTarget: submitARN,
-		awsrun.EnvCampaignScheduleGroup: scheduleGroup, awsrun.EnvCampaignSchedulerRole: schedulerRole,
+		awsrun.EnvCampaignScheduleGroup: scheduleGroup, awsrun.EnvSchedulerRole: schedulerRole,
 		awsrun.EnvCampaignTimeZone: "Asia/Shanghai",
 		awsrun.EnvProviderURL:      provider.URL, awsrun.EnvProviderSecret: secretStack + "/provider",
 		awsrun.EnvTenantSecretPrefix:     secretStack + "/tenants/",

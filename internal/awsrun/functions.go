@@ -78,10 +78,10 @@ const (
 	// EnvCampaignScheduleGroup is the stack's EventBridge Scheduler group
 	// the campaigns' schedules are made in (api function).
 	EnvCampaignScheduleGroup = "QUNFA_CAMPAIGN_SCHEDULE_GROUP"
-	// EnvCampaignSchedulerRole is the ARN of the role the scheduler
+	// EnvSchedulerRole is the ARN of the role the scheduler
 	// invokes the submit function with (api function; passed, not
 	// assumed).
-	EnvCampaignSchedulerRole = "QUNFA_CAMPAIGN_SCHEDULER_ROLE_ARN"
+	EnvSchedulerRole = "QUNFA_CAMPAIGN_SCHEDULER_ROLE_ARN"
 	// EnvCampaignTimeZone is the IANA time zone of the campaigns' cron
 	// expressions (api function; default UTC).
 	EnvCampaignTimeZone = "QUNFA_CAMPAIGN_TIME_ZONE"
@@ -217,7 +217,7 @@ var (
 	API = Function{
 		Name: "api", LogicalID: "ApiFunction",
 		Env: concat(baseEnv, []string{EnvCampaignRulePrefix, EnvCampaignTarget, EnvCampaignDeadLetter, EnvPlatformTokenHash,
-			EnvCampaignScheduleGroup, EnvCampaignSchedulerRole, EnvCampaignTimeZone}),
+			EnvCampaignScheduleGroup, EnvSchedulerRole, EnvCampaignTimeZone}),
 		DynamoDB: []string{DynamoGetItem, DynamoPutItem, DynamoUpdateItem, DynamoQuery, DynamoBatchGetItem,
 			DynamoBatchWriteItem, DynamoDeleteItem},
 		Indexes:           []string{IndexTenantJobs},

@@ -116,7 +116,7 @@ func TestBootstrapsUnderRuntimeEmulator(t *testing.T) {
 		"getatt:SubmitFunction.Arn":         "arn:aws:lambda:us-east-1:123456789012:function:" + stack + "-SubmitFunction",
 		"getatt:FailedInvocationsQueue.Arn": "arn:aws:sqs:us-east-1:000000000000:" + stack + "-FailedInvocationsQueue",
 		"ref:ScheduleGroup":                 stack,
-		"getatt:CampaignSchedulerRole.Arn":  "arn:aws:iam::123456789012:role/" + stack + "-CampaignSchedulerRole",
+		"getatt:SchedulerRole.Arn":          "arn:aws:iam::123456789012:role/" + stack + "-SchedulerRole",
 		"sub:${ItemRetentionDays}d":         "30d",
 	}
 	rie := map[string]*rieFunction{}

@@ -295,7 +295,7 @@ func checkEnv(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 		"getatt:FailedInvocationsQueue.Arn": "arn:aws:sqs:ap-east-1:123456789012:qunfa-dev-FailedInvocationsQueue-X",
 		"sub:${ItemRetentionDays}d":         "30d",
 		"ref:ScheduleGroup":                 "qunfa-dev",
-		"getatt:CampaignSchedulerRole.Arn":  "arn:aws:iam::123456789012:role/qunfa-dev-CampaignSchedulerRole-X",
+		"getatt:SchedulerRole.Arn":          "arn:aws:iam::123456789012:role/qunfa-dev-SchedulerRole-X",
 	}
 	_, err := awsrun.Load(fn, func(name string) string {
 		v := env[name]
@@ -409,7 +409,7 @@ func checkPolicy(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 		{"secretsmanager", fn.Secrets, providerSecretARNs},
 		{"sqs:failed", failedInvocations(fn), []string{"getatt:FailedInvocationsQueue.Arn"}},
 		{"scheduler", fn.CampaignSchedules, []string{campaignScheduleARN}},
-		{"iam", passRole(fn), []string{"getatt:CampaignSchedulerRole.Arn"}},
+		{"iam", passRole(fn), []string{"getatt:SchedulerRole.Arn"}},
 	}
 	for _, c := range checks {
 		if got, want := sorted(actions[c.svc]), sorted(c.actions); !slices.Equal(got, want) {
@@ -581,17 +581,18 @@ func TestTemplateCampaignRules(t *testing.T) {
 		t.Errorf("%d Lambda permissions, want the one for campaign rules", perms)
 	}
 	// The schedules: in the stack's group, invoking submit with a role
-	// only the scheduler of this account may assume, which may invoke
-	// submit and write the failed-invocations queue, nothing else.
-	if env[awsrun.EnvCampaignScheduleGroup] != "ref:ScheduleGroup" || env[awsrun.EnvCampaignSchedulerRole] != "getatt:CampaignSchedulerRole.Arn" ||
+	// only the scheduler of this account may assume, which may invoke the
+	// scheduled functions and write the failed-invocations queue, nothing
+	// else.
+	if env[awsrun.EnvCampaignScheduleGroup] != "ref:ScheduleGroup" || env[awsrun.EnvSchedulerRole] != "getatt:SchedulerRole.Arn" ||
 		env[awsrun.EnvCampaignTimeZone] != "UTC" {
 		t.Errorf("campaign schedule settings: group %q, role %q, time zone %q", env[awsrun.EnvCampaignScheduleGroup],
-			env[awsrun.EnvCampaignSchedulerRole], env[awsrun.EnvCampaignTimeZone])
+			env[awsrun.EnvSchedulerRole], env[awsrun.EnvCampaignTimeZone])
 	}
-	role := at(tp.raw, "Resources", "CampaignSchedulerRole", "Properties")
+	role := at(tp.raw, "Resources", "SchedulerRole", "Properties")
 	trust := fmt.Sprint(at(role, "AssumeRolePolicyDocument"))
 	if !strings.Contains(trust, "scheduler.amazonaws.com") || !strings.Contains(trust, "aws:SourceAccount") {
-		t.Errorf("CampaignSchedulerRole trust: %s", trust)
+		t.Errorf("SchedulerRole trust: %s", trust)
 	}
 	granted := map[string]string{}
 	for _, p := range at(role, "Policies").([]any) {
@@ -602,8 +603,12 @@ func TestTemplateCampaignRules(t *testing.T) {
 			}
 		}
 	}
-	if want := map[string]string{"lambda:InvokeFunction": "getatt:SubmitFunction.Arn", "sqs:SendMessage": "getatt:FailedInvocationsQueue.Arn"}; !maps.Equal(granted, want) {
-		t.Errorf("CampaignSchedulerRole grants %v, want %v", granted, want)
+	want := map[string]string{
+		"lambda:InvokeFunction": "getatt:SubmitFunction.Arn,getatt:ReconcilerFunction.Arn,getatt:BreakerFunction.Arn,getatt:WebhooksFunction.Arn",
+		"sqs:SendMessage":       "getatt:FailedInvocationsQueue.Arn",
+	}
+	if !maps.Equal(granted, want) {
+		t.Errorf("SchedulerRole grants %v, want %v", granted, want)
 	}
 }
 
@@ -614,6 +619,9 @@ func TestTemplateCampaignRules(t *testing.T) {
 // cannot be delivered kept in the failed-invocations queue.
 func checkSchedule(t *testing.T, fn awsrun.Function, p any) {
 	t.Helper()
+	if at(p, "RoleArn") != "getatt:SchedulerRole.Arn" {
+		t.Errorf("%s schedule does not use SchedulerRole (which may write the dead-letter queue): %v", fn.Name, at(p, "RoleArn"))
+	}
 	if at(p, "GroupName") != "ref:ScheduleGroup" {
 		t.Errorf("%s schedule not in the stack's schedule group: %v", fn.Name, at(p, "GroupName"))
 	}

@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 
 const (
 	target = "arn:aws:lambda:us-east-1:123456789012:function:qunfa-dev-SubmitFunction"
-	role   = "arn:aws:iam::123456789012:role/qunfa-dev-CampaignSchedulerRole"
+	role   = "arn:aws:iam::123456789012:role/qunfa-dev-SchedulerRole"
 	dlq    = "arn:aws:sqs:us-east-1:123456789012:qunfa-dev-FailedInvocationsQueue"
 )
 
