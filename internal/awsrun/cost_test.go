@@ -37,6 +37,7 @@ import (
 type capacity struct {
 	mu          sync.Mutex
 	write, read float64
+	byOp        map[string]float64 // units by operation
 }
 
 func (c *capacity) observe(op string, cc types.ConsumedCapacity) {
@@ -45,6 +46,10 @@ func (c *capacity) observe(op string, cc types.ConsumedCapacity) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.byOp == nil {
+		c.byOp = map[string]float64{}
+	}
+	c.byOp[op] += *cc.CapacityUnits
 	switch op {
 	case "PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem":
 		c.write += *cc.CapacityUnits
@@ -189,7 +194,7 @@ func benchSenderCost(b *testing.B, perCall int) {
 	}
 	b.ResetTimer()
 	for range b.N {
-		meter.write, meter.read = 0, 0
+		meter.write, meter.read, meter.byOp = 0, 0, nil
 		sqsRequests.take()
 		eventEntries.take()
 		invocations := 0
@@ -251,5 +256,9 @@ func benchSenderCost(b *testing.B, perCall int) {
 		b.ReportMetric(sqsPerMsg*priceSQSFIFO*1e6, "$sqs/M")
 		b.ReportMetric(cpuPerMsg*senderMemoryGB*priceLambdaGBs*1e6, "$lambda/M")
 		b.ReportMetric(eventsPerMsg*priceEvents*1e6, "$events/M")
+		// Where the units go, by operation.
+		for op, units := range meter.byOp {
+			b.ReportMetric(units/n, op+"/msg")
+		}
 	}
 }
