@@ -135,10 +135,13 @@ sam-build: ## Build every function with sam build (functions/*/Makefile, linux/a
 	sam build --config-env $(STAGE)
 
 .PHONY: deploy
-deploy: sam-build ## Deploy to AWS: make deploy STAGE=dev|prod PROVIDER_URL=https://... [PROVIDER_SECRET=name] [ALARM_EMAIL=addr]
-	@test -n "$(PROVIDER_URL)" || { echo "set PROVIDER_URL (the wecomapi provider's base URL)" >&2; exit 1; }
+deploy: ## Deploy to AWS: make deploy STAGE=dev|prod PROVIDER_URL=https://... [PROVIDER_SECRET=name] [ALARM_EMAIL=addr] [EXTRA_PARAMS="K=V ..."]
+	@case "$(PROVIDER_URL)" in http://?*|https://?*) ;; \
+	  *) echo "make deploy needs PROVIDER_URL, the wecomapi provider's base URL: make deploy STAGE=$(STAGE) PROVIDER_URL=https://wecom-gateway.example.com" >&2; exit 2;; esac
+	$(MAKE) --no-print-directory sam-build STAGE=$(STAGE)
 	sam deploy --config-env $(STAGE) --parameter-overrides \
-	  "Stage=$(STAGE)" "ProviderURL=$(PROVIDER_URL)" "ProviderSecretName=$(PROVIDER_SECRET)" "AlarmEmail=$(ALARM_EMAIL)"
+	  "Stage=$(STAGE)" "ProviderURL=$(PROVIDER_URL)" "ProviderSecretName=$(PROVIDER_SECRET)" \
+	  $(if $(ALARM_EMAIL),"AlarmEmail=$(ALARM_EMAIL)") $(EXTRA_PARAMS)
 
 .PHONY: localstack-deploy
 localstack-deploy: sam-build ## Deploy the stack to LocalStack at LOCALSTACK_URL (PROVIDER_URL defaults to a local mock)

@@ -7,11 +7,13 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"sync/atomic"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -20,6 +22,7 @@ import (
 	"github.com/qunfa/qunfa/internal/api"
 	"github.com/qunfa/qunfa/internal/breaker"
 	"github.com/qunfa/qunfa/internal/campaign"
+	"github.com/qunfa/qunfa/internal/campaign/awsscheduler"
 	"github.com/qunfa/qunfa/internal/campaign/ebscheduler"
 	"github.com/qunfa/qunfa/internal/campaign/httpsource"
 	"github.com/qunfa/qunfa/internal/clock"
@@ -50,7 +53,16 @@ import (
 // It writes each record straight through, so nothing is left to flush when
 // the runtime shuts down.
 func NewLogger(w io.Writer, level slog.Level, fn Function) *slog.Logger {
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})).With(slog.String("function", fn.Name))
+	log, _ := newInvocationLogger(w, level, fn)
+	return log
+}
+
+// newInvocationLogger is NewLogger whose lines carry the request and trace
+// ids of the invocation current holds (see requestid.go).
+func newInvocationLogger(w io.Writer, level slog.Level, fn Function) (*slog.Logger, *atomic.Pointer[invocation]) {
+	current := &atomic.Pointer[invocation]{}
+	h := invocationIDs{next: slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}), current: current}
+	return slog.New(h).With(slog.String("function", fn.Name)), current
 }
 
 // Clients are the AWS SDK clients a function uses.
@@ -60,6 +72,8 @@ type Clients struct {
 	EventBridge *eventbridge.Client
 	// SecretsManager reads the provider secrets (sender, reconciler).
 	SecretsManager *secretsmanager.Client
+	// Scheduler keeps the campaigns' schedules (api).
+	Scheduler *scheduler.Client
 }
 
 // NewClients loads the AWS configuration the SDK way (the Lambda role's
@@ -74,7 +88,7 @@ func NewClients(ctx context.Context, opts ...func(*config.LoadOptions) error) (C
 		return Clients{}, fmt.Errorf("load AWS configuration: %w", err)
 	}
 	return Clients{DynamoDB: dynamodb.NewFromConfig(cfg), SQS: sqs.NewFromConfig(cfg), EventBridge: eventbridge.NewFromConfig(cfg),
-		SecretsManager: secretsmanager.NewFromConfig(cfg)}, nil
+		SecretsManager: secretsmanager.NewFromConfig(cfg), Scheduler: scheduler.NewFromConfig(cfg)}, nil
 }
 
 // Core is the core of qunfa assembled on the AWS adapters.
@@ -131,7 +145,17 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 	deps := api.Deps{Store: st, Submitter: core.Submitter, Control: core.Control, Clock: clk, Logger: log,
 		PlatformTokenHash: cfg.PlatformTokenHash}
 	if cfg.fn.reads(EnvCampaignRulePrefix) {
-		sched, err := ebscheduler.New(c.EventBridge, ebscheduler.Config{RulePrefix: cfg.CampaignRulePrefix, TargetARN: cfg.CampaignTarget})
+		rules, err := ebscheduler.New(c.EventBridge, ebscheduler.Config{RulePrefix: cfg.CampaignRulePrefix, TargetARN: cfg.CampaignTarget,
+			DeadLetterARN: cfg.CampaignDeadLetter})
+		if err != nil {
+			return nil, err
+		}
+		if c.Scheduler == nil {
+			return nil, fmt.Errorf("build core: missing the EventBridge Scheduler client")
+		}
+		sc := cfg.scheduleConfig()
+		sc.Legacy = rules
+		sched, err := awsscheduler.New(c.Scheduler, sc)
 		if err != nil {
 			return nil, err
 		}
@@ -210,6 +234,8 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 	core.Reconciler = &reconcile.Reconciler{
 		Store: core.Series, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts, Gauges: core.Metrics,
 		StaleAfter: cfg.StaleAfter, SettleAfter: cfg.SettleAfter, Plans: core.Submitter,
+		// Finished jobs' item records get their expiry (the table's TTL).
+		Expirer: st, Retention: cfg.ItemRetention,
 	}
 	return core, nil
 }
@@ -224,6 +250,13 @@ func StartOptions(log *slog.Logger) []lambda.Option {
 	})}
 }
 
+// handler is the Lambda handler of h (a handler function as lambda.Start
+// takes it) with the start options, whose invocations set the ids the
+// logs of current carry.
+func handler(h any, current *atomic.Pointer[invocation], log *slog.Logger) lambda.Handler {
+	return trackInvocations(lambda.NewHandlerWithOptions(h, StartOptions(log)...), current)
+}
+
 // Run is the whole of a function's main: it loads fn's configuration from
 // the environment, builds the AWS clients and the core, and starts the
 // Lambda runtime with the handler handlerFor returns. A configuration or
@@ -232,7 +265,7 @@ func StartOptions(log *slog.Logger) []lambda.Option {
 func Run(fn Function, handlerFor func(core *Core, log *slog.Logger) any) {
 	ctx := context.Background()
 	cfg, cfgErr := Load(fn, os.Getenv)
-	log := NewLogger(os.Stdout, cfg.LogLevel, fn)
+	log, current := newInvocationLogger(os.Stdout, cfg.LogLevel, fn)
 	fail := func(what string, err error) {
 		log.Error(what, slog.Any("err", err))
 		os.Exit(1)
@@ -249,5 +282,5 @@ func Run(fn Function, handlerFor func(core *Core, log *slog.Logger) any) {
 		fail("build core", err)
 	}
 	log.Info("ready", slog.Any("config", cfg))
-	lambda.StartWithOptions(handlerFor(core, log), StartOptions(log)...)
+	lambda.Start(handler(handlerFor(core, log), current, log))
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/qunfa/qunfa/internal/campaign/awsscheduler"
 	"github.com/qunfa/qunfa/internal/campaign/ebscheduler"
 	"github.com/qunfa/qunfa/internal/sender"
 )
@@ -36,6 +37,9 @@ type Config struct {
 	// Reconciler.
 	StaleAfter  time.Duration
 	SettleAfter time.Duration
+	// ItemRetention is how long a finished job's item records are kept
+	// (expires_at, DynamoDB TTL).
+	ItemRetention time.Duration
 
 	// AlertBus is the EventBridge bus of the alerts.
 	AlertBus string
@@ -43,6 +47,13 @@ type Config struct {
 	// submit function's ARN).
 	CampaignRulePrefix string
 	CampaignTarget     string
+	// CampaignDeadLetter is the SQS queue ARN of undeliverable firings.
+	CampaignDeadLetter string
+	// Campaign schedules (api function): the schedule group, the role
+	// the scheduler invokes submit with, the cron time zone.
+	CampaignScheduleGroup string
+	SchedulerRole         string
+	CampaignTimeZone      string
 	// PlatformTokenHash is the hex SHA-256 of the platform operator's token.
 	PlatformTokenHash string
 
@@ -103,9 +114,20 @@ func Load(fn Function, getenv func(string) string) (Config, error) {
 	dur(EnvDeadlineMargin, &c.Sender.DeadlineMargin)
 	dur(EnvStaleAfter, &c.StaleAfter)
 	dur(EnvSettleAfter, &c.SettleAfter)
+	if v := get(EnvItemRetention); v != "" {
+		d, err := parseRetention(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %w", EnvItemRetention, v, err))
+		}
+		c.ItemRetention = d
+	}
 	c.AlertBus = get(EnvAlertBus)
 	c.CampaignRulePrefix = get(EnvCampaignRulePrefix)
 	c.CampaignTarget = get(EnvCampaignTarget)
+	c.CampaignDeadLetter = get(EnvCampaignDeadLetter)
+	c.CampaignScheduleGroup = get(EnvCampaignScheduleGroup)
+	c.SchedulerRole = get(EnvSchedulerRole)
+	c.CampaignTimeZone = get(EnvCampaignTimeZone)
 	c.PlatformTokenHash = get(EnvPlatformTokenHash)
 	c = c.withDefaults()
 	return c, errors.Join(append(errs, c.validate())...)
@@ -136,7 +158,30 @@ func (c Config) withDefaults() Config {
 	if c.SettleAfter <= 0 {
 		c.SettleAfter = c.LongestProviderCall() + 5*time.Second
 	}
+	if c.ItemRetention <= 0 {
+		c.ItemRetention = DefaultItemRetention
+	}
 	return c
+}
+
+// DefaultItemRetention keeps a finished job's item records 30 days.
+const DefaultItemRetention = 30 * 24 * time.Hour
+
+// parseRetention reads "30d" (days, as the template's ItemRetentionDays
+// gives it) or a Go duration of at least an hour.
+func parseRetention(v string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 1 || n > 3650 {
+			return 0, errors.New("want days from 1d to 3650d, or a Go duration such as 72h")
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < time.Hour {
+		return 0, errors.New("want days such as 30d, or a Go duration of at least 1h")
+	}
+	return d, nil
 }
 
 // Bounds of the sender tuning.
@@ -168,6 +213,12 @@ func (c Config) validate() error {
 			errs = append(errs, fmt.Errorf("%s=%q, %s=%q: %w", EnvCampaignRulePrefix, c.CampaignRulePrefix, EnvCampaignTarget, c.CampaignTarget, err))
 		}
 	}
+	if c.fn.reads(EnvCampaignScheduleGroup) {
+		if _, err := awsscheduler.New(nil, c.scheduleConfig()); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q, %s=%q, %s=%q: %w", EnvCampaignScheduleGroup, c.CampaignScheduleGroup,
+				EnvSchedulerRole, c.SchedulerRole, EnvCampaignTimeZone, c.CampaignTimeZone, err))
+		}
+	}
 	if !c.fn.Provider {
 		return errors.Join(errs...)
 	}
@@ -196,6 +247,12 @@ func (c Config) validate() error {
 	return errors.Join(errs...)
 }
 
+// scheduleConfig is the campaign schedules' configuration.
+func (c Config) scheduleConfig() awsscheduler.Config {
+	return awsscheduler.Config{Group: c.CampaignScheduleGroup, TargetARN: c.CampaignTarget, RoleARN: c.SchedulerRole,
+		DeadLetterARN: c.CampaignDeadLetter, TimeZone: c.CampaignTimeZone}
+}
+
 // LongestProviderCall is how long one provider call can last: connect, then
 // the response timeout for the headers and again for the body (wecomapi).
 func (c Config) LongestProviderCall() time.Duration {
@@ -212,7 +269,9 @@ func (c Config) LogValue() slog.Value {
 		slog.String("alert_bus", c.AlertBus),
 	}
 	if c.fn.reads(EnvCampaignRulePrefix) {
-		attrs = append(attrs, slog.String("campaign_rule_prefix", c.CampaignRulePrefix), slog.String("campaign_target", c.CampaignTarget))
+		attrs = append(attrs, slog.String("campaign_rule_prefix", c.CampaignRulePrefix), slog.String("campaign_target", c.CampaignTarget),
+			slog.String("campaign_dead_letter", c.CampaignDeadLetter), slog.String("campaign_schedule_group", c.CampaignScheduleGroup),
+			slog.String("campaign_time_zone", c.CampaignTimeZone))
 	}
 	if c.fn.Provider {
 		attrs = append(attrs, slog.String("provider_url", c.ProviderURL),

@@ -10,12 +10,14 @@ import (
 
 func TestLoad(t *testing.T) {
 	base := map[string]string{
-		awsrun.EnvTable:              "qunfa",
-		awsrun.EnvQueueURL:           "https://sqs.ap-east-1.amazonaws.com/123456789012/work.fifo",
-		awsrun.EnvProviderURL:        "https://provider.example",
-		awsrun.EnvAlertBus:           "qunfa-alerts",
-		awsrun.EnvCampaignRulePrefix: "qunfa-dev-c-",
-		awsrun.EnvCampaignTarget:     "arn:aws:lambda:ap-east-1:123456789012:function:submit",
+		awsrun.EnvTable:                 "qunfa",
+		awsrun.EnvQueueURL:              "https://sqs.ap-east-1.amazonaws.com/123456789012/work.fifo",
+		awsrun.EnvProviderURL:           "https://provider.example",
+		awsrun.EnvAlertBus:              "qunfa-alerts",
+		awsrun.EnvCampaignRulePrefix:    "qunfa-dev-c-",
+		awsrun.EnvCampaignTarget:        "arn:aws:lambda:ap-east-1:123456789012:function:submit",
+		awsrun.EnvCampaignScheduleGroup: "qunfa-dev",
+		awsrun.EnvSchedulerRole:         "arn:aws:iam::123456789012:role/qunfa-dev-SchedulerRole",
 	}
 	with := func(kv ...string) map[string]string {
 		m := map[string]string{}
@@ -54,6 +56,12 @@ func TestLoad(t *testing.T) {
 		{name: "campaign rules without prefix or target", fn: awsrun.API,
 			env:     with(awsrun.EnvCampaignRulePrefix, "", awsrun.EnvCampaignTarget, ""),
 			wantErr: []string{awsrun.EnvCampaignRulePrefix, "target"}},
+		{name: "campaign schedules without group or role", fn: awsrun.API,
+			env:     with(awsrun.EnvCampaignScheduleGroup, "", awsrun.EnvSchedulerRole, ""),
+			wantErr: []string{awsrun.EnvCampaignScheduleGroup, "role"}},
+		{name: "campaign time zone unknown", fn: awsrun.API, env: with(awsrun.EnvCampaignTimeZone, "Mars/Olympus"),
+			wantErr: []string{awsrun.EnvCampaignTimeZone}},
+		{name: "campaign time zone", fn: awsrun.API, env: with(awsrun.EnvCampaignTimeZone, "Asia/Shanghai")},
 		{name: "campaign rule prefix too long", fn: awsrun.API, env: with(awsrun.EnvCampaignRulePrefix, strings.Repeat("p", 41)),
 			wantErr: []string{awsrun.EnvCampaignRulePrefix}},
 		{name: "platform token given instead of its hash", fn: awsrun.API, env: with(awsrun.EnvPlatformTokenHash, "qf_secret"),
@@ -63,6 +71,12 @@ func TestLoad(t *testing.T) {
 		{name: "settle sooner than a provider call can last", fn: awsrun.Reconciler,
 			env:     with(awsrun.EnvSettleAfter, "20s"),
 			wantErr: []string{awsrun.EnvSettleAfter}},
+		{name: "retention in days", fn: awsrun.Reconciler, env: with(awsrun.EnvItemRetention, "7d")},
+		{name: "retention as a duration", fn: awsrun.Reconciler, env: with(awsrun.EnvItemRetention, "36h")},
+		{name: "retention of no days", fn: awsrun.Reconciler, env: with(awsrun.EnvItemRetention, "0d"),
+			wantErr: []string{awsrun.EnvItemRetention}},
+		{name: "retention too short", fn: awsrun.Reconciler, env: with(awsrun.EnvItemRetention, "10m"),
+			wantErr: []string{awsrun.EnvItemRetention}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -103,8 +117,12 @@ func TestLoadDefaultsFollowProviderTimeouts(t *testing.T) {
 		t.Errorf("secret names not read: %q %q", cfg.ProviderSecret, cfg.TenantSecretPrefix)
 	}
 	rc, err := awsrun.Load(awsrun.Reconciler, func(k string) string { return env[k] })
-	if err != nil || rc.SettleAfter != 15*time.Second || rc.StaleAfter != 2*time.Minute {
-		t.Errorf("reconciler defaults: %v %v %v", err, rc.SettleAfter, rc.StaleAfter)
+	if err != nil || rc.SettleAfter != 15*time.Second || rc.StaleAfter != 2*time.Minute || rc.ItemRetention != 30*24*time.Hour {
+		t.Errorf("reconciler defaults: %v %v %v %v", err, rc.SettleAfter, rc.StaleAfter, rc.ItemRetention)
+	}
+	env[awsrun.EnvItemRetention] = "7d"
+	if rc, err := awsrun.Load(awsrun.Reconciler, func(k string) string { return env[k] }); err != nil || rc.ItemRetention != 7*24*time.Hour {
+		t.Errorf("retention 7d: %v %v", err, rc.ItemRetention)
 	}
 	var sb strings.Builder
 	log := awsrun.NewLogger(&sb, 0, awsrun.Sender)

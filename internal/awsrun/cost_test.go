@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,7 +16,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go/middleware"
 
+	"github.com/qunfa/qunfa/internal/alert"
 	"github.com/qunfa/qunfa/internal/awsemu"
 	"github.com/qunfa/qunfa/internal/breaker"
 	"github.com/qunfa/qunfa/internal/clock"
@@ -33,6 +37,7 @@ import (
 type capacity struct {
 	mu          sync.Mutex
 	write, read float64
+	byOp        map[string]float64 // units by operation
 }
 
 func (c *capacity) observe(op string, cc types.ConsumedCapacity) {
@@ -41,6 +46,10 @@ func (c *capacity) observe(op string, cc types.ConsumedCapacity) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.byOp == nil {
+		c.byOp = map[string]float64{}
+	}
+	c.byOp[op] += *cc.CapacityUnits
 	switch op {
 	case "PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem":
 		c.write += *cc.CapacityUnits
@@ -49,15 +58,88 @@ func (c *capacity) observe(op string, cc types.ConsumedCapacity) {
 	}
 }
 
-// BenchmarkSenderCostPerMessage measures what DynamoDB charges per
-// delivered message for the whole production path, not just the store
-// operations: submit (job, shards, snapshot), then the sender handler as
-// Lambda runs it — turn fencing, job/account/breaker/suppression reads at
-// every batch, tokens, claims, outcomes, shard advances — on dynalite and
-// fauxqs, with the mock provider, for single-recipient messages of one
-// account and the sender's AWS default claim batch (10).
+// Prices (us-east-1, on-demand, USD) the benchmark turns its counts into.
+const (
+	priceDynamoWrite = 0.625 / 1e6 // per write request unit
+	priceDynamoRead  = 0.125 / 1e6 // per read request unit
+	priceSQSFIFO     = 0.50 / 1e6  // per FIFO request (64 KB chunk)
+	priceLambdaGBs   = 0.0000133334
+	priceLambdaReq   = 0.20 / 1e6
+	priceEvents      = 1.00 / 1e6 // PutEvents entry (64 KB chunk)
+	priceHTTPAPI     = 1.00 / 1e6 // HTTP API request
+)
+
+// counter counts what a client or publisher was asked to do.
+type counter struct {
+	mu    sync.Mutex
+	calls int
+}
+
+func (c *counter) add(n int) {
+	c.mu.Lock()
+	c.calls += n
+	c.mu.Unlock()
+}
+
+func (c *counter) take() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.calls
+	c.calls = 0
+	return n
+}
+
+// Publish counts the events (alert.Publisher): each is one PutEvents entry.
+func (c *counter) Publish(_ context.Context, evs ...alert.Event) error {
+	c.add(len(evs))
+	return nil
+}
+
+// countRequests makes a copy of an SQS client that counts its requests.
+func countRequests(cl *sqs.Client, c *counter) *sqs.Client {
+	return sqs.New(cl.Options(), func(o *sqs.Options) {
+		o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
+			return st.Initialize.Add(middleware.InitializeMiddlewareFunc("qunfaCountRequests",
+				func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+					c.add(1)
+					return next.HandleInitialize(ctx, in)
+				}), middleware.After)
+		})
+	})
+}
+
+// cpuTime is the CPU time this process has used (user + system).
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkSenderCostPerMessage measures what AWS charges per delivered
+// message for the whole production path, not just the store operations:
+// submit (job, shards, snapshot), then the sender handler as Lambda runs
+// it — turn fencing, job/account/breaker/suppression reads at every batch,
+// tokens, claims, outcomes, shard advances — on dynalite and fauxqs, with
+// the mock provider, for one account: single-recipient provider calls with
+// the sender's AWS default claim batch (10), and calls of 100 recipients
+// with claims of 100. Beside DynamoDB's units it counts SQS requests (the
+// sender's and the poller's, as the event source mapping makes them),
+// EventBridge entries (alerts, per-batch outcomes), sender invocations
+// and this process's CPU time per message, billed as Lambda GB-seconds at
+// the sender's memory (512 MB; a lower bound of the billed duration, which
+// also counts waits), and one HTTP API request per job; $/M is the sum at
+// on-demand prices. Index writes are not counted (dynalite charges none).
 func BenchmarkSenderCostPerMessage(b *testing.B) {
+	for _, perCall := range []int{1, 100} {
+		b.Run(fmt.Sprintf("recipients_per_call=%d", perCall), func(b *testing.B) { benchSenderCost(b, perCall) })
+	}
+}
+
+func benchSenderCost(b *testing.B, perCall int) {
 	const n = 1000
+	const senderMemoryGB = 0.5
 	ctx := context.Background()
 	meter := &capacity{}
 	db := dynamodb.New(dynamodb.Options{
@@ -70,7 +152,8 @@ func BenchmarkSenderCostPerMessage(b *testing.B) {
 	}
 	st := dynamostore.New(db, table, dynamostore.Options{OnCapacity: meter.observe})
 	watch := dynamostore.New(db, table, dynamostore.Options{}) // the benchmark's own polling is not metered
-	sqsClient := awsemu.SQSClient(awsemu.SQS(b))
+	sqsRequests, eventEntries := &counter{}, &counter{}
+	sqsClient := countRequests(awsemu.SQSClient(awsemu.SQS(b)), sqsRequests)
 	queueURL, _, err := sqsqueue.CreateQueues(ctx, sqsClient, fmt.Sprintf("qunfa-cost-%d", time.Now().UnixNano()), 10)
 	if err != nil {
 		b.Fatal(err)
@@ -91,22 +174,34 @@ func BenchmarkSenderCostPerMessage(b *testing.B) {
 	if err := st.GrantAccount(ctx, "t", "a", time.Time{}); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := st.PutAccount(ctx, store.Account{Tenant: "t", ID: "a", RatePerSec: 1e6, Burst: 1e6, MaxRecipientsPerCall: 1}); err != nil {
+	if _, err := st.PutAccount(ctx, store.Account{Tenant: "t", ID: "a", RatePerSec: 1e6, Burst: 1e6, MaxRecipientsPerCall: perCall}); err != nil {
 		b.Fatal(err)
 	}
 	snd := &sender.Sender{Store: st, Queue: q, Provider: prov, Clock: clk, Log: log,
-		Config:   sender.Config{ClaimBatch: 10, Concurrency: 16},
-		Breakers: &breaker.Breakers{Store: st, Clock: clk, Log: log}}
+		// A packed call needs a claim of as many items.
+		Config:   sender.Config{ClaimBatch: max(10, perCall), Concurrency: 16},
+		Breakers: &breaker.Breakers{Store: st, Clock: clk, Log: log},
+		Alerts:   eventEntries, Outcomes: eventEntries}
 	var rcs []submit.Recipient
 	for i := range n {
 		rcs = append(rcs, submit.Recipient{Account: "a", To: fmt.Sprint("user-", i), Vars: map[string]string{"n": fmt.Sprint(i)}})
 	}
+	// One call carries many recipients only when they get the same
+	// content: a personalised template sends one call per recipient.
+	template := "hello {{n}}"
+	if perCall > 1 {
+		template = "hello everyone"
+	}
 	b.ResetTimer()
 	for range b.N {
-		meter.write, meter.read = 0, 0
-		res, err := (&submit.Submitter{Store: st, Queue: q, Clock: clk}).Submit(ctx, submit.Params{
+		meter.write, meter.read, meter.byOp = 0, 0, nil
+		sqsRequests.take()
+		eventEntries.take()
+		invocations := 0
+		cpu := cpuTime(b)
+		res, err := (&submit.Submitter{Store: st, Queue: q, Clock: clk, Alerts: eventEntries}).Submit(ctx, submit.Params{
 			Tenant: "t", IdempotencyKey: fmt.Sprint("cost-", time.Now().UnixNano()),
-			Request: submit.Request{Template: "hello {{n}}", Recipients: rcs},
+			Request: submit.Request{Template: template, Recipients: rcs},
 		})
 		if err != nil {
 			b.Fatal(err)
@@ -129,6 +224,9 @@ func BenchmarkSenderCostPerMessage(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			if len(msgs) > 0 {
+				invocations++
+			}
 			for _, m := range msgs {
 				r, err := snd.HandleTurn(ctx, sender.Message{ID: m.ID, Body: m.Body, ReceiptHandle: m.ReceiptHandle, ReceiveCount: m.ReceiveCount})
 				if err != nil {
@@ -141,7 +239,26 @@ func BenchmarkSenderCostPerMessage(b *testing.B) {
 				}
 			}
 		}
+		cpuPerMsg := (cpuTime(b) - cpu).Seconds() / n
+		sqsPerMsg := float64(sqsRequests.take()) / n
+		eventsPerMsg := float64(eventEntries.take()) / n
 		b.ReportMetric(meter.write/n, "WCU/msg")
 		b.ReportMetric(meter.read/n, "RCU/msg")
+		b.ReportMetric(sqsPerMsg, "SQSreq/msg")
+		b.ReportMetric(eventsPerMsg, "events/msg")
+		b.ReportMetric(cpuPerMsg*1e3, "CPUms/msg")
+		dollars := meter.write/n*priceDynamoWrite + meter.read/n*priceDynamoRead + sqsPerMsg*priceSQSFIFO +
+			eventsPerMsg*priceEvents + cpuPerMsg*senderMemoryGB*priceLambdaGBs + float64(invocations)/n*priceLambdaReq +
+			priceHTTPAPI/n
+		b.ReportMetric(dollars*1e6, "$/M")
+		b.ReportMetric(meter.write/n*priceDynamoWrite*1e6, "$dynamoW/M")
+		b.ReportMetric(meter.read/n*priceDynamoRead*1e6, "$dynamoR/M")
+		b.ReportMetric(sqsPerMsg*priceSQSFIFO*1e6, "$sqs/M")
+		b.ReportMetric(cpuPerMsg*senderMemoryGB*priceLambdaGBs*1e6, "$lambda/M")
+		b.ReportMetric(eventsPerMsg*priceEvents*1e6, "$events/M")
+		// Where the units go, by operation.
+		for op, units := range meter.byOp {
+			b.ReportMetric(units/n, op+"/msg")
+		}
 	}
 }

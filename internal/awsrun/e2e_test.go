@@ -28,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/smithy-go/middleware"
 
@@ -116,6 +117,9 @@ func allowed(fn awsrun.Function) map[string]bool {
 	for _, a := range fn.Secrets {
 		m["secretsmanager:"+a] = true
 	}
+	for _, a := range fn.CampaignSchedules {
+		m["scheduler:"+a] = true
+	}
 	return m
 }
 
@@ -127,6 +131,7 @@ func awsEnv(t *testing.T) {
 	t.Setenv("AWS_ENDPOINT_URL_SQS", awsemu.SQS(t))
 	t.Setenv("AWS_ENDPOINT_URL_EVENTBRIDGE", awsemu.Moto(t))
 	t.Setenv("AWS_ENDPOINT_URL_SECRETS_MANAGER", awsemu.Moto(t))
+	t.Setenv("AWS_ENDPOINT_URL_SCHEDULER", awsemu.Moto(t))
 	t.Setenv("AWS_ACCESS_KEY_ID", "test")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
 	t.Setenv("AWS_SESSION_TOKEN", "")
@@ -244,11 +249,18 @@ func TestLambdaHandlersOnAWSAdapters(t *testing.T) {
 
 	rulePrefix := uniqueName("qe2e") + "-c-"
 	const submitARN = "arn:aws:lambda:us-east-1:123456789012:function:qunfa-e2e-SubmitFunction"
+	const schedulerRole = "arn:aws:iam::123456789012:role/qunfa-e2e-SchedulerRole"
+	scheduleGroup := uniqueName("qe2e")
+	if _, err := admin.Scheduler.CreateScheduleGroup(ctx, &scheduler.CreateScheduleGroupInput{Name: aws.String(scheduleGroup)}); err != nil {
+		t.Fatal(err)
+	}
 
 	env := map[string]string{
 		awsrun.EnvTable: table, awsrun.EnvQueueURL: queueURL, awsrun.EnvLogLevel: "info",
 		awsrun.EnvAlertBus: bus, awsrun.EnvCampaignRulePrefix: rulePrefix, awsrun.EnvCampaignTarget: submitARN,
-		awsrun.EnvProviderURL: provider.URL, awsrun.EnvProviderSecret: secretStack + "/provider",
+		awsrun.EnvCampaignScheduleGroup: scheduleGroup, awsrun.EnvSchedulerRole: schedulerRole,
+		awsrun.EnvCampaignTimeZone: "Asia/Shanghai",
+		awsrun.EnvProviderURL:      provider.URL, awsrun.EnvProviderSecret: secretStack + "/provider",
 		awsrun.EnvTenantSecretPrefix:     secretStack + "/tenants/",
 		awsrun.EnvProviderConnectTimeout: "1s", awsrun.EnvProviderTimeout: "2s",
 		awsrun.EnvClaimBatch: "10", awsrun.EnvConcurrency: "4",
@@ -297,24 +309,29 @@ func TestLambdaHandlersOnAWSAdapters(t *testing.T) {
 		t.Fatalf("submitted job %s: %v", sresp.Body, err)
 	}
 	// A campaign through the api function: stored, and its EventBridge
-	// rule made, pointing at submit.
+	// Scheduler schedule made in the stack's group, pointing at submit (no
+	// rule on the default bus any more).
 	var postCampaign events.APIGatewayV2HTTPRequest
 	readEvent(t, "api-post-campaign.json", &postCampaign)
 	if resp, err := apiH(ctx, postCampaign); err != nil || resp.StatusCode != 201 {
 		t.Fatalf("POST campaign: %v %d %s", err, resp.StatusCode, resp.Body)
 	}
-	rules, err := admin.EventBridge.ListRules(ctx, &eventbridge.ListRulesInput{NamePrefix: aws.String(rulePrefix)})
-	if err != nil || len(rules.Rules) != 1 || aws.ToString(rules.Rules[0].ScheduleExpression) != "cron(0 8 ? * MON *)" {
-		t.Fatalf("campaign rules: %v %+v", err, rules)
+	schedules, err := admin.Scheduler.ListSchedules(ctx, &scheduler.ListSchedulesInput{GroupName: aws.String(scheduleGroup)})
+	if err != nil || len(schedules.Schedules) != 1 {
+		t.Fatalf("campaign schedules: %v %+v", err, schedules)
 	}
-	targets, err := admin.EventBridge.ListTargetsByRule(ctx, &eventbridge.ListTargetsByRuleInput{Rule: rules.Rules[0].Name})
-	if err != nil || len(targets.Targets) != 1 || aws.ToString(targets.Targets[0].Arn) != submitARN || targets.Targets[0].InputTransformer == nil {
-		t.Fatalf("campaign rule targets: %v %+v", err, targets)
+	schedule, err := admin.Scheduler.GetSchedule(ctx, &scheduler.GetScheduleInput{Name: schedules.Schedules[0].Name, GroupName: aws.String(scheduleGroup)})
+	if err != nil || aws.ToString(schedule.ScheduleExpression) != "cron(0 8 ? * MON *)" || aws.ToString(schedule.ScheduleExpressionTimezone) != "Asia/Shanghai" ||
+		schedule.Target == nil || aws.ToString(schedule.Target.Arn) != submitARN || aws.ToString(schedule.Target.RoleArn) != schedulerRole {
+		t.Fatalf("campaign schedule: %v %+v", err, schedule)
 	}
-	// The rule fires for Monday 2025-02-03 08:00 and EventBridge delivers
+	if rules, err := admin.EventBridge.ListRules(ctx, &eventbridge.ListRulesInput{NamePrefix: aws.String(rulePrefix)}); err != nil || len(rules.Rules) != 0 {
+		t.Fatalf("campaign rules on the default bus: %v %+v", err, rules)
+	}
+	// The schedule fires for Monday 2025-02-03 08:00 and is delivered
 	// twice (at least once): the target's input, then the sample event
 	// (the same firing). One job.
-	firing := strings.Replace(aws.ToString(targets.Targets[0].InputTransformer.InputTemplate), "<time>", `"2025-02-03T08:00:00Z"`, 1)
+	firing := strings.Replace(aws.ToString(schedule.Target.Input), "<aws.scheduler.scheduled-time>", "2025-02-03T08:00:00Z", 1)
 	var campaign handlers.CampaignResult
 	for i, ev := range []json.RawMessage{json.RawMessage(firing), rawEvent(t, "submit-campaign.json")} {
 		out, err := submitH(ctx, ev)
@@ -429,7 +446,7 @@ func TestLambdaHandlersOnAWSAdapters(t *testing.T) {
 		t.Errorf("mock stats %+v, want 5 accepted", st)
 	}
 
-	// Deleting the campaign removes its rule.
+	// Deleting the campaign removes its schedule (and any former rule).
 	del := postCampaign
 	del.RawPath, del.Body = "/v1/campaigns/weekly-digest", ""
 	del.RequestContext.HTTP.Method, del.RequestContext.HTTP.Path = "DELETE", del.RawPath
@@ -438,6 +455,9 @@ func TestLambdaHandlersOnAWSAdapters(t *testing.T) {
 	}
 	if rules, err := admin.EventBridge.ListRules(ctx, &eventbridge.ListRulesInput{NamePrefix: aws.String(rulePrefix)}); err != nil || len(rules.Rules) != 0 {
 		t.Errorf("campaign rules after delete: %v %+v", err, rules)
+	}
+	if left, err := admin.Scheduler.ListSchedules(ctx, &scheduler.ListSchedulesInput{GroupName: aws.String(scheduleGroup)}); err != nil || len(left.Schedules) != 0 {
+		t.Errorf("campaign schedules after delete: %v %+v", err, left)
 	}
 
 	// Every function that started or finished a job published the alert.
@@ -570,8 +590,8 @@ func TestTemplateTableMatchesDynamostore(t *testing.T) {
 	if p := tbl.PointInTimeRecoverySpecification; p == nil || p.PointInTimeRecoveryEnabled == nil || !*p.PointInTimeRecoveryEnabled {
 		t.Errorf("point-in-time recovery is off")
 	}
-	if tbl.TimeToLiveSpecification != nil {
-		t.Errorf("the template sets a TTL attribute; dynamostore uses none")
+	if ttl := tbl.TimeToLiveSpecification; ttl == nil || ttl.AttributeName == nil || *ttl.AttributeName != dynamostore.TTLAttribute || !ttl.Enabled {
+		t.Errorf("the template's TTL %+v is not dynamostore's %s", ttl, dynamostore.TTLAttribute)
 	}
 	var indexes []string
 	for _, g := range tbl.GlobalSecondaryIndexes {

@@ -72,6 +72,23 @@ const (
 	// EnvCampaignTarget is the ARN of the submit function, the target of
 	// every campaign rule (api function).
 	EnvCampaignTarget = "QUNFA_CAMPAIGN_TARGET_ARN"
+	// EnvCampaignDeadLetter is the ARN of the SQS queue of campaign
+	// firings EventBridge could not deliver (api function; optional).
+	EnvCampaignDeadLetter = "QUNFA_CAMPAIGN_DEAD_LETTER_ARN"
+	// EnvCampaignScheduleGroup is the stack's EventBridge Scheduler group
+	// the campaigns' schedules are made in (api function).
+	EnvCampaignScheduleGroup = "QUNFA_CAMPAIGN_SCHEDULE_GROUP"
+	// EnvSchedulerRole is the ARN of the role the scheduler
+	// invokes the submit function with (api function; passed, not
+	// assumed).
+	EnvSchedulerRole = "QUNFA_CAMPAIGN_SCHEDULER_ROLE_ARN"
+	// EnvCampaignTimeZone is the IANA time zone of the campaigns' cron
+	// expressions (api function; default UTC).
+	EnvCampaignTimeZone = "QUNFA_CAMPAIGN_TIME_ZONE"
+	// EnvItemRetention: the reconciler stamps expires_at (DynamoDB TTL) on
+	// a finished job's item records this long after it finished, in days
+	// ("30d") or a Go duration (default 30d); the job and its shards stay.
+	EnvItemRetention = "QUNFA_ITEM_RETENTION"
 )
 
 // EventBridge actions, as IAM names them (events:<action>).
@@ -92,6 +109,13 @@ const (
 	DynamoBatchGetItem   = "BatchGetItem"
 	DynamoBatchWriteItem = "BatchWriteItem"
 	DynamoDeleteItem     = "DeleteItem"
+)
+
+// EventBridge Scheduler actions, as IAM names them (scheduler:<action>).
+const (
+	SchedulerCreateSchedule = "CreateSchedule"
+	SchedulerUpdateSchedule = "UpdateSchedule"
+	SchedulerDeleteSchedule = "DeleteSchedule"
 )
 
 // SQS actions, as IAM names them (sqs:<action>).
@@ -143,8 +167,19 @@ type Function struct {
 	// Events lists the events actions on the alert bus (PutEvents).
 	Events []string
 	// CampaignRules lists the events actions on the campaign rules (names
-	// starting with the rule prefix, on the default bus).
+	// starting with the rule prefix, on the default bus): campaigns made
+	// before schedules moved to EventBridge Scheduler keep their rule
+	// until they are changed or deleted.
 	CampaignRules []string
+	// CampaignSchedules lists the scheduler actions on the campaigns'
+	// schedules (the stack's schedule group, names starting "c-"); with
+	// them the function may pass the campaign scheduler role (iam:PassRole).
+	CampaignSchedules []string
+	// Async: the function is invoked asynchronously (schedules, rules);
+	// invocations that fail every retry go to the failed-invocations
+	// queue, its OnFailure destination, with the function's role
+	// (sqs:SendMessage there).
+	Async bool
 }
 
 var (
@@ -173,6 +208,7 @@ var (
 		DynamoDB: []string{DynamoGetItem, DynamoPutItem, DynamoUpdateItem, DynamoQuery, DynamoBatchGetItem},
 		SQS:      []string{SQSSendMessage},
 		Events:   alerts,
+		Async:    true, // campaign firings
 	}
 	// API serves every other route of the HTTP API v1. Redrive and resolve
 	// record the items' error details (BatchWriteItem of E# records);
@@ -180,13 +216,15 @@ var (
 	// campaign routes keep the campaigns' EventBridge rules.
 	API = Function{
 		Name: "api", LogicalID: "ApiFunction",
-		Env: concat(baseEnv, []string{EnvCampaignRulePrefix, EnvCampaignTarget, EnvPlatformTokenHash}),
+		Env: concat(baseEnv, []string{EnvCampaignRulePrefix, EnvCampaignTarget, EnvCampaignDeadLetter, EnvPlatformTokenHash,
+			EnvCampaignScheduleGroup, EnvSchedulerRole, EnvCampaignTimeZone}),
 		DynamoDB: []string{DynamoGetItem, DynamoPutItem, DynamoUpdateItem, DynamoQuery, DynamoBatchGetItem,
 			DynamoBatchWriteItem, DynamoDeleteItem},
-		Indexes:       []string{IndexTenantJobs},
-		SQS:           []string{SQSSendMessage},
-		Events:        alerts,
-		CampaignRules: []string{EventsPutRule, EventsPutTargets, EventsRemoveTargets, EventsDeleteRule},
+		Indexes:           []string{IndexTenantJobs},
+		SQS:               []string{SQSSendMessage},
+		Events:            alerts,
+		CampaignRules:     []string{EventsRemoveTargets, EventsDeleteRule},
+		CampaignSchedules: []string{SchedulerCreateSchedule, SchedulerUpdateSchedule, SchedulerDeleteSchedule},
 	}
 	// Sender works shard turns from the FIFO work queue.
 	Sender = Function{
@@ -204,7 +242,7 @@ var (
 	// Reconciler runs one reconciliation pass per scheduled event.
 	Reconciler = Function{
 		Name: "reconciler", LogicalID: "ReconcilerFunction",
-		Env: concat(baseEnv, providerEnv, []string{EnvStaleAfter, EnvSettleAfter}),
+		Env: concat(baseEnv, providerEnv, []string{EnvStaleAfter, EnvSettleAfter, EnvItemRetention}),
 		DynamoDB: []string{DynamoGetItem, DynamoPutItem, DynamoUpdateItem, DynamoQuery, DynamoBatchGetItem,
 			DynamoBatchWriteItem},
 		Indexes:  []string{IndexRunning, IndexSubmitted},
@@ -212,15 +250,18 @@ var (
 		Provider: true,
 		Secrets:  secrets,
 		Events:   alerts,
+		Async:    true,
 	}
 	// Breaker runs one failure-rate check over the accounts with running
-	// shards per scheduled event (breaker.Breakers.Check).
+	// shards per scheduled event (breaker.Breakers.Check), holding the
+	// store lease "breaker" (UpdateItem) so checks never overlap.
 	Breaker = Function{
 		Name: "breaker", LogicalID: "BreakerFunction",
 		Env:      baseEnv,
-		DynamoDB: []string{DynamoGetItem, DynamoPutItem, DynamoQuery, DynamoBatchGetItem},
+		DynamoDB: []string{DynamoGetItem, DynamoPutItem, DynamoUpdateItem, DynamoQuery, DynamoBatchGetItem},
 		Indexes:  []string{IndexRunning},
 		Events:   alerts,
+		Async:    true,
 	}
 	// Webhooks stores deliveries of the alerts its EventBridge rule sends
 	// from the alert bus and posts due deliveries (on every event and on
@@ -231,6 +272,7 @@ var (
 		Env:      baseEnv,
 		DynamoDB: []string{DynamoGetItem, DynamoPutItem, DynamoUpdateItem, DynamoQuery, DynamoBatchGetItem},
 		Indexes:  []string{IndexRunning},
+		Async:    true,
 	}
 )
 

@@ -6,21 +6,26 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/awslabs/goformation/v7"
 	"github.com/awslabs/goformation/v7/cloudformation"
 	"github.com/awslabs/goformation/v7/intrinsics"
 
 	"github.com/qunfa/qunfa/internal/awsemu"
 	"github.com/qunfa/qunfa/internal/awsrun"
+	"github.com/qunfa/qunfa/internal/metrics"
+	"github.com/qunfa/qunfa/internal/store/dynamostore"
 )
 
 // The template's intrinsic functions are processed once (goformation's
@@ -30,11 +35,14 @@ import (
 // FunctionResponseTypes and ScalingConfig, LoggingConfig, Metadata and the
 // HttpApi event properties (its Function_Properties union picks the first
 // event type that unmarshals, so event properties are not reliable there).
-// goformation refuses unknown properties, so LoggingConfig is removed from
-// the functions before the typed parse (it is checked on the generic one).
+// goformation refuses unknown properties, so LoggingConfig (and
+// ReservedConcurrentExecutions, an !If) is removed from the functions, and
+// AccessLogSettings from the HTTP API, before the typed parse (they are
+// checked on the generic one).
 //
 // The handlers keep every reference visible instead of resolving it:
-// !Ref X → "ref:X", !GetAtt X.Y → "getatt:X.Y", !Sub "s" → "sub:s".
+// !Ref X → "ref:X", !GetAtt X.Y → "getatt:X.Y", !Sub "s" → "sub:s",
+// !If [C, a, b] → "if:C".
 var intrinsicOptions = &intrinsics.ProcessorOptions{IntrinsicHandlerOverrides: map[string]intrinsics.IntrinsicHandler{
 	"Ref": func(_ string, in, tmpl any) any {
 		// A parameter with a default resolves to it (typed fields such as
@@ -53,6 +61,13 @@ var intrinsicOptions = &intrinsics.ProcessorOptions{IntrinsicHandlerOverrides: m
 			return "getatt:" + strings.Join(s, ".")
 		}
 		return fmt.Sprint("getatt:", in)
+	},
+	// !If [Cond, a, b] → "if:Cond" (the condition is checked on its own).
+	"Fn::If": func(_ string, in, _ any) any {
+		if parts, ok := in.([]any); ok && len(parts) == 3 {
+			return fmt.Sprint("if:", parts[0])
+		}
+		return fmt.Sprint("if:", in)
 	},
 	"Fn::Sub": func(_ string, in, _ any) any {
 		if parts, ok := in.([]any); ok && len(parts) > 0 {
@@ -97,8 +112,12 @@ func loadTemplate(t *testing.T) parsedTemplate {
 	var forTyped map[string]any
 	_ = json.Unmarshal(js, &forTyped)
 	for _, r := range forTyped["Resources"].(map[string]any) {
-		if at(r, "Type") == "AWS::Serverless::Function" {
+		switch at(r, "Type") {
+		case "AWS::Serverless::Function":
 			delete(at(r, "Properties").(map[string]any), "LoggingConfig")
+			delete(at(r, "Properties").(map[string]any), "ReservedConcurrentExecutions") // "if:…"
+		case "AWS::Serverless::HttpApi":
+			delete(at(r, "Properties").(map[string]any), "AccessLogSettings")
 		}
 	}
 	js, _ = json.Marshal(forTyped)
@@ -251,20 +270,32 @@ func checkEnv(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 		if strings.Contains(v, "{{resolve:") || strings.Contains(name, "TOKEN") && !strings.HasSuffix(name, "_SHA256") {
 			t.Errorf("%s=%q: a secret (or a dynamic reference to one) in %s's environment", name, v, fn.Name)
 		}
+		// Nor a parameter given as a secret (NoEcho), nor a secret's value
+		// under another name: only names and ARNs of secrets.
+		if p, ok := strings.CutPrefix(v, "ref:"); ok && at(tp.raw, "Parameters", p, "NoEcho") == true {
+			t.Errorf("%s=%q: %s's environment holds the NoEcho parameter %s", name, v, fn.Name, p)
+		}
+		if strings.Contains(name, "SECRET") && !strings.HasSuffix(name, "_SECRET") && !strings.HasSuffix(name, "_PREFIX") {
+			t.Errorf("%s: a secret-looking variable in %s's environment (only secret names are allowed)", name, fn.Name)
+		}
 	}
 	if fn.Provider && (env[awsrun.EnvProviderSecret] != "ref:ProviderSecretName" || env[awsrun.EnvTenantSecretPrefix] != "sub:"+tenantSecretPrefix) {
 		t.Errorf("%s: %s=%q, %s=%q; want the secret's name and the tenants' prefix", fn.Name,
 			awsrun.EnvProviderSecret, env[awsrun.EnvProviderSecret], awsrun.EnvTenantSecretPrefix, env[awsrun.EnvTenantSecretPrefix])
 	}
 	resolved := map[string]string{
-		"ref:Table":                 "qunfa-table",
-		"ref:WorkQueue":             "https://sqs.ap-east-1.amazonaws.com/123456789012/qunfa-WorkQueue.fifo",
-		"ref:ProviderURL":           "https://provider.example",
-		"ref:EventBus":              "qunfa-dev-alerts",
-		"sub:${AWS::StackName}-c-":  "qunfa-dev-c-",
-		"getatt:SubmitFunction.Arn": "arn:aws:lambda:ap-east-1:123456789012:function:qunfa-dev-SubmitFunction-X",
-		"ref:ProviderSecretName":    "qunfa/dev/provider",
-		"sub:" + tenantSecretPrefix: "qunfa-dev/tenants/",
+		"ref:Table":                         "qunfa-table",
+		"ref:WorkQueue":                     "https://sqs.ap-east-1.amazonaws.com/123456789012/qunfa-WorkQueue.fifo",
+		"ref:ProviderURL":                   "https://provider.example",
+		"ref:EventBus":                      "qunfa-dev-alerts",
+		"sub:${AWS::StackName}-c-":          "qunfa-dev-c-",
+		"getatt:SubmitFunction.Arn":         "arn:aws:lambda:ap-east-1:123456789012:function:qunfa-dev-SubmitFunction-X",
+		"ref:ProviderSecretName":            "qunfa/dev/provider",
+		"sub:" + tenantSecretPrefix:         "qunfa-dev/tenants/",
+		"getatt:FailedInvocationsQueue.Arn": "arn:aws:sqs:ap-east-1:123456789012:qunfa-dev-FailedInvocationsQueue-X",
+		"sub:${ItemRetentionDays}d":         "30d",
+		"ref:ScheduleGroup":                 "qunfa-dev",
+		"getatt:SchedulerRole.Arn":          "arn:aws:iam::123456789012:role/qunfa-dev-SchedulerRole-X",
 	}
 	_, err := awsrun.Load(fn, func(name string) string {
 		v := env[name]
@@ -282,6 +313,19 @@ func checkEnv(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 // actions: the rules named with its rule prefix. It is the only wildcard
 // resource the policies may hold.
 const campaignRuleARN = "sub:arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:rule/${AWS::StackName}-c-*"
+
+// campaignScheduleARN is the resource of the api function's schedule
+// actions: the campaign schedules (named c-…) of the stack's group.
+const campaignScheduleARN = "sub:arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:schedule/${ScheduleGroup}/c-*"
+
+// passRole: a function that makes schedules passes them the campaign
+// scheduler role, and no other.
+func passRole(fn awsrun.Function) []string {
+	if len(fn.CampaignSchedules) > 0 {
+		return []string{"PassRole"}
+	}
+	return nil
+}
 
 // tenantSecretPrefix starts the names of the tenants' provider secrets.
 const tenantSecretPrefix = "${AWS::StackName}/tenants/"
@@ -333,13 +377,17 @@ func checkPolicy(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 		if svc == "events" && at(s, "Sid") == "CampaignRules" {
 			svc = "events:rules"
 		}
+		if svc == "sqs" && at(s, "Sid") == "FailedInvocations" {
+			svc = "sqs:failed"
+		}
 		for _, a := range strs(at(s, "Action")) {
 			_, action, _ := strings.Cut(a, ":")
 			actions[svc] = append(actions[svc], action)
 		}
 		for _, r := range strs(at(s, "Resource")) {
 			wild := strings.ContainsAny(strings.TrimPrefix(r, "sub:"), "*?")
-			if wild && !(svc == "events:rules" && r == campaignRuleARN) && !(svc == "secretsmanager" && slices.Contains(providerSecretARNs, r)) {
+			if wild && !(svc == "events:rules" && r == campaignRuleARN) && !(svc == "secretsmanager" && slices.Contains(providerSecretARNs, r)) &&
+				!(svc == "scheduler" && r == campaignScheduleARN) {
 				t.Errorf("wildcard resource %s", r)
 			}
 			resources[svc] = append(resources[svc], r)
@@ -359,6 +407,9 @@ func checkPolicy(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 		{"events", fn.Events, []string{"getatt:EventBus.Arn"}},
 		{"events:rules", fn.CampaignRules, []string{campaignRuleARN}},
 		{"secretsmanager", fn.Secrets, providerSecretARNs},
+		{"sqs:failed", failedInvocations(fn), []string{"getatt:FailedInvocationsQueue.Arn"}},
+		{"scheduler", fn.CampaignSchedules, []string{campaignScheduleARN}},
+		{"iam", passRole(fn), []string{"getatt:SchedulerRole.Arn"}},
 	}
 	for _, c := range checks {
 		if got, want := sorted(actions[c.svc]), sorted(c.actions); !slices.Equal(got, want) {
@@ -372,6 +423,15 @@ func checkPolicy(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 	for svc, a := range actions {
 		t.Errorf("%s grants %s actions %v that the function does not call", roleOf(fn), svc, a)
 	}
+}
+
+// failedInvocations: an asynchronously invoked function may send to the
+// failed-invocations queue, its OnFailure destination.
+func failedInvocations(fn awsrun.Function) []string {
+	if fn.Async {
+		return []string{awsrun.SQSSendMessage}
+	}
+	return nil
 }
 
 func TestTemplateQueuesAndEventSources(t *testing.T) {
@@ -391,6 +451,12 @@ func TestTemplateQueuesAndEventSources(t *testing.T) {
 	}
 	if work.ContentBasedDeduplication == nil || *work.ContentBasedDeduplication {
 		t.Errorf("WorkQueue must not deduplicate by content: every turn carries its own id")
+	}
+	for _, name := range []string{"WorkQueue", "DeadLetterQueue"} {
+		p := at(tp.raw, "Resources", name, "Properties")
+		if at(p, "DeduplicationScope") != "messageGroup" || at(p, "FifoThroughputLimit") != "perMessageGroupId" {
+			t.Errorf("%s is not in FIFO high-throughput mode (DeduplicationScope messageGroup, FifoThroughputLimit perMessageGroupId)", name)
+		}
 	}
 	if work.ReceiveMessageWaitTimeSeconds == nil || *work.ReceiveMessageWaitTimeSeconds != 0 {
 		t.Errorf("WorkQueue ReceiveMessageWaitTimeSeconds must be 0")
@@ -458,6 +524,12 @@ func TestTemplateQueuesAndEventSources(t *testing.T) {
 				if fn.Name == "webhooks" {
 					checkWebhookRule(t, e)
 				}
+				if at(e, "Properties", "DeadLetterConfig", "Arn") != "getatt:FailedInvocationsQueue.Arn" {
+					t.Errorf("%s rule has no dead-letter queue (FailedInvocationsQueue): %v", fn.Name, at(e, "Properties", "DeadLetterConfig"))
+				}
+			}
+			if at(e, "Type") == "ScheduleV2" {
+				checkSchedule(t, fn, at(e, "Properties"))
 			}
 		}
 	}
@@ -465,10 +537,10 @@ func TestTemplateQueuesAndEventSources(t *testing.T) {
 		{"submit", "HttpApi", "/v1/jobs", "POST"},
 		{"api", "HttpApi", "<nil>", "<nil>"},
 		{"sender", "SQS", "<nil>", "<nil>"},
-		{"reconciler", "Schedule", "<nil>", "<nil>"},
-		{"breaker", "Schedule", "<nil>", "<nil>"},
+		{"reconciler", "ScheduleV2", "<nil>", "<nil>"},
+		{"breaker", "ScheduleV2", "<nil>", "<nil>"},
 		{"webhooks", "EventBridgeRule", "<nil>", "<nil>"},
-		{"webhooks", "Schedule", "<nil>", "<nil>"},
+		{"webhooks", "ScheduleV2", "<nil>", "<nil>"},
 	} {
 		if !slices.Contains(got, want) {
 			t.Errorf("no event %+v; events: %+v", want, got)
@@ -508,6 +580,179 @@ func TestTemplateCampaignRules(t *testing.T) {
 	if perms != 1 {
 		t.Errorf("%d Lambda permissions, want the one for campaign rules", perms)
 	}
+	// The schedules: in the stack's group, invoking submit with a role
+	// only the scheduler of this account may assume, which may invoke the
+	// scheduled functions and write the failed-invocations queue, nothing
+	// else.
+	if env[awsrun.EnvCampaignScheduleGroup] != "ref:ScheduleGroup" || env[awsrun.EnvSchedulerRole] != "getatt:SchedulerRole.Arn" ||
+		env[awsrun.EnvCampaignTimeZone] != "UTC" {
+		t.Errorf("campaign schedule settings: group %q, role %q, time zone %q", env[awsrun.EnvCampaignScheduleGroup],
+			env[awsrun.EnvSchedulerRole], env[awsrun.EnvCampaignTimeZone])
+	}
+	role := at(tp.raw, "Resources", "SchedulerRole", "Properties")
+	trust := fmt.Sprint(at(role, "AssumeRolePolicyDocument"))
+	if !strings.Contains(trust, "scheduler.amazonaws.com") || !strings.Contains(trust, "aws:SourceAccount") {
+		t.Errorf("SchedulerRole trust: %s", trust)
+	}
+	granted := map[string]string{}
+	for _, p := range at(role, "Policies").([]any) {
+		stmts, _ := at(p, "PolicyDocument", "Statement").([]any)
+		for _, s := range stmts {
+			for _, a := range strs(at(s, "Action")) {
+				granted[a] = strings.Join(strs(at(s, "Resource")), ",")
+			}
+		}
+	}
+	want := map[string]string{
+		"lambda:InvokeFunction": "getatt:SubmitFunction.Arn,getatt:ReconcilerFunction.Arn,getatt:BreakerFunction.Arn,getatt:WebhooksFunction.Arn",
+		"sqs:SendMessage":       "getatt:FailedInvocationsQueue.Arn",
+	}
+	if !maps.Equal(granted, want) {
+		t.Errorf("SchedulerRole grants %v, want %v", granted, want)
+	}
+}
+
+// checkSchedule: a function's schedule is an EventBridge Scheduler
+// schedule in the stack's group, at an exact minute (no flexible window),
+// never retried (the next firing does the same work, and the reconciler
+// and breaker hold leases so firings never overlap), with firings that
+// cannot be delivered kept in the failed-invocations queue.
+func checkSchedule(t *testing.T, fn awsrun.Function, p any) {
+	t.Helper()
+	if at(p, "RoleArn") != "getatt:SchedulerRole.Arn" {
+		t.Errorf("%s schedule does not use SchedulerRole (which may write the dead-letter queue): %v", fn.Name, at(p, "RoleArn"))
+	}
+	if at(p, "GroupName") != "ref:ScheduleGroup" {
+		t.Errorf("%s schedule not in the stack's schedule group: %v", fn.Name, at(p, "GroupName"))
+	}
+	if at(p, "FlexibleTimeWindow", "Mode") != "OFF" {
+		t.Errorf("%s schedule has a flexible window: %v", fn.Name, at(p, "FlexibleTimeWindow"))
+	}
+	if at(p, "RetryPolicy", "MaximumRetryAttempts") != float64(0) {
+		t.Errorf("%s schedule retries a firing: %v", fn.Name, at(p, "RetryPolicy"))
+	}
+	if at(p, "DeadLetterConfig", "Arn") != "getatt:FailedInvocationsQueue.Arn" {
+		t.Errorf("%s schedule has no dead-letter queue: %v", fn.Name, at(p, "DeadLetterConfig"))
+	}
+	if e := fmt.Sprint(at(p, "ScheduleExpression")); !strings.HasPrefix(e, "rate(") && !strings.HasPrefix(e, "cron(") {
+		t.Errorf("%s schedule expression %s", fn.Name, e)
+	}
+	if !fn.Async {
+		t.Errorf("%s is scheduled but not declared Async in awsrun.Functions()", fn.Name)
+	}
+	// The input, filled as the scheduler fills it, is the EventBridge
+	// event the handler reads.
+	in := strings.NewReplacer("<aws.scheduler.execution-id>", "c5f5d0a2-1b7e-4e0c-9d8a-0e1f2a3b4c5d",
+		"<aws.scheduler.scheduled-time>", "2025-03-03T09:00:00Z").Replace(fmt.Sprint(at(p, "Input")))
+	var ev events.EventBridgeEvent
+	if err := json.Unmarshal([]byte(in), &ev); err != nil || ev.ID == "" || ev.Time.IsZero() {
+		t.Errorf("%s schedule input %q is not an EventBridge event: %v", fn.Name, in, err)
+	}
+}
+
+// TestTemplateFailureDestinations: every function invoked asynchronously
+// (schedules, rules, campaign firings) sends the invocations that failed
+// every retry to the failed-invocations queue, which an alarm watches;
+// the others are not invoked asynchronously at all.
+func TestTemplateFailureDestinations(t *testing.T) {
+	tp := loadTemplate(t)
+	if at(tp.raw, "Resources", "ScheduleGroup", "Type") != "AWS::Scheduler::ScheduleGroup" {
+		t.Errorf("no schedule group for the stack")
+	}
+	for _, fn := range awsrun.Functions() {
+		cfg := at(tp.raw, "Resources", fn.LogicalID, "Properties", "EventInvokeConfig")
+		var async bool
+		evs, _ := at(tp.raw, "Resources", fn.LogicalID, "Properties", "Events").(map[string]any)
+		for _, e := range evs {
+			switch at(e, "Type") {
+			case "ScheduleV2", "Schedule", "EventBridgeRule":
+				async = true
+			}
+		}
+		async = async || fn.Name == "submit" // campaign firings (TestTemplateCampaignRules)
+		if async != fn.Async {
+			t.Errorf("%s: invoked asynchronously %v, declared Async %v", fn.Name, async, fn.Async)
+		}
+		if !async {
+			if cfg != nil {
+				t.Errorf("%s has an EventInvokeConfig but no asynchronous trigger", fn.Name)
+			}
+			continue
+		}
+		if at(cfg, "DestinationConfig", "OnFailure", "Type") != "SQS" ||
+			at(cfg, "DestinationConfig", "OnFailure", "Destination") != "getatt:FailedInvocationsQueue.Arn" {
+			t.Errorf("%s: no OnFailure destination to FailedInvocationsQueue: %v", fn.Name, cfg)
+		}
+		if n, ok := at(cfg, "MaximumEventAgeInSeconds").(float64); !ok || n < 60 {
+			t.Errorf("%s: MaximumEventAgeInSeconds %v", fn.Name, at(cfg, "MaximumEventAgeInSeconds"))
+		}
+	}
+	// EventBridge may put the rules' undeliverable events in the queue,
+	// and the api function points the campaign rules at it.
+	pol := at(tp.raw, "Resources", "FailedInvocationsQueuePolicy", "Properties")
+	if !slices.Contains(strs(at(pol, "Queues")), "ref:FailedInvocationsQueue") ||
+		!strings.Contains(fmt.Sprint(at(pol, "PolicyDocument")), "events.amazonaws.com") {
+		t.Errorf("FailedInvocationsQueue does not let EventBridge send to it: %v", pol)
+	}
+	if got := functionEnv(tp, awsrun.API)[awsrun.EnvCampaignDeadLetter]; got != "getatt:FailedInvocationsQueue.Arn" {
+		t.Errorf("%s = %q, want the failed-invocations queue", awsrun.EnvCampaignDeadLetter, got)
+	}
+}
+
+// TestTemplateDataLifecycle: the table expires records by expires_at
+// (dynamostore.TTLAttribute), is protected against deletion and kept
+// with the stack unless its creation failed; the reconciler gets the
+// operator's retention; the HTTP API writes access logs; every function
+// is traced; api and submit have concurrency of their own.
+func TestTemplateDataLifecycle(t *testing.T) {
+	tp := loadTemplate(t)
+	table := at(tp.raw, "Resources", "Table")
+	if at(table, "DeletionPolicy") != "RetainExceptOnCreate" || at(table, "UpdateReplacePolicy") != "Retain" {
+		t.Errorf("table DeletionPolicy %v, UpdateReplacePolicy %v; want RetainExceptOnCreate and Retain",
+			at(table, "DeletionPolicy"), at(table, "UpdateReplacePolicy"))
+	}
+	if at(table, "Properties", "DeletionProtectionEnabled") != true {
+		t.Errorf("table deletion protection is off")
+	}
+	ttl := at(table, "Properties", "TimeToLiveSpecification")
+	if at(ttl, "AttributeName") != dynamostore.TTLAttribute || at(ttl, "Enabled") != true {
+		t.Errorf("table TTL %v, want %s enabled", ttl, dynamostore.TTLAttribute)
+	}
+	if got := functionEnv(tp, awsrun.Reconciler)[awsrun.EnvItemRetention]; got != "sub:${ItemRetentionDays}d" {
+		t.Errorf("%s = %q, want the ItemRetentionDays parameter", awsrun.EnvItemRetention, got)
+	}
+	if d := at(tp.raw, "Parameters", "ItemRetentionDays", "Default"); d != float64(30) {
+		t.Errorf("ItemRetentionDays default %v, want 30", d)
+	}
+	logs := at(tp.raw, "Resources", "HttpApi", "Properties", "AccessLogSettings")
+	if at(logs, "DestinationArn") != "getatt:HttpApiAccessLogGroup.Arn" || !strings.Contains(fmt.Sprint(at(logs, "Format")), "$context.requestId") {
+		t.Errorf("HTTP API access logs: %v", logs)
+	}
+	if at(tp.raw, "Resources", "HttpApiAccessLogGroup", "Properties", "RetentionInDays") == nil {
+		t.Errorf("the access log group keeps logs forever")
+	}
+	for _, fn := range awsrun.Functions() {
+		if got := functionProp(tp, fn, "Tracing"); got != "Active" {
+			t.Errorf("%s Tracing = %v, want Active", fn.Name, got)
+		}
+	}
+	// Reserved unless the operator sets 0 (an account whose quota is
+	// still 10 cannot reserve any).
+	for _, r := range []struct {
+		fn   awsrun.Function
+		cond string
+	}{{awsrun.API, "ReserveApi"}, {awsrun.Submit, "ReserveSubmit"}} {
+		fn, cond := r.fn, r.cond
+		if got := functionProp(tp, fn, "ReservedConcurrentExecutions"); got != "if:"+cond {
+			t.Errorf("%s ReservedConcurrentExecutions %v, want !If [%s, ...]: a busy sender could starve it", fn.Name, got, cond)
+		}
+		if at(tp.raw, "Conditions", cond) != true {
+			t.Errorf("condition %s is not true with the default parameters", cond)
+		}
+	}
+	if functionProp(tp, awsrun.Sender, "ReservedConcurrentExecutions") != nil {
+		t.Errorf("the sender's concurrency is bounded by its event source's MaximumConcurrency, not a reservation")
+	}
 }
 
 func TestTemplateParametersOutputsAlarms(t *testing.T) {
@@ -517,11 +762,20 @@ func TestTemplateParametersOutputsAlarms(t *testing.T) {
 			t.Errorf("parameter %s missing", p)
 		}
 	}
+	// AlarmEmail may stay empty: the subscription is conditional.
+	if d := at(tp.raw, "Parameters", "AlarmEmail", "Default"); d != "" {
+		t.Errorf("AlarmEmail default %v, want empty (optional)", d)
+	}
+	if at(tp.raw, "Resources", "AlarmEmailSubscription", "Condition") != "HasAlarmEmail" {
+		t.Errorf("the e-mail subscription is not conditional on AlarmEmail")
+	}
 	for _, o := range []string{"ApiUrl", "BusName", "QueueUrl", "TableName"} {
 		if _, ok := tp.typed.Outputs[o]; !ok {
 			t.Errorf("output %s missing", o)
 		}
 	}
+	// Every alarm notifies the topic; collect "<metric> <dimension values>"
+	// of each, metric math alarms included.
 	alarms := map[string]bool{}
 	for name, r := range tp.raw["Resources"].(map[string]any) {
 		if at(r, "Type") != "AWS::CloudWatch::Alarm" {
@@ -531,21 +785,91 @@ func TestTemplateParametersOutputsAlarms(t *testing.T) {
 		if !slices.Contains(strs(at(p, "AlarmActions")), "ref:AlarmTopic") {
 			t.Errorf("alarm %s notifies nobody", name)
 		}
-		dims, _ := at(p, "Dimensions").([]any)
-		for _, d := range dims {
-			alarms[fmt.Sprint(at(p, "MetricName"), " ", at(d, "Value"))] = true
+		if at(p, "TreatMissingData") != "notBreaching" {
+			t.Errorf("alarm %s: TreatMissingData %v, want notBreaching", name, at(p, "TreatMissingData"))
+		}
+		metrics := []any{map[string]any{"MetricStat": map[string]any{"Metric": p}}}
+		if m, ok := at(p, "Metrics").([]any); ok {
+			metrics = m
+		}
+		for _, m := range metrics {
+			metric := at(m, "MetricStat", "Metric")
+			var vals []string
+			dims, _ := at(metric, "Dimensions").([]any)
+			for _, d := range dims {
+				vals = append(vals, fmt.Sprint(at(d, "Value")))
+			}
+			if at(metric, "MetricName") != nil {
+				alarms[fmt.Sprint(at(metric, "Namespace"), " ", at(metric, "MetricName"), " ", strings.Join(vals, " "))] = true
+			}
 		}
 	}
-	want := []string{"ApproximateNumberOfMessagesVisible getatt:DeadLetterQueue.QueueName"}
+	want := []string{
+		"AWS/SQS ApproximateNumberOfMessagesVisible getatt:DeadLetterQueue.QueueName",
+		"AWS/SQS ApproximateNumberOfMessagesVisible getatt:FailedInvocationsQueue.QueueName",
+		"AWS/SQS ApproximateAgeOfOldestMessage getatt:WorkQueue.QueueName",
+		"AWS/ApiGateway 5xx ref:HttpApi",
+		"AWS/ApiGateway Latency ref:HttpApi",
+		"qunfa qunfa_oldest_submitted_age_seconds reconciler",
+		"qunfa qunfa_oldest_stuck_shard_age_seconds reconciler",
+	}
 	for _, fn := range awsrun.Functions() {
-		want = append(want, "Errors ref:"+fn.LogicalID)
+		want = append(want, "AWS/Lambda Errors ref:"+fn.LogicalID, "AWS/Lambda Throttles ref:"+fn.LogicalID)
+	}
+	// DynamoDB reports throttles and system errors per operation: every
+	// operation any function calls is summed.
+	ops := map[string]bool{}
+	for _, fn := range awsrun.Functions() {
+		for _, op := range fn.DynamoDB {
+			ops[op] = true
+		}
+	}
+	for op := range ops {
+		want = append(want, "AWS/DynamoDB ThrottledRequests ref:Table "+op, "AWS/DynamoDB SystemErrors ref:Table "+op)
 	}
 	for _, w := range want {
 		if !alarms[w] {
 			t.Errorf("no alarm on %s", w)
 		}
 	}
+	// The metrics the reconciler publishes for those alarms.
+	if metrics.OldestSubmitted != "qunfa_oldest_submitted_age_seconds" || metrics.OldestStuckShard != "qunfa_oldest_stuck_shard_age_seconds" {
+		t.Errorf("the reconciler's metric names changed: update the alarms")
+	}
 }
+
+// TestTemplateDashboard: the CloudWatch dashboard shows what the local
+// dashboard shows (sent, failed, rate limited, latency, shards, queues,
+// the reconciler's ages) and the platform's health.
+func TestTemplateDashboard(t *testing.T) {
+	tp := loadTemplate(t)
+	body := strings.TrimPrefix(fmt.Sprint(at(tp.raw, "Resources", "Dashboard", "Properties", "DashboardBody")), "sub:")
+	// Fill the ${...} references as CloudFormation does, then parse.
+	filled := regexpRefs.ReplaceAllString(body, "x")
+	var dash struct {
+		Widgets []struct {
+			Properties struct {
+				Title   string `json:"title"`
+				Metrics []any  `json:"metrics"`
+			} `json:"properties"`
+		} `json:"widgets"`
+	}
+	if err := json.Unmarshal([]byte(filled), &dash); err != nil {
+		t.Fatalf("dashboard body is not JSON: %v", err)
+	}
+	for _, m := range []string{metrics.MessagesSent, metrics.MessagesFailed, metrics.RateLimited, metrics.ProviderLatency,
+		metrics.ActiveShards, metrics.Handbacks, metrics.OldestSubmitted, metrics.OldestStuckShard,
+		"ApproximateNumberOfMessagesVisible", "5xx", "Throttles", "Errors", "ConsumedWriteCapacityUnits", "ThrottledRequests"} {
+		if !strings.Contains(body, m) {
+			t.Errorf("the dashboard does not show %s", m)
+		}
+	}
+	if len(dash.Widgets) < 6 {
+		t.Errorf("%d widgets", len(dash.Widgets))
+	}
+}
+
+var regexpRefs = regexp.MustCompile(`\$\{[A-Za-z:.]+\}`)
 
 // TestTemplateBuildsEveryFunction runs what `sam build` runs for each
 // function — the build-<LogicalId> target of its Makefile, from another
@@ -599,5 +923,42 @@ func TestTemplateCfnLint(t *testing.T) {
 			t.Fatalf("cfn-lint template.yaml (exit %d):\n%s", exit.ExitCode(), out)
 		}
 		t.Fatalf("cfn-lint: %v\n%s", err, out)
+	}
+}
+
+// TestLocalInvokeEnvironment: events/env.json, the variables `sam local
+// invoke` gives each function (SAM resolves no !Ref of a resource, so the
+// template's own values would leave the table and queue unset), sets for
+// every function exactly the QUNFA_ variables the template sets, and
+// they pass the function's configuration validation.
+func TestLocalInvokeEnvironment(t *testing.T) {
+	tp := loadTemplate(t)
+	data, err := os.ReadFile(filepath.Join(repoRoot(t), "events", "env.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env map[string]map[string]string
+	if err := json.Unmarshal(data, &env); err != nil {
+		t.Fatalf("events/env.json: %v", err)
+	}
+	for _, fn := range awsrun.Functions() {
+		vars, ok := env[fn.LogicalID]
+		if !ok {
+			t.Errorf("events/env.json has no %s", fn.LogicalID)
+			continue
+		}
+		for name := range functionEnv(tp, fn) {
+			if _, ok := vars[name]; !ok {
+				t.Errorf("events/env.json: %s lacks %s, which the template sets", fn.LogicalID, name)
+			}
+		}
+		for name := range vars {
+			if _, ok := functionEnv(tp, fn)[name]; !ok {
+				t.Errorf("events/env.json: %s sets %s, which the template does not declare (sam local invoke would ignore it)", fn.LogicalID, name)
+			}
+		}
+		if _, err := awsrun.Load(fn, func(k string) string { return vars[k] }); err != nil {
+			t.Errorf("events/env.json: %s does not start: %v", fn.LogicalID, err)
+		}
 	}
 }

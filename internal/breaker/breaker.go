@@ -10,6 +10,8 @@ package breaker
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -244,9 +246,18 @@ func (b *Breakers) ReleaseProbe(ctx context.Context, tenant, account, shard stri
 
 // CheckReport says what a scheduled check did.
 type CheckReport struct {
-	Accounts int // accounts with running shards
-	Opened   int // breakers opened for their failure rate
+	Accounts int  // accounts with running shards
+	Opened   int  // breakers opened for their failure rate
+	Skipped  bool // another check holds the lease: nothing done
 }
+
+// CheckLease is the store lease a check holds, so that checks never
+// overlap: two at once would each measure a window of almost nothing.
+const CheckLease = "breaker"
+
+// checkLeaseFor bounds how long a check that dies keeps others out
+// (longer than any check: the function's timeout is a minute).
+const checkLeaseFor = 2 * time.Minute
 
 type accountKey struct{ tenant, account string }
 
@@ -254,9 +265,30 @@ type accountKey struct{ tenant, account string }
 // the failure rate of the attempts made since the previous check (a window
 // of one schedule period); at or above the account's failure_rate, with at
 // least min_samples attempts, the breaker opens.
-func (b *Breakers) Check(ctx context.Context) (CheckReport, error) {
-	var rep CheckReport
+func (b *Breakers) Check(ctx context.Context) (rep CheckReport, err error) {
 	now := b.Clock.Now()
+	rnd := make([]byte, 8)
+	_, _ = rand.Read(rnd)
+	holder := "breaker-" + hex.EncodeToString(rnd)
+	_, err = b.Store.AcquireLease(ctx, store.AcquireLeaseParams{Name: CheckLease, Holder: holder, Now: now, Until: now.Add(checkLeaseFor)})
+	if errors.Is(err, store.ErrConflict) {
+		b.log().Info("another breaker check is running; skipping")
+		return CheckReport{Skipped: true}, nil
+	}
+	if err != nil {
+		return rep, fmt.Errorf("acquire the breaker check lease: %w", err)
+	}
+	defer func() {
+		// Release even when ctx is done: the next check need not wait.
+		if errRelease := b.Store.ReleaseLease(context.WithoutCancel(ctx), store.ReleaseLeaseParams{Name: CheckLease, Holder: holder}); errRelease != nil {
+			err = errors.Join(err, fmt.Errorf("release the breaker check lease: %w", errRelease))
+		}
+	}()
+	return b.check(ctx, now)
+}
+
+func (b *Breakers) check(ctx context.Context, now time.Time) (CheckReport, error) {
+	var rep CheckReport
 	refs, err := b.Store.ListStaleShards(ctx, store.ListStaleShardsParams{Before: now.Add(24 * time.Hour), Limit: 100000})
 	if err != nil {
 		return rep, fmt.Errorf("list running shards: %w", err)

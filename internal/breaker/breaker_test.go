@@ -202,3 +202,28 @@ func TestCheckOpensOnFailureRate(t *testing.T) {
 		}
 	}
 }
+
+// TestChecksNeverOverlap: a check fired while another holds the lease
+// (a slow check overrunning its minute) does nothing; once the first
+// releases it, or its lease expires after a crash, checks run again.
+func TestChecksNeverOverlap(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	if _, err := f.st.AcquireLease(ctx, store.AcquireLeaseParams{Name: breaker.CheckLease, Holder: "running-check",
+		Now: f.clk.Now(), Until: f.clk.Now().Add(2 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := f.b.Check(ctx)
+	if err != nil || !rep.Skipped {
+		t.Fatalf("check while another runs: %+v %v, want skipped", rep, err)
+	}
+	f.clk.Advance(3 * time.Minute) // the other check died without releasing
+	if rep, err := f.b.Check(ctx); err != nil || rep.Skipped {
+		t.Fatalf("check after the lease expired: %+v %v", rep, err)
+	}
+	// The lease was released: the next check runs at once.
+	if rep, err := f.b.Check(ctx); err != nil || rep.Skipped {
+		t.Fatalf("check after a finished one: %+v %v", rep, err)
+	}
+}

@@ -188,6 +188,16 @@ func (e *EMF) AccountSizing(_ context.Context, account string, batchSize, concur
 
 var _ SizingRecorder = (*EMF)(nil)
 
+// OldestStuckShardAge sets how long the stalest re-driven shard had gone
+// without progress (the reconciler's gauge).
+func (e *EMF) OldestStuckShardAge(_ context.Context, d time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := e.seriesFor()
+	s.gauges[OldestStuckShard] = d.Seconds()
+	s.note(OldestStuckShard)
+}
+
 // AddActiveShards implements Recorder.
 func (e *EMF) AddActiveShards(_ context.Context, delta int) {
 	e.mu.Lock()

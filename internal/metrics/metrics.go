@@ -18,6 +18,8 @@
 //	qunfa_account_batch_size{account}               gauge: recipients per call of identical content the sender chose
 //	qunfa_account_concurrency{account}              gauge: provider calls in flight the sender allows the account
 //	qunfa_account_p99_latency_seconds{account}      gauge: the P99 call latency those were chosen from
+//	qunfa_oldest_submitted_age_seconds              gauge (reconciler): age of the oldest item left submitted
+//	qunfa_oldest_stuck_shard_age_seconds            gauge (reconciler): time without progress of the stalest re-driven shard
 package metrics
 
 import (
@@ -45,6 +47,11 @@ const (
 	AccountBatchSize   = "qunfa_account_batch_size"
 	AccountConcurrency = "qunfa_account_concurrency"
 	AccountP99Latency  = "qunfa_account_p99_latency_seconds"
+
+	// OldestStuckShard is how long, in seconds, the stalest running shard
+	// the reconciler last re-drove had gone without progress (0: none was
+	// stale): a shard that keeps growing here is stuck despite re-drives.
+	OldestStuckShard = "qunfa_oldest_stuck_shard_age_seconds"
 )
 
 // Label (Prometheus) and dimension (CloudWatch) names.
@@ -120,6 +127,9 @@ var _ SizingRecorder = Nop{}
 
 // AccountSizing implements SizingRecorder.
 func (Nop) AccountSizing(context.Context, string, int, int, time.Duration) {}
+
+// OldestStuckShardAge implements the reconciler's gauge.
+func (Nop) OldestStuckShardAge(context.Context, time.Duration) {}
 
 // QueueStatsFunc reads a queue's depth: messages waiting to be received
 // (visible) and messages received and not yet deleted (in flight). The

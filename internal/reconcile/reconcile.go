@@ -45,6 +45,17 @@ const LeaseName = "reconciler"
 type Gauges interface {
 	// OldestSubmittedAge is the age of the oldest item left submitted.
 	OldestSubmittedAge(ctx context.Context, d time.Duration)
+	// OldestStuckShardAge is how long the stalest running shard has gone
+	// without progress, counted from its last advance, when that is over
+	// StaleAfter (0: no shard is stuck).
+	OldestStuckShardAge(ctx context.Context, d time.Duration)
+}
+
+// ItemExpirer marks finished jobs' item data for deletion after a
+// retention period, a bounded amount per call (dynamostore, with the
+// table's TTL; the local store keeps everything).
+type ItemExpirer interface {
+	ExpireFinishedItems(ctx context.Context, p store.ExpireItemsParams) (store.ExpireItemsResult, error)
 }
 
 // Reconciler runs one reconciliation pass per Run.
@@ -57,8 +68,15 @@ type Reconciler struct {
 	// Alerts receives ItemsNeedReview, CountsMismatch and JobFinished
 	// events (nil: none).
 	Alerts alert.Publisher
-	// Gauges receives the oldest-submitted age (nil: none).
+	// Gauges receives the oldest-submitted and oldest-stuck-shard ages
+	// (nil: none).
 	Gauges Gauges
+	// Expirer, with Retention, marks the item data of finished jobs for
+	// deletion Retention after they finished, at most ExpireBatch records
+	// a pass (default 500) (nil: data is kept).
+	Expirer     ItemExpirer
+	Retention   time.Duration
+	ExpireBatch int
 	// StaleAfter: a running shard without progress for this long is
 	// re-driven (default 2 min).
 	StaleAfter time.Duration
@@ -115,6 +133,12 @@ type Report struct {
 	// OldestSubmitted is the age of the oldest item left submitted after
 	// the pass (0 when none).
 	OldestSubmitted time.Duration
+	// OldestStuck is how long the stalest shard re-driven by the pass had
+	// gone without progress (0 when none was stale).
+	OldestStuck time.Duration
+	// ItemRecordsExpired counts item records of finished jobs given their
+	// expiry.
+	ItemRecordsExpired int
 }
 
 // Run does one pass.
@@ -150,6 +174,7 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 	errCheck := r.checkJobs(ctx, &rep, touched)
 	errExpire := r.expireStaging(ctx, &rep)
 	errPlans := r.watchStarting(ctx, &rep)
+	errRetain := r.expireItems(ctx, &rep, stopAt)
 	r.measureOldest(ctx, &rep)
 	// Release even when ctx is done: the next pass need not wait for the
 	// lease to expire.
@@ -163,7 +188,7 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 			slog.Int("mismatches", rep.Mismatches), slog.Int("pages", rep.Pages), slog.Bool("stopped", rep.Stopped),
 			slog.Duration("oldest_submitted", rep.OldestSubmitted))
 	}
-	return rep, errors.Join(errRedrive, errSettle, errCheck, errExpire, errPlans, errRelease)
+	return rep, errors.Join(errRedrive, errSettle, errCheck, errExpire, errPlans, errRetain, errRelease)
 }
 
 func (r *Reconciler) holderName() string {
@@ -377,7 +402,7 @@ func (r *Reconciler) writePage(ctx context.Context, rep *Report, touched map[str
 		touched[k.job] = true
 		if !kicked[k] {
 			kicked[k] = true
-			if _, err := r.kick(ctx, k.job, k.shard); err != nil {
+			if _, _, err := r.kick(ctx, k.job, k.shard); err != nil {
 				return err
 			}
 		}
@@ -462,8 +487,9 @@ func (r *Reconciler) redrive(ctx context.Context, rep *Report, touched map[strin
 		return fmt.Errorf("list stale shards: %w", err)
 	}
 	var errs []error
+	now := r.Clock.Now()
 	for _, ref := range stale {
-		kicked, err := r.kick(ctx, ref.JobID, ref.Index)
+		kicked, last, err := r.kick(ctx, ref.JobID, ref.Index)
 		if err != nil {
 			errs = append(errs, err) // one shard's trouble must not stop the others
 			continue
@@ -471,24 +497,52 @@ func (r *Reconciler) redrive(ctx context.Context, rep *Report, touched map[strin
 		touched[ref.JobID] = true
 		if kicked {
 			rep.Redriven++
+			rep.OldestStuck = max(rep.OldestStuck, now.Sub(last))
 		}
 	}
+	if r.Gauges != nil {
+		r.Gauges.OldestStuckShardAge(ctx, rep.OldestStuck)
+	}
 	return errors.Join(errs...)
+}
+
+// expireItems marks finished jobs' item data for deletion, a bounded
+// number of records per pass, when there is time left in it.
+func (r *Reconciler) expireItems(ctx context.Context, rep *Report, stopAt time.Time) error {
+	if r.Expirer == nil || r.Retention <= 0 || !r.Clock.Now().Before(stopAt) {
+		return nil
+	}
+	res, err := r.Expirer.ExpireFinishedItems(ctx, store.ExpireItemsParams{Now: r.Clock.Now(), Retain: r.Retention, Limit: intOr(r.ExpireBatch, 500)})
+	rep.ItemRecordsExpired = res.Records
+	if err != nil {
+		return fmt.Errorf("expire finished jobs' items: %w", err)
+	}
+	if res.Records > 0 {
+		r.log().Info("finished jobs' items given their expiry", slog.Int("records", res.Records), slog.Int("jobs_done", res.Jobs),
+			slog.Int("jobs_deferred", res.Deferred), slog.Bool("more", res.More), slog.Duration("retention", r.Retention))
+	}
+	return nil
 }
 
 // kick enqueues the next turn of a shard if its job is running and the
 // shard is not finished, and reports whether it did. The turn number makes
 // it a no-op when a turn is already queued or running (queue dedup, store
 // turn fencing).
-func (r *Reconciler) kick(ctx context.Context, jobID string, index int) (bool, error) {
+func (r *Reconciler) kick(ctx context.Context, jobID string, index int) (bool, time.Time, error) {
 	view, err := r.Store.GetJob(ctx, jobID)
 	if err != nil {
-		return false, fmt.Errorf("read job %s: %w", jobID, err)
+		return false, time.Time{}, fmt.Errorf("read job %s: %w", jobID, err)
 	}
 	if index >= len(view.Shards) {
-		return false, nil
+		return false, time.Time{}, nil
 	}
 	sh := view.Shards[index]
+	kicked, err := r.kickShard(ctx, view, sh)
+	return kicked, sh.LastAdvancedAt, err
+}
+
+func (r *Reconciler) kickShard(ctx context.Context, view store.JobView, sh store.Shard) (bool, error) {
+	jobID, index := view.Job.ID, sh.Index
 	if view.Job.Status == store.JobCompleted || view.Job.Status == store.JobPartial || view.Job.Status == store.JobFailed {
 		// Settled items re-opened a finished shard: run it again.
 		if sh.Counts.Pending == 0 {

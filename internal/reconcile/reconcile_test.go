@@ -424,3 +424,80 @@ func TestSettleWithLostAnswerLeavesTrueCounts(t *testing.T) {
 		t.Fatalf("counts %+v after the look-ups confirmed both items; want 2 confirmed", c)
 	}
 }
+
+// gauges records the reconciler's gauges.
+type gauges struct{ submitted, stuck []time.Duration }
+
+func (g *gauges) OldestSubmittedAge(_ context.Context, d time.Duration) {
+	g.submitted = append(g.submitted, d)
+}
+func (g *gauges) OldestStuckShardAge(_ context.Context, d time.Duration) {
+	g.stuck = append(g.stuck, d)
+}
+
+// TestStuckShardAgeIsPublished: every pass publishes how long the stalest
+// re-driven shard had gone without progress (the StuckShard alarm's
+// metric), and 0 once no shard is stale.
+func TestStuckShardAgeIsPublished(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	g := &gauges{}
+	f.rec.Gauges = g
+	id := f.job(t, 2, 3, 0, 0)
+	f.clk.Advance(7 * time.Minute)
+	rep, err := f.rec.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Redriven != 2 || rep.OldestStuck != 7*time.Minute {
+		t.Fatalf("redriven %d, oldest stuck %v; want 2 and 7m", rep.Redriven, rep.OldestStuck)
+	}
+	// The shards advance: nothing is stale on the next pass.
+	for i := range 2 {
+		if _, err := f.store.TransitionShard(context.Background(), store.TransitionShardParams{JobID: id, Index: i, To: store.ShardCompleted, At: f.clk.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.clk.Advance(time.Second)
+	if _, err := f.rec.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(g.stuck) != 2 || g.stuck[0] != 7*time.Minute || g.stuck[1] != 0 {
+		t.Errorf("stuck-shard gauge %v, want [7m 0s]", g.stuck)
+	}
+}
+
+// expirer records the retention calls.
+type expirer struct{ calls []store.ExpireItemsParams }
+
+func (e *expirer) ExpireFinishedItems(_ context.Context, p store.ExpireItemsParams) (store.ExpireItemsResult, error) {
+	e.calls = append(e.calls, p)
+	return store.ExpireItemsResult{Records: 3, Jobs: 1}, nil
+}
+
+// TestPassExpiresFinishedJobsItems: with a retention set, every pass asks
+// the store to mark a bounded batch of finished jobs' item records; with
+// none, item data is kept.
+func TestPassExpiresFinishedJobsItems(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	e := &expirer{}
+	f.rec.Expirer = e
+	if _, err := f.rec.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.calls) != 0 {
+		t.Fatalf("no retention set, yet %d expiry calls", len(e.calls))
+	}
+	f.rec.Retention = 30 * 24 * time.Hour
+	rep, err := f.rec.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(e.calls) != 1 || e.calls[0].Retain != f.rec.Retention || e.calls[0].Limit != 500 || !e.calls[0].Now.Equal(f.clk.Now()) {
+		t.Fatalf("expiry calls %+v, want one with the retention and a limit of 500", e.calls)
+	}
+	if rep.ItemRecordsExpired != 3 {
+		t.Errorf("report: %d records expired, want 3", rep.ItemRecordsExpired)
+	}
+}

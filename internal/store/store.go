@@ -715,3 +715,25 @@ type ListStaleShardsParams struct {
 	Before time.Time
 	Limit  int
 }
+
+// ExpireItemsParams asks a store with data retention (dynamostore) to mark
+// finished jobs' item data for deletion: at most Limit records in one call,
+// each expiring Retain after its job finished.
+type ExpireItemsParams struct {
+	Now    time.Time
+	Retain time.Duration
+	Limit  int
+}
+
+// ExpireItemsResult says what one call marked.
+type ExpireItemsResult struct {
+	// Records is how many item records were given their expiry.
+	Records int
+	// Jobs is how many jobs had all their item records marked.
+	Jobs int
+	// Deferred is how many finished jobs were left for later because items
+	// are still pending or submitted (under review, or re-opened).
+	Deferred int
+	// More: the limit stopped the call; more records are waiting.
+	More bool
+}

@@ -54,6 +54,10 @@ type Config struct {
 	RulePrefix string
 	// TargetARN is the submit function's ARN.
 	TargetARN string
+	// DeadLetterARN is the SQS queue a firing EventBridge could not
+	// deliver to the submit function goes to, with a retry policy of an
+	// hour (empty: none; EventBridge then drops it after its retries).
+	DeadLetterARN string
 }
 
 // Scheduler manages campaign rules.
@@ -83,6 +87,22 @@ func New(client API, cfg Config) (*Scheduler, error) {
 		return nil, errors.Join(errs...)
 	}
 	return &Scheduler{client: client, cfg: cfg}, nil
+}
+
+func (s *Scheduler) deadLetter() *types.DeadLetterConfig {
+	if s.cfg.DeadLetterARN == "" {
+		return nil
+	}
+	return &types.DeadLetterConfig{Arn: aws.String(s.cfg.DeadLetterARN)}
+}
+
+// retryPolicy: a firing is worth delivering for an hour (submit makes one
+// job per campaign and firing time, so a late delivery is harmless).
+func (s *Scheduler) retryPolicy() *types.RetryPolicy {
+	if s.cfg.DeadLetterARN == "" {
+		return nil
+	}
+	return &types.RetryPolicy{MaximumEventAgeInSeconds: aws.Int32(3600), MaximumRetryAttempts: aws.Int32(185)}
 }
 
 // RuleName is the name of a campaign's rule.
@@ -123,6 +143,8 @@ func (s *Scheduler) Upsert(ctx context.Context, c store.Campaign) error {
 				InputPathsMap: map[string]string{"time": "$.time"},
 				InputTemplate: aws.String(InputTemplate(c.Tenant, c.ID)),
 			},
+			DeadLetterConfig: s.deadLetter(),
+			RetryPolicy:      s.retryPolicy(),
 		}},
 	})
 	if err != nil {

@@ -37,7 +37,8 @@ func TestRulesOnMoto(t *testing.T) {
 		Region: "us-east-1", BaseEndpoint: aws.String(endpoint),
 		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
 	})
-	s, err := ebscheduler.New(eb, ebscheduler.Config{RulePrefix: "qunfa-test-c-", TargetARN: target})
+	const dlq = "arn:aws:sqs:us-east-1:123456789012:qunfa-test-FailedInvocationsQueue"
+	s, err := ebscheduler.New(eb, ebscheduler.Config{RulePrefix: "qunfa-test-c-", TargetARN: target, DeadLetterARN: dlq})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,6 +65,12 @@ func TestRulesOnMoto(t *testing.T) {
 	if aws.ToString(tg.Arn) != target || aws.ToString(tg.Id) != ebscheduler.TargetID || tg.InputTransformer == nil ||
 		tg.InputTransformer.InputPathsMap["time"] != "$.time" {
 		t.Fatalf("target %+v", tg)
+	}
+	// A firing EventBridge cannot deliver goes to the dead-letter queue
+	// after an hour of retries, instead of being dropped.
+	if tg.DeadLetterConfig == nil || aws.ToString(tg.DeadLetterConfig.Arn) != dlq ||
+		tg.RetryPolicy == nil || aws.ToInt32(tg.RetryPolicy.MaximumEventAgeInSeconds) != 3600 {
+		t.Errorf("target dead-letter config %+v, retry policy %+v", tg.DeadLetterConfig, tg.RetryPolicy)
 	}
 	// The template, with the placeholder filled as EventBridge fills it,
 	// is the JSON the submit handler reads.

@@ -45,6 +45,7 @@ type Recorder struct {
 	batchSize    *prometheus.GaugeVec
 	concurrency  *prometheus.GaugeVec
 	p99          *prometheus.GaugeVec
+	stuck        prometheus.Gauge
 	queues       *queueCollector
 	log          *slog.Logger
 }
@@ -96,13 +97,16 @@ func New(log *slog.Logger) *Recorder {
 		p99: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: metrics.AccountP99Latency, Help: "P99 provider call latency the account's sizing was chosen from.",
 		}, []string{metrics.LabelAccount}),
+		stuck: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: metrics.OldestStuckShard, Help: "Time without progress of the stalest running shard the reconciler last re-drove (0: none was stale).",
+		}),
 		queues: &queueCollector{
 			desc: prometheus.NewDesc(metrics.QueueDepth, "Messages in a queue, visible or in flight.", []string{metrics.LabelQueue, metrics.LabelState}, nil),
 			set:  map[string][2]int{},
 		},
 		log: log,
 	}
-	p.reg.MustRegister(p.sent, p.failed, p.rateLimited, p.latency, p.tokenWait, p.handbacks, p.activeShards, p.oldest,
+	p.reg.MustRegister(p.sent, p.failed, p.rateLimited, p.latency, p.tokenWait, p.handbacks, p.activeShards, p.oldest, p.stuck,
 		p.batchSize, p.concurrency, p.p99, p.queues)
 	return p
 }
@@ -117,6 +121,10 @@ func (p *Recorder) AccountSizing(_ context.Context, account string, batchSize, c
 	p.concurrency.WithLabelValues(account).Set(float64(concurrency))
 	p.p99.WithLabelValues(account).Set(p99.Seconds())
 }
+
+// OldestStuckShardAge sets the reconciler's gauge of the stalest
+// re-driven shard.
+func (p *Recorder) OldestStuckShardAge(_ context.Context, d time.Duration) { p.stuck.Set(d.Seconds()) }
 
 // Registry is the registry the metrics live in, for adding collectors
 // (for example collectors.NewGoCollector()).

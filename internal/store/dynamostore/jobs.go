@@ -384,8 +384,15 @@ func (s *Store) TransitionJob(ctx context.Context, p store.TransitionJobParams) 
 		case j.Status == store.JobStaging && p.To == store.JobStarting:
 			set = append(set, "g2pk = :stpk") // from the staging index to the starting one
 			values[":stpk"] = attrS(startingPK)
-		case j.Status == store.JobStaging, j.Status == store.JobStarting:
-			remove = append(remove, "g2pk", "g2sk") // leaves the staging (starting) index
+		case store.JobFinal(p.To):
+			// Into the expiry index (retention.go), from the staging or
+			// starting one if there.
+			set = append(set, "g2pk = :xpk", "g2sk = :xsk")
+			values[":xpk"], values[":xsk"] = expiryIndexKeys(p.At, p.JobID)
+		case j.Status == store.JobStaging, j.Status == store.JobStarting, store.JobFinal(j.Status):
+			// Leaves the staging (starting) index, or, re-opened, the
+			// expiry index.
+			remove = append(remove, "g2pk", "g2sk", "xc")
 		}
 		switch {
 		case store.JobActive(p.To): // counted by the running-jobs quota (quota.go)

@@ -277,22 +277,28 @@ func (s *Store) ReleasePlannedJob(ctx context.Context, p store.ReleasePlannedJob
 		return store.Job{}, fmt.Errorf("release job %s: shards: %w", p.JobID, err)
 	}
 	status, finished := store.JobRunning, int64(0)
-	leave := "g2pk, g2sk" // leaves the starting index
+	leave, expiry := "g2pk, g2sk", "" // leaves the starting index
 	if len(p.Shards) == 0 {
 		status, finished = store.JobCompleted, nanos(p.At)
-		leave += ", g4pk, g4sk" // and, final, the active jobs (quota.go)
+		// Final: from the starting index into the expiry one
+		// (retention.go), out of the active jobs (quota.go).
+		leave, expiry = "g4pk, g4sk", ", g2pk = :xpk, g2sk = :xsk"
+	}
+	values := map[string]types.AttributeValue{
+		":to": attrS(string(status)), ":from": attrS(string(store.JobStarting)),
+		":t": attrN(p.Total), ":sp": attrN(p.Suppressed), ":n": attrN(int64(len(p.Shards))),
+		":at": attrN(nanos(p.At)), ":fin": attrN(finished),
+	}
+	if expiry != "" {
+		values[":xpk"], values[":xsk"] = expiryIndexKeys(p.At, p.JobID)
 	}
 	rec, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
 		Key: key(jobPK(p.JobID), skJob),
 		UpdateExpression: aws.String("SET #st = :to, #tot = :t, #sup = :sp, #sh = :n, " +
-			"startedAt = :at, finishedAt = :fin REMOVE " + leave),
-		ConditionExpression:      aws.String("#st = :from"),
-		ExpressionAttributeNames: map[string]string{"#st": "status", "#tot": "total", "#sup": "suppressed", "#sh": "shards"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":to": attrS(string(status)), ":from": attrS(string(store.JobStarting)),
-			":t": attrN(p.Total), ":sp": attrN(p.Suppressed), ":n": attrN(int64(len(p.Shards))),
-			":at": attrN(nanos(p.At)), ":fin": attrN(finished),
-		},
+			"startedAt = :at, finishedAt = :fin" + expiry + " REMOVE " + leave),
+		ConditionExpression:       aws.String("#st = :from"),
+		ExpressionAttributeNames:  map[string]string{"#st": "status", "#tot": "total", "#sup": "suppressed", "#sh": "shards"},
+		ExpressionAttributeValues: values,
 	})
 	if isConditionFailed(err) {
 		return store.Job{}, fmt.Errorf("release job %s: no longer starting: %w", p.JobID, store.ErrInvalidTransition)
