@@ -63,6 +63,11 @@ var (
 	_ Store = (*dynamostore.Store)(nil)
 )
 
+// AWSReconcilePass bounds a reconciliation pass of the local stack on the
+// aws backend; the reconciler lease lasts twice that, so a pass killed
+// midway delays the next by at most 2 × AWSReconcilePass.
+const AWSReconcilePass = 25 * time.Second
+
 // DefaultVisibility is the visibility of the work messages the local stack
 // receives from SQS: after a SIGKILL, the shard turns the dead process held
 // come back within it.

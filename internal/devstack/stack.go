@@ -301,10 +301,13 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 		// an item whose call may still be in flight.
 		StaleAfter: cfg.StaleAfter, SettleAfter: 3*time.Second + 2*cfg.ProviderTimeout + 5*time.Second,
 		Plans: s.Submitter,
-		// One holder across restarts (the data directory is locked to one
-		// process): a pass cut short by a SIGKILL leaves the lease to the
-		// next life instead of blocking reconciliation for LeaseFor.
-		Holder: reconcilerHolder(cfg.DataDir),
+	}
+	if cfg.AWS != nil {
+		// The lease a pass cut short by a SIGKILL leaves cannot be released
+		// at the next start as on SQLite (another process may share the
+		// table): keep passes short and the lease just longer, so
+		// reconciliation resumes within a minute.
+		s.Reconciler.PassBudget, s.Reconciler.LeaseFor = AWSReconcilePass, 2*AWSReconcilePass
 	}
 	s.Campaigns = s.newCampaigns()
 	s.APIURL = "http://" + cfg.Addr
@@ -476,16 +479,6 @@ func (s *Stack) openSQLite(ctx context.Context) (Store, queue.Queue, error) {
 		s.Log.Info("released the reconciler lease held before the restart")
 	}
 	return st, q, nil
-}
-
-// reconcilerHolder names the local stack's reconciler in the store's lease:
-// the same for every life of the stack on one data directory.
-func reconcilerHolder(dataDir string) string {
-	if abs, err := filepath.Abs(dataDir); err == nil {
-		dataDir = abs
-	}
-	host, _ := os.Hostname()
-	return "qunfa-dev:" + host + ":" + dataDir
 }
 
 // EnsureAccount creates the account for the default tenant if missing,

@@ -7,7 +7,8 @@ import (
 )
 
 // FauxqsLauncher is the node program that serves fauxqs on 127.0.0.1:port,
-// keeping its state in dataDir (SQLite) when dataDir is not empty.
+// keeping its queues and messages in dataDir (fauxqs's SQLite persistence,
+// written as each change happens) when dataDir is not empty.
 //
 // It also corrects one known fauxqs gap, so the queue conformance suite
 // checks what real SQS FIFO does. fauxqs answers every DeleteMessage with
@@ -23,14 +24,31 @@ import (
 // With shim false fauxqs runs unchanged, to see its own gaps.
 func FauxqsLauncher(dist string, port int, shim bool, dataDir string) string {
 	mod := func(rel string) string { return strconv.Quote("file://" + filepath.Join(dist, rel)) }
-	opts := "{ logger: false }"
-	if dataDir != "" {
-		opts = fmt.Sprintf("{ logger: false, dataDir: %s }", strconv.Quote(dataDir))
-	}
+	// With a data directory, the stores are made and wired to fauxqs's
+	// SQLite persistence as its startFauxqs does (which listens on every
+	// interface, so it is not used).
 	serve := fmt.Sprintf(`
-const app = buildApp(%s);
+const app = buildApp({ logger: false });
 await app.listen({ port: %d, host: "127.0.0.1" });
-`, opts, port)
+`, port)
+	if dataDir != "" {
+		serve = fmt.Sprintf(`
+const { SqsStore: Sqs } = await import(%s);
+const { SnsStore } = await import(%s);
+const { S3Store } = await import(%s);
+const { PersistenceManager } = await import(%s);
+const sqsStore = new Sqs(), snsStore = new SnsStore(), s3Store = new S3Store();
+const persistence = new PersistenceManager(%s);
+persistence.load(sqsStore, snsStore, s3Store);
+sqsStore.persistence = persistence;
+snsStore.persistence = persistence;
+s3Store.persistence = persistence;
+for (const q of sqsStore.allQueues()) q.persistence = persistence;
+const app = buildApp({ logger: false, stores: { sqsStore, snsStore, s3Store } });
+app.addHook("preClose", () => { persistence.close(); });
+await app.listen({ port: %d, host: "127.0.0.1" });
+`, mod("sqs/sqsStore.js"), mod("sns/snsStore.js"), mod("s3/s3Store.js"), mod("persistence.js"), strconv.Quote(dataDir), port)
+	}
 	if !shim {
 		return fmt.Sprintf("import { buildApp } from %s;\n", mod("app.js")) + serve
 	}
