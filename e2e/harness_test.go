@@ -430,6 +430,22 @@ type devProc struct {
 	backend string
 }
 
+// backendCaps are what a backend's store does not do yet, declared like the
+// store conformance suite's capabilities (storetest.Capabilities), so a
+// test checks everything else instead of forking.
+type backendCaps struct {
+	// itemRefs: items keep their recipient's ref and outcome details
+	// (msgid, submitted/finished times), and ?ref= filters by it. The
+	// DynamoDB store does neither yet (storetest NoItemRefs,
+	// NoItemOutcomes).
+	itemRefs bool
+}
+
+// caps returns the capabilities of the process's backend.
+func (d *devProc) caps() backendCaps {
+	return backendCaps{itemRefs: d.backend != backendAWS}
+}
+
 // skipIfAllAWS skips a test that runs another test on the aws backend when
 // every test runs there anyway (QUNFA_E2E_BACKEND=aws).
 func skipIfAllAWS(t *testing.T) {

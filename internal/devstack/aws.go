@@ -23,6 +23,7 @@ import (
 	"github.com/qunfa/qunfa/internal/emulators"
 	"github.com/qunfa/qunfa/internal/queue"
 	"github.com/qunfa/qunfa/internal/queue/sqsqueue"
+	"github.com/qunfa/qunfa/internal/reconcile"
 	"github.com/qunfa/qunfa/internal/store/dynamostore"
 	"github.com/qunfa/qunfa/internal/store/sqlitestore"
 )
@@ -62,11 +63,6 @@ var (
 	_ Store = (*sqlitestore.Store)(nil)
 	_ Store = (*dynamostore.Store)(nil)
 )
-
-// AWSReconcilePass bounds a reconciliation pass of the local stack on the
-// aws backend; the reconciler lease lasts twice that, so a pass killed
-// midway delays the next by at most 2 × AWSReconcilePass.
-const AWSReconcilePass = 25 * time.Second
 
 // DefaultVisibility is the visibility of the work messages the local stack
 // receives from SQS: after a SIGKILL, the shard turns the dead process held
@@ -175,6 +171,14 @@ func (s *Stack) openAWS(ctx context.Context) (Store, queue.Queue, error) {
 	q := sqsqueue.New(sq, b.QueueURL)
 	if _, _, err := q.Depth(ctx); err != nil {
 		return nil, nil, fmt.Errorf("SQS queue %s: %w (create it with --create, or deploy the stack)", b.QueueURL, err)
+	}
+	// This process owns the data directory alone (the lock): a lease held
+	// by a pass of its previous life was abandoned by a crash. Free it now
+	// instead of waiting out LeaseFor; another process's lease stays.
+	if ok, err := st.ReleaseLeaseOfHolders(ctx, reconcile.LeaseName, reconcilerHolder(s.Config.DataDir)+"-"); err != nil {
+		return nil, nil, fmt.Errorf("release the reconciler lease held before a restart: %w", err)
+	} else if ok {
+		s.Log.Info("released the reconciler lease held before the restart")
 	}
 	s.queueDepth = q.Depth
 	s.held = NewHeldMessages(q)

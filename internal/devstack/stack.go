@@ -303,11 +303,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 		Plans: s.Submitter,
 	}
 	if cfg.AWS != nil {
-		// The lease a pass cut short by a SIGKILL leaves cannot be released
-		// at the next start as on SQLite (another process may share the
-		// table): keep passes short and the lease just longer, so
-		// reconciliation resumes within a minute.
-		s.Reconciler.PassBudget, s.Reconciler.LeaseFor = AWSReconcilePass, 2*AWSReconcilePass
+		// Named after the data directory, so the next life of this stack
+		// frees the lease a killed pass held (openAWS).
+		s.Reconciler.Holder = reconcilerHolder(cfg.DataDir)
 	}
 	s.Campaigns = s.newCampaigns()
 	s.APIURL = "http://" + cfg.Addr
@@ -479,6 +477,16 @@ func (s *Stack) openSQLite(ctx context.Context) (Store, queue.Queue, error) {
 		s.Log.Info("released the reconciler lease held before the restart")
 	}
 	return st, q, nil
+}
+
+// reconcilerHolder names the reconciler of the local stack on the data
+// directory dir in the store's lease; the reconciler appends "-<pass>".
+func reconcilerHolder(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	host, _ := os.Hostname()
+	return "qunfa-dev:" + host + ":" + dir
 }
 
 // EnsureAccount creates the account for the default tenant if missing,
