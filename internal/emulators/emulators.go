@@ -158,6 +158,9 @@ func StartDynalite(ctx context.Context, o DynaliteOptions) (*Process, error) {
 		if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
 			return nil, fmt.Errorf("dynalite data directory: %w", err)
 		}
+		if err := waitLevelDBFree(ctx, o.DataDir, 10*time.Second); err != nil {
+			return nil, err
+		}
 	}
 	return Start(ctx, "dynalite", nil, func(port int) []string {
 		args := []string{
