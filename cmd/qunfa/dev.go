@@ -38,7 +38,7 @@ func runDev(ctx context.Context, args []string) error {
 	backend := fs.String("backend", "sqlite", "store and queue: sqlite (embedded, in the data directory) or aws (DynamoDB and SQS FIFO)")
 	var awsb devstack.AWSBackend
 	fs.StringVar(&awsb.Table, "table", devstack.DefaultTable, "--backend aws: the DynamoDB table")
-	fs.StringVar(&awsb.QueueURL, "queue-url", "", "--backend aws: the SQS FIFO work queue's URL (with --create: default <table>-work.fifo)")
+	fs.StringVar(&awsb.QueueURL, "queue-url", "", "--backend aws: the SQS FIFO work queue's URL (--create makes and uses <table>-work.fifo instead)")
 	fs.BoolVar(&awsb.Create, "create", false, "--backend aws: create the table and the FIFO queue + dead-letter queue as template.yaml declares them, if missing")
 	fs.BoolVar(&awsb.Emulators, "emulators", false, "--backend aws: start dynalite and fauxqs from tools/emulators (data in <data-dir>/emulators) instead of reaching AWS; implies --create")
 	fs.DurationVar(&awsb.Visibility, "visibility", devstack.DefaultVisibility, "--backend aws: visibility of received work messages, renewed while worked (after a SIGKILL they return within it)")
@@ -71,6 +71,9 @@ func runDev(ctx context.Context, args []string) error {
 		}
 		if awsb.QueueURL != "" && awsb.Emulators {
 			return usagef("--queue-url and --emulators exclude each other: the emulators' queue is created on them")
+		}
+		if awsb.QueueURL != "" && awsb.Create {
+			return usagef("--queue-url and --create exclude each other: --create makes and uses <table>-work.fifo")
 		}
 		if awsb.Visibility < 3*time.Second {
 			return usagef("--visibility must be at least 3s (it is renewed every third of it)")

@@ -431,6 +431,7 @@ func TestDevBackendFlags(t *testing.T) {
 		{[]string{"--backend", "mysql"}, `--backend must be sqlite or aws, not "mysql"`},
 		{[]string{"--backend", "aws"}, "--backend aws needs --queue-url URL"},
 		{[]string{"--backend", "aws", "--emulators", "--queue-url", "https://sqs.example/1/q.fifo"}, "--queue-url and --emulators exclude each other"},
+		{[]string{"--backend", "aws", "--create", "--queue-url", "https://sqs.example/1/q.fifo"}, "--queue-url and --create exclude each other"},
 		{[]string{"--backend", "aws", "--create", "--visibility", "1s"}, "--visibility must be at least 3s"},
 	} {
 		r := runCLI(ctx, nil, "", append([]string{"dev", "--data-dir", t.TempDir()}, c.args...)...)

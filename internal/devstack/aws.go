@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -183,7 +182,7 @@ func (s *Stack) openAWS(ctx context.Context) (Store, queue.Queue, error) {
 	s.queueDepth = q.Depth
 	s.held = NewHeldMessages(q)
 	s.Log.Info("running on DynamoDB and SQS", slog.String("table", b.Table), slog.String("queue_url", b.QueueURL),
-		slog.String("visibility", strconv.Itoa(int(b.Visibility.Seconds()))+"s"))
+		slog.Duration("visibility", b.Visibility))
 	return st, q, nil
 }
 
