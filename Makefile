@@ -72,6 +72,14 @@ check-generators: ## Generate clients with the oldest supported oapi-codegen (fr
 test: emulators openapi-ts ## Run all tests (starts the AWS emulators itself)
 	$(GO) test -count=1 ./...
 
+# Every process-level test (./e2e) on `qunfa dev --backend aws --emulators`:
+# DynamoDB and SQS FIFO adapters on dynalite and fauxqs. `make test` runs
+# the kill/restart and rate tests there already (TestKillAndRestartAWS,
+# TestRatesAWS).
+.PHONY: test-aws
+test-aws: emulators ## Run every process-level test (e2e) on qunfa dev --backend aws --emulators
+	QUNFA_E2E_BACKEND=aws $(GO) test -count=1 -timeout 30m ./e2e/
+
 # The chaos suite (docs/operations.md, "The chaos suite"): CHAOS_RUNS
 # randomized seeded runs of the whole pipeline under faults (a random
 # first seed, printed; QUNFA_CHAOS_BASE=<n> repeats a batch,

@@ -20,7 +20,19 @@ import (
 // promptly: the reconciler re-drives idle shards after --stale-after and
 // settles items left `submitted` after SettleAfter, so a job that sits
 // still for a minute after the last restart fails the test.
-func TestKillAndRestart(t *testing.T) {
+func TestKillAndRestart(t *testing.T) { testKillAndRestart(t, "") }
+
+// TestKillAndRestartAWS is TestKillAndRestart on `qunfa dev --backend aws
+// --emulators`: SIGKILLs in the middle of DynamoDB claims and SQS
+// hand-backs (the emulators die with the process and restart on their
+// data), the dead process's turns coming back when their visibility
+// (awsVisibility) expires.
+func TestKillAndRestartAWS(t *testing.T) {
+	skipIfAllAWS(t)
+	testKillAndRestart(t, backendAWS)
+}
+
+func testKillAndRestart(t *testing.T, backend string) {
 	if testing.Short() {
 		t.Skip("kills and restarts qunfa for ~30 s; skipped with -short")
 	}
@@ -39,7 +51,7 @@ func TestKillAndRestart(t *testing.T) {
 	}{{"kill-a", 300, 1500}, {"kill-b", 200, 1000}, {"kill-c", 100, 500}}
 
 	m := startMock(t)
-	d := startDev(t, m, devOptions{})
+	d := startDev(t, m, devOptions{Backend: backend})
 	var rcs []recipient
 	for _, a := range accounts {
 		// Latency keeps calls in flight, so a kill leaves items claimed

@@ -318,12 +318,18 @@ func TestLostAnswers(t *testing.T) {
 	lines := checkExactlyOnce(t, m.deliveries(), job.ID, rcs)
 	checkCompleted(t, final, len(rcs), len(lines))
 	var settled, repended, review float64
-	for _, ev := range d.logEvents("reconciled") {
-		c, _ := ev["confirmed"].(float64)
-		r, _ := ev["repended"].(float64)
-		u, _ := ev["under_review"].(float64)
-		settled, repended, review = settled+c, repended+r, review+u
-	}
+	// The pass that settles the last items finishes the job before it logs
+	// what it did: wait for its line.
+	poll(10*time.Second, 50*time.Millisecond, func() bool {
+		settled, repended, review = 0, 0, 0
+		for _, ev := range d.logEvents("reconciled") {
+			c, _ := ev["confirmed"].(float64)
+			r, _ := ev["repended"].(float64)
+			u, _ := ev["under_review"].(float64)
+			settled, repended, review = settled+c, repended+r, review+u
+		}
+		return int64(settled+repended+review) >= stats.Timeouts
+	})
 	t.Logf("mock stats %+v; most uncertain items seen at once: %d; the reconciler confirmed %v, re-pended %v, put %v under review",
 		stats, sawUncertain, settled, repended, review)
 	if stats.Timeouts == 0 {

@@ -14,7 +14,16 @@ import (
 // reserve. The mock must never answer 45009; by the log's timestamps no
 // account may ever go above its batch rate (beyond its burst), and after
 // the initial burst each must reach at least 95 % of its batch rate.
-func TestRates(t *testing.T) {
+func TestRates(t *testing.T) { testRates(t, "") }
+
+// TestRatesAWS is TestRates on `qunfa dev --backend aws --emulators`: the
+// token buckets are DynamoDB items, within the same bounds.
+func TestRatesAWS(t *testing.T) {
+	skipIfAllAWS(t)
+	testRates(t, backendAWS)
+}
+
+func testRates(t *testing.T, backend string) {
 	t.Parallel()
 	const seconds = 4.0 // of sending per account at its batch rate
 	accounts := []struct {
@@ -23,7 +32,7 @@ func TestRates(t *testing.T) {
 	}{{"rate-a", 200}, {"rate-b", 100}, {"rate-c", 50}}
 
 	m := startMock(t)
-	d := startDev(t, m, devOptions{})
+	d := startDev(t, m, devOptions{Backend: backend})
 	batch := map[string]float64{}
 	var job1, job2 []recipient
 	for _, a := range accounts {

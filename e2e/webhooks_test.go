@@ -154,12 +154,19 @@ func TestWebhooksDeliverJobEvents(t *testing.T) {
 		}
 		return out, dup
 	}
+	// job.dead_letters and job.finished come from the same finishing step
+	// (sender/finish.go, one timestamp) and may arrive in either order, a
+	// delivery round apart (seen on the aws backend):
+	// wait for both.
+	has := func(typ webhook.EventType) bool {
+		return slices.ContainsFunc(events, func(e webhook.Event) bool { return e.Type == typ })
+	}
 	ok := poll(30*time.Second, 50*time.Millisecond, func() bool {
 		events, _ = deduped()
-		return slices.ContainsFunc(events, func(e webhook.Event) bool { return e.Type == webhook.JobDeadLetters })
+		return has(webhook.JobDeadLetters) && has(webhook.JobFinished)
 	})
 	if !ok {
-		t.Fatalf("job.dead_letters never arrived; got %d events", len(events))
+		t.Fatalf("job.dead_letters and job.finished did not both arrive; got %d events", len(events))
 	}
 
 	// Every request was signed with the secret, within the tolerance of

@@ -36,6 +36,13 @@ func runDev(ctx context.Context, args []string, record func(*flag.FlagSet)) erro
 	fs.DurationVar(&cfg.ProviderTimeout, "provider-timeout", 10*time.Second, "provider response timeout")
 	fs.BoolVar(&cfg.AllowPrivateURLs, "allow-private-urls", false, "let webhook URLs reach loopback and private addresses (local testing only)")
 	fs.DurationVar(&cfg.WebhookRetryBase, "webhook-retry-base", 30*time.Second, "first retry wait of a failed webhook delivery (doubles per attempt)")
+	backend := fs.String("backend", "sqlite", "store and queue: sqlite (embedded, in the data directory) or aws (DynamoDB and SQS FIFO)")
+	var awsb devstack.AWSBackend
+	fs.StringVar(&awsb.Table, "table", devstack.DefaultTable, "--backend aws: the DynamoDB table")
+	fs.StringVar(&awsb.QueueURL, "queue-url", "", "--backend aws: the SQS FIFO work queue's URL (--create makes and uses <table>-work.fifo instead)")
+	fs.BoolVar(&awsb.Create, "create", false, "--backend aws: create the table and the FIFO queue + dead-letter queue as template.yaml declares them, if missing")
+	fs.BoolVar(&awsb.Emulators, "emulators", false, "--backend aws: start dynalite and fauxqs from tools/emulators (data in <data-dir>/emulators) instead of reaching AWS; implies --create")
+	fs.DurationVar(&awsb.Visibility, "visibility", devstack.DefaultVisibility, "--backend aws: visibility of received work messages, renewed while worked (after a SIGKILL they return within it)")
 	grantOnPut := fs.Bool("grant-on-put", true, "grant a provider account nobody owns to the tenant that first PUTs it (local convenience; production grants through the platform token)")
 	demo := fs.Bool("demo", false, "configure demo accounts and submit a demo campaign")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
@@ -50,17 +57,41 @@ func runDev(ctx context.Context, args []string, record func(*flag.FlagSet)) erro
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch *backend {
+	case "sqlite":
+		for _, name := range []string{"table", "queue-url", "create", "emulators", "visibility"} {
+			if set[name] {
+				return usagef("--%s needs --backend aws", name)
+			}
+		}
+	case "aws":
+		if awsb.QueueURL == "" && !awsb.Create && !awsb.Emulators {
+			return usagef("--backend aws needs --queue-url URL (the SQS FIFO work queue), --create or --emulators")
+		}
+		if awsb.QueueURL != "" && awsb.Emulators {
+			return usagef("--queue-url and --emulators exclude each other: the emulators' queue is created on them")
+		}
+		if awsb.QueueURL != "" && awsb.Create {
+			return usagef("--queue-url and --create exclude each other: --create makes and uses <table>-work.fifo")
+		}
+		if awsb.Visibility < 3*time.Second {
+			return usagef("--visibility must be at least 3s (it is renewed every third of it)")
+		}
+		cfg.AWS = &awsb
+	default:
+		return usagef("--backend must be sqlite or aws, not %q", *backend)
+	}
 	tuneGC()
 	if *demo {
 		// The demo's flaky account loses an answer now and then; a short
 		// timeout keeps its shard from stalling on each, so the demo shows
 		// the whole cycle (lost answer → reconciled) in well under a minute.
-		explicit := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
-		if !explicit["provider-timeout"] {
+		if !set["provider-timeout"] {
 			cfg.ProviderTimeout = 2 * time.Second
 		}
-		if !explicit["reconcile-every"] {
+		if !set["reconcile-every"] {
 			cfg.ReconcileEvery = 5 * time.Second
 		}
 	}
@@ -102,6 +133,9 @@ func runDev(ctx context.Context, args []string, record func(*flag.FlagSet)) erro
 	go func() { served <- stack.Serve(ctx, handler) }()
 
 	fmt.Fprintf(os.Stderr, "\nqunfa dev is running\n  API:        %s\n  dashboard:  %s/ui/\n  metrics:    %s/metrics\n", stack.APIURL, stack.APIURL, stack.APIURL)
+	if b := stack.Config.AWS; b != nil {
+		fmt.Fprintf(os.Stderr, "  table:      %s\n  queue:      %s\n", b.Table, b.QueueURL)
+	}
 	if stack.MockURL != "" {
 		fmt.Fprintf(os.Stderr, "  mock:       %s (deliveries: %s/mock-deliveries.jsonl)\n", stack.MockURL, stack.Config.DataDir)
 	}

@@ -417,3 +417,25 @@ func TestMockProviderCommand(t *testing.T) {
 		t.Errorf("delivery log: %v %q", err, b)
 	}
 }
+
+// TestDevBackendFlags: a wrong combination of the backend flags of `qunfa
+// dev` is refused with a readable message and exit code 2, before anything
+// starts.
+func TestDevBackendFlags(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--table", "t"}, "--table needs --backend aws"},
+		{[]string{"--emulators"}, "--emulators needs --backend aws"},
+		{[]string{"--backend", "mysql"}, `--backend must be sqlite or aws, not "mysql"`},
+		{[]string{"--backend", "aws"}, "--backend aws needs --queue-url URL"},
+		{[]string{"--backend", "aws", "--emulators", "--queue-url", "https://sqs.example/1/q.fifo"}, "--queue-url and --emulators exclude each other"},
+		{[]string{"--backend", "aws", "--create", "--queue-url", "https://sqs.example/1/q.fifo"}, "--queue-url and --create exclude each other"},
+		{[]string{"--backend", "aws", "--create", "--visibility", "1s"}, "--visibility must be at least 3s"},
+	} {
+		r := runCLI(ctx, nil, "", append([]string{"dev", "--data-dir", t.TempDir()}, c.args...)...)
+		r.want(t, exitUsage, nil, []string{c.want})
+	}
+}

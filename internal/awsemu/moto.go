@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/qunfa/qunfa/internal/emulators"
 )
 
 // MotoEndpointEnv names the variable that points tests at an existing
@@ -69,7 +71,7 @@ func startMoto(ctx context.Context) (*Process, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start moto_server: %w", err)
 	}
-	p := &Process{Endpoint: "http://127.0.0.1:" + strconv.Itoa(port), cmd: cmd}
+	p := emulators.Track(cmd, "http://127.0.0.1:"+strconv.Itoa(port))
 	register(p)
 	for {
 		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 200*time.Millisecond)

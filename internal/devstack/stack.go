@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/qunfa/qunfa/internal/alert"
 	"github.com/qunfa/qunfa/internal/api"
@@ -35,6 +36,7 @@ import (
 	"github.com/qunfa/qunfa/internal/provider/wechatmp"
 	"github.com/qunfa/qunfa/internal/provider/wecomapi"
 	"github.com/qunfa/qunfa/internal/provider/wecomapp"
+	"github.com/qunfa/qunfa/internal/queue"
 	"github.com/qunfa/qunfa/internal/queue/queuecap"
 	"github.com/qunfa/qunfa/internal/queue/sqlitequeue"
 	"github.com/qunfa/qunfa/internal/reconcile"
@@ -78,6 +80,11 @@ type Config struct {
 	// WebhookRetryBase is the first retry wait of a failed webhook
 	// delivery (default webhook.DefaultRetry.Base).
 	WebhookRetryBase time.Duration
+
+	// AWS, when set, runs the stack on the production adapters — a
+	// DynamoDB table and an SQS FIFO queue — instead of the embedded
+	// SQLite store and queue (`qunfa dev --backend aws`, aws.go).
+	AWS *AWSBackend
 }
 
 func (c Config) withDefaults() Config {
@@ -154,9 +161,11 @@ const DefaultTenant = "default"
 
 // Stack is a started local stack.
 type Stack struct {
-	Config     Config
-	Store      *sqlitestore.Store
-	Queue      *sqlitequeue.Queue
+	Config Config
+	// Store is the SQLite store, or the DynamoDB one with --backend aws.
+	Store Store
+	// Queue is the work queue: SQLite, or SQS FIFO with --backend aws.
+	Queue      queue.Queue
 	Mock       *mockprovider.Mock // nil with an external provider
 	Submitter  *submit.Submitter
 	Control    *control.Controller
@@ -185,6 +194,25 @@ type Stack struct {
 	AdminToken string
 
 	closers []func() error
+	// held renews the visibility of the messages invocations work (SQS:
+	// a restarted process cannot release what its previous life held, so
+	// visibility is kept short; nil on SQLite).
+	held *HeldMessages
+	// queueDepth reads the work queue's visible and in-flight messages.
+	queueDepth func(context.Context) (int, int, error)
+	// capacity counts the DynamoDB units consumed (aws backend; nil on
+	// SQLite).
+	capacity *prometheus.CounterVec
+}
+
+// Store is what the local stack needs of its store: the port itself, the
+// per-minute series and the API tokens. The SQLite and DynamoDB adapters
+// both provide it.
+type Store interface {
+	store.Store
+	store.SeriesStore
+	store.TenantStore
+	store.WebhookStore
 }
 
 // Open opens the data directory and builds every component, without
@@ -200,40 +228,18 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 		return nil, err
 	}
 	s.closers = append(s.closers, unlock)
-	st, err := sqlitestore.Open(ctx, filepath.Join(cfg.DataDir, "store.db"))
+	var st Store
+	var q queue.Queue
+	if cfg.AWS != nil {
+		st, q, err = s.openAWS(ctx)
+	} else {
+		st, q, err = s.openSQLite(ctx)
+	}
 	if err != nil {
 		s.Close()
-		return nil, fmt.Errorf("open store: %w", err)
+		return nil, err
 	}
-	s.Store = st
-	s.closers = append(s.closers, st.Close)
-	q, err := sqlitequeue.Open(ctx, filepath.Join(cfg.DataDir, "queue.db"), sqlitequeue.Options{
-		Name: "work", DeadLetter: "work-dlq", MaxReceiveCount: 10,
-	})
-	if err != nil {
-		s.Close()
-		return nil, fmt.Errorf("open queue: %w", err)
-	}
-	s.Queue = q
-	s.closers = append(s.closers, q.Close)
-	// This process owns the data directory alone (the lock): whatever its
-	// previous life held in flight was abandoned by a crash. Hand it out
-	// again now instead of waiting out the visibility timeout; the store's
-	// turn fencing and the reconciler make the redelivery safe.
-	if n, err := q.ReleaseInFlight(ctx); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("release messages held before a restart: %w", err)
-	} else if n > 0 {
-		log.Info("resuming shard turns held before the restart", slog.Int("turns", n))
-	}
-	// Likewise the reconciler's lease: its holder died with the previous
-	// life, and waiting out the lease would stop reconciliation for minutes.
-	if n, err := st.ReleaseAbandonedLeases(ctx); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("release leases held before a restart: %w", err)
-	} else if n > 0 {
-		log.Info("released the reconciler lease held before the restart")
-	}
+	s.Store, s.Queue = st, q
 
 	s.Token, s.TokenGenerated = cfg.Token, cfg.Token == ""
 	if s.Token == "" {
@@ -327,11 +333,15 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 	s.Series = storeseries.Wrap(st, st, storeseries.Options{Every: SeriesFlush, Clock: clk, Log: log})
 	s.Control = &control.Controller{Store: s.Series, Queue: q, Clock: clk, Alerts: alerts, Log: log}
 	s.Metrics = prom.New(log)
-	s.Metrics.WatchQueue("work", func(ctx context.Context) (int, int, error) {
-		qs, err := q.Stats(ctx)
-		return qs.Visible, qs.InFlight, err
-	})
-	s.Sender = &sender.Sender{Store: s.Series, Queue: queuecap.New(q, queuecap.DefaultMax), Provider: metrics.Provider(prov, s.Metrics), Clock: clk, Log: log,
+	s.Metrics.WatchQueue("work", s.queueDepth)
+	s.observeCapacity()
+	// The sender hands shards back through the queue that stops renewing
+	// a message once its invocation has decided about it.
+	var senderQueue queue.Queue = q
+	if s.held != nil {
+		senderQueue = s.held
+	}
+	s.Sender = &sender.Sender{Store: s.Series, Queue: queuecap.New(senderQueue, queuecap.DefaultMax), Provider: metrics.Provider(prov, s.Metrics), Clock: clk, Log: log,
 		Config: cfg.Sender, Alerts: alerts, Outcomes: hooks, Metrics: s.Metrics,
 		Breakers: &breaker.Breakers{Store: st, Clock: clk, Alerts: alerts, Log: log}}
 	s.Reconciler = &reconcile.Reconciler{
@@ -340,6 +350,11 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 		// an item whose call may still be in flight.
 		StaleAfter: cfg.StaleAfter, SettleAfter: 3*time.Second + 2*cfg.ProviderTimeout + 5*time.Second,
 		Plans: s.Submitter,
+	}
+	if cfg.AWS != nil {
+		// Named after the data directory, so the next life of this stack
+		// frees the lease a killed pass held (openAWS).
+		s.Reconciler.Holder = reconcilerHolder(cfg.DataDir)
 	}
 	s.Campaigns = s.newCampaigns()
 	s.APIURL = "http://" + cfg.Addr
@@ -383,7 +398,10 @@ func (s *Stack) Serve(ctx context.Context, api http.Handler) error {
 	var wg sync.WaitGroup
 	src := &EventSource{
 		Queue: s.Queue, Handler: handlers.Work(s.Sender, s.Submitter, s.Log), Log: s.Log,
-		Workers: cfg.Workers, Timeout: 2 * s.senderTurn(),
+		Workers: cfg.Workers, Timeout: 2 * s.senderTurn(), Held: s.held,
+	}
+	if s.held != nil {
+		src.Visibility = cfg.AWS.Visibility
 	}
 	campaignTick := time.NewTicker(CampaignTick)
 	defer campaignTick.Stop()
@@ -471,6 +489,53 @@ func (s *Stack) Close() error {
 	}
 	s.closers = nil
 	return errors.Join(errs...)
+}
+
+// openSQLite opens the embedded store and queue in the data directory.
+func (s *Stack) openSQLite(ctx context.Context) (Store, queue.Queue, error) {
+	st, err := sqlitestore.Open(ctx, filepath.Join(s.Config.DataDir, "store.db"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("open store: %w", err)
+	}
+	s.closers = append(s.closers, st.Close)
+	q, err := sqlitequeue.Open(ctx, filepath.Join(s.Config.DataDir, "queue.db"), sqlitequeue.Options{
+		Name: "work", DeadLetter: "work-dlq", MaxReceiveCount: 10,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("open queue: %w", err)
+	}
+	s.closers = append(s.closers, q.Close)
+	s.queueDepth = func(ctx context.Context) (int, int, error) {
+		qs, err := q.Stats(ctx)
+		return qs.Visible, qs.InFlight, err
+	}
+	// This process owns the data directory alone (the lock): whatever its
+	// previous life held in flight was abandoned by a crash. Hand it out
+	// again now instead of waiting out the visibility timeout; the store's
+	// turn fencing and the reconciler make the redelivery safe.
+	if n, err := q.ReleaseInFlight(ctx); err != nil {
+		return nil, nil, fmt.Errorf("release messages held before a restart: %w", err)
+	} else if n > 0 {
+		s.Log.Info("resuming shard turns held before the restart", slog.Int("turns", n))
+	}
+	// Likewise the reconciler's lease: its holder died with the previous
+	// life, and waiting out the lease would stop reconciliation for minutes.
+	if n, err := st.ReleaseAbandonedLeases(ctx); err != nil {
+		return nil, nil, fmt.Errorf("release leases held before a restart: %w", err)
+	} else if n > 0 {
+		s.Log.Info("released the reconciler lease held before the restart")
+	}
+	return st, q, nil
+}
+
+// reconcilerHolder names the reconciler of the local stack on the data
+// directory dir in the store's lease; the reconciler appends "-<pass>".
+func reconcilerHolder(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	host, _ := os.Hostname()
+	return "qunfa-dev:" + host + ":" + dir
 }
 
 // EnsureAccount creates the account for the default tenant if missing,

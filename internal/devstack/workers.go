@@ -51,6 +51,13 @@ type EventSource struct {
 	Timeout time.Duration
 	// Wait is the long-poll wait of each receive (default 1 s).
 	Wait time.Duration
+	// Held, when set, is Queue wrapped to renew the visibility of the
+	// messages in hand: they are received with Visibility, renewed every
+	// third of it while their invocation runs, and released when the
+	// handler deletes or hands back each (or the invocation ends).
+	Held *HeldMessages
+	// Visibility is the visibility of received messages with Held.
+	Visibility time.Duration
 }
 
 // DefaultInvocations is the default bound on invocations in hand: with the
@@ -84,7 +91,11 @@ func (e *EventSource) poll(ctx context.Context, room *semaphore.Weighted, batch 
 		if err := room.Acquire(ctx, int64(batch)); err != nil {
 			return
 		}
-		msgs, err := e.Queue.Receive(ctx, queue.ReceiveParams{Max: batch, VisibilityTimeout: 6 * timeout, Wait: wait})
+		visibility := 6 * timeout
+		if e.Held != nil {
+			visibility = e.Visibility
+		}
+		msgs, err := e.Queue.Receive(ctx, queue.ReceiveParams{Max: batch, VisibilityTimeout: visibility, Wait: wait})
 		room.Release(int64(batch - len(msgs)))
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, context.Canceled) {
@@ -121,6 +132,10 @@ func (e *EventSource) invoke(ctx context.Context, msgs []queue.Message, timeout 
 			EventSource: "aws:sqs",
 		})
 	}
+	if e.Held != nil {
+		stop := e.keepHeld(ctx, msgs)
+		defer stop()
+	}
 	ictx, cancel := context.WithTimeout(ctx, timeout)
 	resp, err := e.Handler(ictx, ev)
 	cancel()
@@ -138,8 +153,44 @@ func (e *EventSource) invoke(ctx context.Context, msgs []queue.Message, timeout 
 		if failed[m.ID] {
 			continue
 		}
+		if e.Held != nil {
+			e.Held.release(m.ReceiptHandle)
+		}
 		if err := e.Queue.Delete(dctx, m.ReceiptHandle); err != nil && !errors.Is(err, queue.ErrNotFound) {
 			e.Log.Error("delete work message", slog.String("message", m.ID), slog.Any("err", err))
+		}
+	}
+}
+
+// keepHeld renews the visibility of msgs every third of e.Visibility until
+// the returned stop is called; stop ends the renewal of any message still
+// held (failed ones keep the visibility last set and come back then).
+func (e *EventSource) keepHeld(ctx context.Context, msgs []queue.Message) (stop func()) {
+	handles := make([]string, len(msgs))
+	for i, m := range msgs {
+		handles[i] = m.ReceiptHandle
+	}
+	e.Held.hold(handles)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(e.Visibility / 3)
+		defer t.Stop()
+		rctx := context.WithoutCancel(ctx)
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				e.Held.renew(rctx, handles, e.Visibility, e.Log)
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+		for _, h := range handles {
+			e.Held.release(h)
 		}
 	}
 }

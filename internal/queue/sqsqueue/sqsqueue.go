@@ -440,3 +440,21 @@ func interpretError(err error) error {
 	}
 	return err
 }
+
+// Depth returns the queue's approximate number of visible messages and of
+// messages in flight (received, not deleted, not yet visible again), as
+// SQS reports them (ApproximateNumberOfMessages, …NotVisible).
+func (q *Queue) Depth(ctx context.Context) (visible, inFlight int, err error) {
+	out, err := q.client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(q.url),
+		AttributeNames: []types.QueueAttributeName{
+			types.QueueAttributeNameApproximateNumberOfMessages, types.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+		},
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("queue depth: %w", interpretError(err))
+	}
+	visible, _ = strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
+	inFlight, _ = strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
+	return visible, inFlight, nil
+}

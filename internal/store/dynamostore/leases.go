@@ -64,3 +64,32 @@ func (s *Store) ReleaseLease(ctx context.Context, p store.ReleaseLeaseParams) er
 	}
 	return nil
 }
+
+// ReleaseLeaseOfHolders frees lease name if its holder's name starts with
+// holderPrefix, keeping its cursor, and reports whether it did. A process
+// that knows its previous life is over (the local stack, which locks its
+// data directory) frees the lease a pass of that life held when it was
+// killed, instead of waiting for it to expire; leases of other holders
+// (another process sharing the table) are left alone.
+func (s *Store) ReleaseLeaseOfHolders(ctx context.Context, name, holderPrefix string) (bool, error) {
+	if name == "" || holderPrefix == "" {
+		return false, fmt.Errorf("release lease: %w: name and holder prefix are required", store.ErrInvalidArgument)
+	}
+	_, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
+		Key:                      key(leasePK(name), skSingle),
+		UpdateExpression:         aws.String("SET holder = :none, #u = :zero"),
+		ConditionExpression:      aws.String("begins_with(holder, :p)"),
+		ExpressionAttributeNames: map[string]string{"#u": "until"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":p": attrS(holderPrefix), ":none": attrS(""), ":zero": attrN(0),
+		},
+		ReturnValues: types.ReturnValueNone,
+	})
+	if isConditionFailed(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("release lease %s: %w", name, err)
+	}
+	return true, nil
+}
