@@ -100,21 +100,30 @@ func TestBatchSizeFollowsLatency(t *testing.T) {
 	} else if last := sizes[len(sizes)-1]; a.Sizing.BatchSize > sizes[len(sizes)/2] {
 		t.Errorf("account sizing %+v, but the calls went down to %d", a.Sizing, last)
 	}
-	samples, families := d.scrapeMetrics()
-	if families["qunfa_account_batch_size"] != "gauge" || families["qunfa_account_concurrency"] != "gauge" {
-		t.Errorf("metric families %v lack the sizing gauges", families)
-	}
+	// The gauge and the saved sizing agree once the last decision (made
+	// on the answer of one of the last calls, maybe after the job ended)
+	// is both shown and saved: the gauge is set just before the save.
+	var gauge float64
 	found := false
-	for _, s := range samples {
-		if s.name == "qunfa_account_batch_size" && s.labels["account"] == id {
-			found = true
-			if a.Sizing != nil && int(s.value) != a.Sizing.BatchSize {
-				t.Errorf("qunfa_account_batch_size %v, the account view says %d", s.value, a.Sizing.BatchSize)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		samples, families := d.scrapeMetrics()
+		if families["qunfa_account_batch_size"] != "gauge" || families["qunfa_account_concurrency"] != "gauge" {
+			t.Fatalf("metric families %v lack the sizing gauges", families)
+		}
+		for _, s := range samples {
+			if s.name == "qunfa_account_batch_size" && s.labels["account"] == id {
+				found, gauge = true, s.value
 			}
+		}
+		a = d.account(id)
+		if !found || a.Sizing == nil || int(gauge) == a.Sizing.BatchSize || time.Now().After(deadline) {
+			break
 		}
 	}
 	if !found {
 		t.Error("no qunfa_account_batch_size sample for the account")
+	} else if a.Sizing != nil && int(gauge) != a.Sizing.BatchSize {
+		t.Errorf("qunfa_account_batch_size %v, the account view says %d", gauge, a.Sizing.BatchSize)
 	}
 	if evs := d.logEvents("account sizing"); len(evs) == 0 {
 		t.Error("qunfa dev logged no sizing decision")

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -17,6 +18,7 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/qunfa/qunfa/internal/emulators"
@@ -96,6 +98,16 @@ var DeadLetterQueueAttributes = map[string]string{
 	string(sqstypes.QueueAttributeNameSqsManagedSseEnabled):   "true",
 }
 
+// HighThroughputAttributes make both queues high-throughput FIFO queues
+// as template.yaml does: deduplication and throughput per message group
+// (a shard), not per queue. Each is set on its own, and one the queue
+// service does not know (the SQS emulator knows neither) is left out: it
+// changes throughput limits, not what is delivered.
+var HighThroughputAttributes = map[string]string{
+	string(sqstypes.QueueAttributeNameDeduplicationScope):  "messageGroup",
+	string(sqstypes.QueueAttributeNameFifoThroughputLimit): "perMessageGroupId",
+}
+
 // CreateAWSResources creates, as template.yaml declares them, the table
 // (dynamostore.CreateTable) and the FIFO work queue <table>-work.fifo with
 // its dead-letter queue, and returns the work queue's URL. Resources that
@@ -112,6 +124,13 @@ func CreateAWSResources(ctx context.Context, db *dynamodb.Client, sq *sqs.Client
 	for url, attrs := range map[string]map[string]string{queueURL: WorkQueueAttributes, dlqURL: DeadLetterQueueAttributes} {
 		if _, err := sq.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: aws.String(url), Attributes: attrs}); err != nil {
 			return "", fmt.Errorf("set the attributes of %s: %w", url, err)
+		}
+		for k, v := range HighThroughputAttributes {
+			_, err := sq.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: aws.String(url), Attributes: map[string]string{k: v}})
+			var ae smithy.APIError
+			if err != nil && !(errors.As(err, &ae) && strings.Contains(ae.ErrorCode(), "InvalidAttributeName")) {
+				return "", fmt.Errorf("set %s of %s: %w", k, url, err)
+			}
 		}
 	}
 	return queueURL, nil

@@ -687,6 +687,7 @@ func (tr *turn) checkState(ctx context.Context) (bool, Result, error) {
 		}
 		tr.account, tr.accountReadAt = acct, now
 		tr.sizing = tr.s.sizer(acct, tr.cfg.AccountConcurrency, now)
+		tr.sizing.setFloor(min(tr.cfg.ClaimBatch, tr.cfg.Concurrency))
 	}
 	return tr.gate(ctx)
 }

@@ -80,6 +80,7 @@ type accountSizer struct {
 	top   int     // SizingShare of limit, at least 1
 	rate  float64 // the account's batch rate (0: unlimited)
 	most  int     // the configured maximum of calls in flight
+	floor int     // the fewest calls in flight it allows: one batch's calls
 
 	batch       int
 	concurrency int
@@ -192,6 +193,23 @@ func (z *accountSizer) acquire() {
 	z.mu.Unlock()
 }
 
+// setFloor sets the fewest calls in flight the sizer allows: the calls
+// one batch of the sender makes. Little's law sizes the calls in flight
+// of an even flow (rate × latency), but a sender starts a batch's calls
+// together, after the batch's store work: with fewer slots than one
+// batch's calls, the store work and the calls take turns and a fast
+// provider's account falls well below its rate (measured: 23–53% of the
+// batch rate on DynamoDB). Above it, the measured latency rules.
+func (z *accountSizer) setFloor(n int) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	z.floor = n
+	if z.concurrency < n && z.concurrency < z.most {
+		z.concurrency = min(n, z.most)
+		z.cond.Broadcast()
+	}
+}
+
 // release frees a call slot.
 func (z *accountSizer) release() {
 	z.mu.Lock()
@@ -232,7 +250,7 @@ func (z *accountSizer) observe(n int, d time.Duration, now time.Time) {
 	z.concurrency = z.most
 	if z.rate > 0 {
 		c := math.Ceil(z.rate / perCall * p99.Seconds() * SizingSafety)
-		z.concurrency = int(min(float64(z.most), max(1, c)))
+		z.concurrency = int(min(float64(z.most), max(float64(max(1, z.floor)), c)))
 	}
 	z.p99, z.at = p99, now
 	z.window, z.recipients = z.window[:0], 0
