@@ -97,8 +97,10 @@ func TestBatchSizeFollowsLatency(t *testing.T) {
 	a := d.account(id)
 	if a.Sizing == nil || a.Sizing.BatchSize > 50 || a.Sizing.BatchSize < 1 || a.Sizing.P99MS < 1 || a.Sizing.Concurrency < 1 {
 		t.Errorf("account sizing %+v, want a batch of at most 50 (2 s at 40 ms each)", a.Sizing)
-	} else if last := sizes[len(sizes)-1]; a.Sizing.BatchSize > sizes[len(sizes)/2] {
-		t.Errorf("account sizing %+v, but the calls went down to %d", a.Sizing, last)
+	} else if most := slices.Max(sizes[len(sizes)/2:]); a.Sizing.BatchSize > most {
+		// The size may grow back a little as the latency falls, never
+		// beyond what the second half's calls carried.
+		t.Errorf("account sizing %+v, but the second half's calls carried at most %d", a.Sizing, most)
 	}
 	// The gauge and the saved sizing agree once the last decision (made
 	// on the answer of one of the last calls, maybe after the job ended)

@@ -193,18 +193,19 @@ func (z *accountSizer) acquire() {
 	z.mu.Unlock()
 }
 
-// setFloor sets the fewest calls in flight the sizer allows: the calls
-// one batch of the sender makes. Little's law sizes the calls in flight
-// of an even flow (rate × latency), but a sender starts a batch's calls
-// together, after the batch's store work: with fewer slots than one
-// batch's calls, the store work and the calls take turns and a fast
-// provider's account falls well below its rate (measured: 23–53% of the
-// batch rate on DynamoDB). Above it, the measured latency rules.
+// setFloor sets the fewest calls in flight the sizer allows while the
+// P99 latency is within its target: the calls one batch of the sender
+// makes. Little's law sizes the calls in flight of an even flow (rate ×
+// latency), but a sender starts a batch's calls together, after the
+// batch's store work: with fewer slots than one batch's calls, the store
+// work and the calls take turns and a fast provider's account falls well
+// below its rate (measured: 23–53% of the batch rate on DynamoDB). Once
+// the latency is over the target, Little's law alone rules.
 func (z *accountSizer) setFloor(n int) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	z.floor = n
-	if z.concurrency < n && z.concurrency < z.most {
+	if z.concurrency < n && z.concurrency < z.most && z.p99 <= SizingP99Target {
 		z.concurrency = min(n, z.most)
 		z.cond.Broadcast()
 	}
@@ -250,7 +251,10 @@ func (z *accountSizer) observe(n int, d time.Duration, now time.Time) {
 	z.concurrency = z.most
 	if z.rate > 0 {
 		c := math.Ceil(z.rate / perCall * p99.Seconds() * SizingSafety)
-		z.concurrency = int(min(float64(z.most), max(float64(max(1, z.floor)), c)))
+		if p99 <= SizingP99Target {
+			c = max(c, float64(z.floor))
+		}
+		z.concurrency = int(min(float64(z.most), max(1, c)))
 	}
 	z.p99, z.at = p99, now
 	z.window, z.recipients = z.window[:0], 0
