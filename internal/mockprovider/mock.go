@@ -126,6 +126,7 @@ type Mock struct {
 
 	msgPrefix string
 	msgSeq    atomic.Uint64
+	mass      massJobs // wechat-mp mass sends by msg_id
 
 	closing   chan struct{}
 	closed    atomic.Bool

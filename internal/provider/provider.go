@@ -75,6 +75,10 @@ type RecipientResult struct {
 type StatusRequest struct {
 	Account string
 	Key     string
+	// MsgID is the provider's message id of the accepted call, when the
+	// item has one; a provider that looks up by its own id (WeChat's
+	// message/mass/get) needs it.
+	MsgID string
 }
 
 // Status is what the provider knows of a key.
