@@ -522,7 +522,7 @@ type Account struct {
 	MaxRecipientsPerCall int64   `json:"max_recipients_per_call"`
 	OnlineReservePerSec  float64 `json:"online_reserve_per_sec"`
 
-	// Provider The provider API an account sends through: wecomapi (the unified guid/toId interface, the default; up to 1,000 recipients per call), wecom-app (WeCom application messages, cgi-bin/message/send; the account is <corpid>:<agentid>; up to 1,000 per call), wechat-mp-template (Official Account template messages; the account is <appid>:<template_id>; one OpenID per call), http (a generic HTTP provider, one recipient per call, configured by http). wechat-mp-mass (Official Account mass send) is not available yet: PUT refuses it (422).
+	// Provider The provider API an account sends through: wecomapi (the unified guid/toId interface, the default; up to 1,000 recipients per call), wecom-app (WeCom application messages, cgi-bin/message/send; the account is <corpid>:<agentid>; up to 1,000 per call), wechat-mp-template (Official Account template messages; the account is <appid>:<template_id>; one OpenID per call), wechat-mp-mass (Official Account mass send by OpenID list, message/mass/send; the account is the appid; 2 to 10,000 OpenIDs per call, a single OpenID goes as a customer-service message; items stay submitted until the MASSSENDJOBFINISH event or message/mass/get confirms them), http (a generic HTTP provider, one recipient per call, configured by http).
 	Provider Provider `json:"provider"`
 
 	// RatePerSec Greater than 0.
@@ -567,7 +567,7 @@ type AccountRequest struct {
 	// OnlineReservePerSec Rate kept for online sending; less than rate_per_sec.
 	OnlineReservePerSec *float64 `json:"online_reserve_per_sec,omitempty"`
 
-	// Provider The provider API an account sends through: wecomapi (the unified guid/toId interface, the default; up to 1,000 recipients per call), wecom-app (WeCom application messages, cgi-bin/message/send; the account is <corpid>:<agentid>; up to 1,000 per call), wechat-mp-template (Official Account template messages; the account is <appid>:<template_id>; one OpenID per call), http (a generic HTTP provider, one recipient per call, configured by http). wechat-mp-mass (Official Account mass send) is not available yet: PUT refuses it (422).
+	// Provider The provider API an account sends through: wecomapi (the unified guid/toId interface, the default; up to 1,000 recipients per call), wecom-app (WeCom application messages, cgi-bin/message/send; the account is <corpid>:<agentid>; up to 1,000 per call), wechat-mp-template (Official Account template messages; the account is <appid>:<template_id>; one OpenID per call), wechat-mp-mass (Official Account mass send by OpenID list, message/mass/send; the account is the appid; 2 to 10,000 OpenIDs per call, a single OpenID goes as a customer-service message; items stay submitted until the MASSSENDJOBFINISH event or message/mass/get confirms them), http (a generic HTTP provider, one recipient per call, configured by http).
 	Provider *Provider `json:"provider,omitempty"`
 
 	// RatePerSec Greater than 0.
@@ -1176,7 +1176,7 @@ type Problem struct {
 // ProblemType The kind of problem, urn:qunfa:problem:<kind>.
 type ProblemType string
 
-// Provider The provider API an account sends through: wecomapi (the unified guid/toId interface, the default; up to 1,000 recipients per call), wecom-app (WeCom application messages, cgi-bin/message/send; the account is <corpid>:<agentid>; up to 1,000 per call), wechat-mp-template (Official Account template messages; the account is <appid>:<template_id>; one OpenID per call), http (a generic HTTP provider, one recipient per call, configured by http). wechat-mp-mass (Official Account mass send) is not available yet: PUT refuses it (422).
+// Provider The provider API an account sends through: wecomapi (the unified guid/toId interface, the default; up to 1,000 recipients per call), wecom-app (WeCom application messages, cgi-bin/message/send; the account is <corpid>:<agentid>; up to 1,000 per call), wechat-mp-template (Official Account template messages; the account is <appid>:<template_id>; one OpenID per call), wechat-mp-mass (Official Account mass send by OpenID list, message/mass/send; the account is the appid; 2 to 10,000 OpenIDs per call, a single OpenID goes as a customer-service message; items stay submitted until the MASSSENDJOBFINISH event or message/mass/get confirms them), http (a generic HTTP provider, one recipient per call, configured by http).
 type Provider string
 
 // Quota A tenant's quota as the platform operator set it (0: unlimited; never set: both 0 and updated_at null).

@@ -194,6 +194,13 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 			return nil, fmt.Errorf("provider: %w", err)
 		}
 		adapters[provider.KindWechatMPTemplate] = tmpl
+		// Official Account mass send: the same AppSecrets; the account is the appid.
+		mass, err := wechatmp.NewMass(wechatmp.Config{Credentials: mpCreds, Owners: st, Clock: clk, Logger: log,
+			Timeouts: httpcall.Timeouts{Connect: cfg.ProviderConnectTimeout, Response: cfg.ProviderTimeout}})
+		if err != nil {
+			return nil, fmt.Errorf("provider: %w", err)
+		}
+		adapters[provider.KindWechatMPMass] = mass
 	}
 	// Each call goes through the adapter of the provider its account names.
 	prov, err := accountroute.New(accountroute.Config{Accounts: st, Clock: clk, Logger: log, Adapters: adapters})
@@ -203,12 +210,12 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 	core.Metrics = metrics.NewEMF(os.Stdout, metrics.EMFOptions{Dimensions: map[string]string{"function": cfg.fn.Name}})
 	core.Series = storeseries.Wrap(st, st, storeseries.Options{Clock: clk, Log: log})
 	core.Sender = &sender.Sender{Store: core.Series, Queue: queuecap.New(q, queuecap.DefaultMax), Provider: metrics.Provider(prov, core.Metrics), Clock: clk, Log: log,
-		Config: cfg.Sender, Alerts: alerts, Metrics: core.Metrics, Breakers: core.Breakers,
+		Config: cfg.Sender, Alerts: alerts, Metrics: core.Metrics, Breakers: core.Breakers, MsgCalls: st,
 		// Per-batch outcomes go to the bus only (the webhooks function's
 		// rule picks them up), not to the alert log.
 		Outcomes: ebalert.New(c.EventBridge, cfg.AlertBus)}
 	core.Reconciler = &reconcile.Reconciler{
-		Store: core.Series, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts, Gauges: core.Metrics,
+		Store: core.Series, MsgCalls: st, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts, Gauges: core.Metrics,
 		StaleAfter: cfg.StaleAfter, SettleAfter: cfg.SettleAfter, Plans: core.Submitter,
 	}
 	return core, nil

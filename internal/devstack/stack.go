@@ -311,10 +311,17 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 		s.Close()
 		return nil, fmt.Errorf("provider: %w", err)
 	}
+	// Official Account mass send: the same AppSecret; the account is the appid.
+	mpMass, err := wechatmp.NewMass(wechatmp.Config{BaseURL: providerURL, Credentials: mpCreds, Owners: st, Clock: clk, Logger: log,
+		Timeouts: httpcall.Timeouts{Response: cfg.ProviderTimeout}})
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("provider: %w", err)
+	}
 	// Each call goes through the adapter of the provider its account names.
 	prov, err := accountroute.New(accountroute.Config{Accounts: st, Clock: clk, Logger: log,
 		Adapters: map[provider.Kind]provider.Provider{provider.KindWecomAPI: wecom, provider.KindWecomApp: wecomApp,
-			provider.KindWechatMPTemplate: mpTemplate, provider.KindHTTP: httpProv}})
+			provider.KindWechatMPTemplate: mpTemplate, provider.KindWechatMPMass: mpMass, provider.KindHTTP: httpProv}})
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("provider: %w", err)
@@ -332,10 +339,10 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 		return qs.Visible, qs.InFlight, err
 	})
 	s.Sender = &sender.Sender{Store: s.Series, Queue: queuecap.New(q, queuecap.DefaultMax), Provider: metrics.Provider(prov, s.Metrics), Clock: clk, Log: log,
-		Config: cfg.Sender, Alerts: alerts, Outcomes: hooks, Metrics: s.Metrics,
+		Config: cfg.Sender, Alerts: alerts, Outcomes: hooks, Metrics: s.Metrics, MsgCalls: st,
 		Breakers: &breaker.Breakers{Store: st, Clock: clk, Alerts: alerts, Log: log}}
 	s.Reconciler = &reconcile.Reconciler{
-		Store: s.Series, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts, Gauges: s.Metrics,
+		Store: s.Series, MsgCalls: st, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts, Gauges: s.Metrics,
 		// A call lasts at most connect + 2 × response timeout: never look up
 		// an item whose call may still be in flight.
 		StaleAfter: cfg.StaleAfter, SettleAfter: 3*time.Second + 2*cfg.ProviderTimeout + 5*time.Second,

@@ -69,6 +69,10 @@ type RecipientResult struct {
 	Code     string   // provider error code, e.g. "45009"
 	Message  string
 	MsgID    string
+	// AwaitConfirm: the provider accepted the call under MsgID, and its
+	// final result comes later (a provider event, or a look-up by MsgID):
+	// the item stays submitted until then.
+	AwaitConfirm bool
 }
 
 // StatusRequest asks about one message key.

@@ -27,7 +27,7 @@ const (
 //
 // A call of 2 to 10,000 OpenIDs is accepted or refused whole: an answer
 // {"errcode": 0, "msg_id": N} is every recipient's acceptance with msg_id
-// N (an invalid OpenID among them is not reported per recipient; WeChat
+// N, awaiting confirmation (provider.RecipientResult.AwaitConfirm) (an invalid OpenID among them is not reported per recipient; WeChat
 // counts it in the job's ErrorCount). A call of one OpenID cannot be a
 // mass send: it goes out as a customer-service message
 // (message/custom/send), which WeChat delivers only to a user who
@@ -96,7 +96,14 @@ func (m *Mass) Send(ctx context.Context, req provider.SendRequest) (provider.Sen
 	if err != nil {
 		return provider.SendResult{}, fmt.Errorf("%w: encode: %v", ErrInvalidRequest, err)
 	}
-	return m.api.send(ctx, req.Account, req.Account, path, raw, len(req.To))
+	res, err := m.api.send(ctx, req.Account, req.Account, path, raw, len(req.To))
+	if len(req.To) >= MassMinOpenIDs {
+		for i := range res.Recipients {
+			// The job's result comes later: MASSSENDJOBFINISH or mass/get.
+			res.Recipients[i].AwaitConfirm = res.Recipients[i].Accepted
+		}
+	}
+	return res, err
 }
 
 // Status asks message/mass/get about req.MsgID.
