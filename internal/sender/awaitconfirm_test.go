@@ -2,12 +2,14 @@ package sender_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/qunfa/qunfa/internal/provider"
+	"github.com/qunfa/qunfa/internal/reconcile"
 	"github.com/qunfa/qunfa/internal/sender"
 	"github.com/qunfa/qunfa/internal/store"
 	"github.com/qunfa/qunfa/internal/submit"
@@ -99,5 +101,49 @@ func TestAcceptedAwaitingConfirmationStaysSubmittedUntilLookedUpByMsgID(t *testi
 				t.Fatalf("counts %+v after %d calls, want 30 confirmed by 3 calls", c, mp.calls)
 			}
 		})
+	}
+}
+
+// A provider event settles the items of the call it names: the first
+// event confirms them (one failed call fails its items), a duplicate and
+// an event of an unknown id change nothing, and the job completes without
+// any look-up; counts add up.
+func TestProviderEventSettlesItsCallOnce(t *testing.T) {
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 20})
+	p.account("wx-a", 1000, 1000, 0, 10)
+	mp := &massProvider{Provider: p.sender.Provider, sent: map[string]bool{}}
+	p.sender.Provider, p.reconciler.Provider = mp, mp
+	p.sender.MsgCalls, p.reconciler.MsgCalls = p.store, p.store
+	job := p.submit(submit.Request{Template: "hi", Recipients: recipients([]string{"wx-a"}, 30)}, "mass-ev")
+	ctx := context.Background()
+	for range 10 {
+		p.step(ctx)
+		clk.Advance(100 * time.Millisecond)
+	}
+	calls, err := p.store.ListMsgCalls(ctx, job.Job.ID)
+	if err != nil || len(calls) != 3 {
+		t.Fatalf("recorded calls = %d, %v; want 3", len(calls), err)
+	}
+	confirmed := reconcile.Settlement{To: store.ItemConfirmed}
+	failed := reconcile.Settlement{To: store.ItemFailed, Error: &store.ItemError{Category: "permanent", Code: "send_fail", Message: "the provider sent none"}}
+	for i, c := range calls {
+		s := confirmed
+		if i == 2 {
+			s = failed
+		}
+		if n, err := p.reconciler.SettleMsgCall(ctx, c.Account, c.MsgID, s); err != nil || n != 10 {
+			t.Fatalf("event for %s: %d settled, %v; want 10", c.MsgID, n, err)
+		}
+		// The same event again, late: nothing changes.
+		if n, err := p.reconciler.SettleMsgCall(ctx, c.Account, c.MsgID, failed); err != nil || n != 0 {
+			t.Fatalf("duplicate event for %s: %d settled, %v; want none", c.MsgID, n, err)
+		}
+	}
+	if _, err := p.reconciler.SettleMsgCall(ctx, "wx-a", "never-sent", confirmed); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("event of an unknown id: %v, want ErrNotFound", err)
+	}
+	v := p.driveUntil(clk, func(v store.JobView) bool { return store.JobFinal(v.Job.Status) }, job.Job.ID)
+	if c := v.Counts(); c.Confirmed != 20 || c.Failed != 10 || c.Submitted != 0 || mp.calls != 3 {
+		t.Fatalf("job %s counts %+v after %d calls, want 20 confirmed, 10 failed by 3 calls", v.Job.Status, c, mp.calls)
 	}
 }
