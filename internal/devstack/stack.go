@@ -127,6 +127,10 @@ func (c Config) withDefaults() Config {
 // {"token": "..."} or the bare token).
 const ProviderCredentialsDir = "provider-credentials"
 
+// CallbackTokenDir, in ProviderCredentialsDir, holds the WeChat callback
+// tokens: default, tenants/<tenant>.
+const CallbackTokenDir = "wechat-mp-callback"
+
 // SeriesFlush is how often the local stack writes the per-minute series
 // (the dashboard's charts lag the work by at most this).
 const SeriesFlush = time.Second
@@ -162,6 +166,10 @@ type Stack struct {
 	Control    *control.Controller
 	Sender     *sender.Sender
 	Reconciler *reconcile.Reconciler
+	// CallbackTokens gives the WeChat callback token of a tenant:
+	// <data>/provider-credentials/wechat-mp-callback/{default,tenants/<tenant>}
+	// (POST /v1/callbacks/wechat-mp/{account} verifies events with it).
+	CallbackTokens provider.Credentials
 	// Campaigns fires due scheduled campaigns (campaigns.go).
 	Campaigns *campaign.Campaigns
 	// Feed keeps the latest alerts for the dashboard; alerts also go to
@@ -348,6 +356,8 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 		StaleAfter: cfg.StaleAfter, SettleAfter: 3*time.Second + 2*cfg.ProviderTimeout + 5*time.Second,
 		Plans: s.Submitter,
 	}
+	s.CallbackTokens = credcache.New(filecreds.New(filecreds.Config{Dir: filepath.Join(cfg.DataDir, ProviderCredentialsDir, CallbackTokenDir)}),
+		credcache.Options{TTL: 30 * time.Second, Clock: clk, Log: log})
 	s.Campaigns = s.newCampaigns()
 	s.APIURL = "http://" + cfg.Addr
 	return s, nil

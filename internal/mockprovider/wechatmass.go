@@ -1,11 +1,22 @@
 package mockprovider
 
 import (
+	"bytes"
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"encoding/json"
+	"encoding/xml"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/url"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
+	"time"
 )
 
 // The wechat-mp protocol also speaks Official Account mass send by OpenID
@@ -147,6 +158,9 @@ func (m *Mock) handleWechatMassSend(w http.ResponseWriter, r *http.Request) {
 	if res.callCode == CodeOK {
 		m.mass.put(id, job)
 	}
+	if res.callCode == CodeOK {
+		m.postMassEvent(id, job)
+	}
 	if m.answerRefused(w, r, res) {
 		return
 	}
@@ -199,4 +213,90 @@ func (m *Mock) handleWechatCustomSend(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"errcode": 0, "errmsg": "ok"})
+}
+
+// postMassEvent delivers a finished mass send's MASSSENDJOBFINISH event
+// to the callback URL as WeChat does: XML, signed in the query, retried
+// up to 3 times until answered 200.
+func (m *Mock) postMassEvent(id int64, job massJob) {
+	if m.cfg.WechatCallbackURL == "" || m.account(job.app).behaviour.Load().LoseMassCallbacks {
+		return
+	}
+	m.callbacks.Add(1)
+	go func() {
+		defer m.callbacks.Done()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-m.closing:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		delay := m.cfg.WechatCallbackDelay
+		if delay <= 0 {
+			delay = time.Second
+		}
+		status := "send success"
+		if job.sent == 0 {
+			status = "send fail"
+		}
+		body, _ := xml.Marshal(massEventXML{ToUserName: job.app, FromUserName: "mphelper", CreateTime: m.cfg.Clock.Now().Unix(),
+			MsgType: "event", Event: "MASSSENDJOBFINISH", MsgID: id, Status: status, TotalCount: job.sent + job.errorCount,
+			FilterCount: job.sent + job.errorCount, SentCount: job.sent, ErrorCount: job.errorCount})
+		target := strings.ReplaceAll(m.cfg.WechatCallbackURL, "{appid}", url.PathEscape(job.app))
+		for range 3 {
+			if m.wait(ctx, delay) != nil {
+				return
+			}
+			ts, nonce := strconv.FormatInt(m.cfg.Clock.Now().Unix(), 10), strconv.FormatUint(m.msgSeq.Add(1), 10)
+			q := url.Values{"timestamp": {ts}, "nonce": {nonce}, "signature": {wechatSignature(m.cfg.WechatCallbackToken, ts, nonce)}}
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, target+"?"+q.Encode(), bytes.NewReader(body))
+			if err != nil {
+				m.cfg.Logger.Error("mock wechat callback URL is invalid", slog.Any("err", err))
+				return
+			}
+			req.Header.Set("Content-Type", "text/xml")
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					m.massEvents.Add(1)
+					return
+				}
+				err = fmt.Errorf("answered %d", resp.StatusCode)
+			}
+			m.cfg.Logger.Warn("mock wechat callback failed; retrying", slog.Int64("msg_id", id), slog.Any("err", err))
+		}
+	}()
+}
+
+// MassEventsDelivered counts the MASSSENDJOBFINISH events answered 200.
+func (m *Mock) MassEventsDelivered() int64 { return m.massEvents.Load() }
+
+// massEventXML is WeChat's MASSSENDJOBFINISH event.
+type massEventXML struct {
+	XMLName      xml.Name `xml:"xml"`
+	ToUserName   string   `xml:"ToUserName"`
+	FromUserName string   `xml:"FromUserName"`
+	CreateTime   int64    `xml:"CreateTime"`
+	MsgType      string   `xml:"MsgType"`
+	Event        string   `xml:"Event"`
+	MsgID        int64    `xml:"MsgID"`
+	Status       string   `xml:"Status"`
+	TotalCount   int      `xml:"TotalCount"`
+	FilterCount  int      `xml:"FilterCount"`
+	SentCount    int      `xml:"SentCount"`
+	ErrorCount   int      `xml:"ErrorCount"`
+}
+
+// wechatSignature is WeChat's callback signature: the hex SHA-1 of the
+// token, timestamp and nonce, sorted and joined.
+func wechatSignature(token, timestamp, nonce string) string {
+	parts := []string{token, timestamp, nonce}
+	sort.Strings(parts)
+	sum := sha1.Sum([]byte(strings.Join(parts, "")))
+	return hex.EncodeToString(sum[:])
 }
