@@ -107,9 +107,13 @@ type behaviourPatch struct {
 	StatusDown      *bool            `json:"status_down"`
 	StatusLookup    *bool            `json:"status_lookup"`
 	MemberLimit     *int             `json:"member_limit_per_min"`
+	LoseCallbacks   *bool            `json:"lose_mass_callbacks"`
 }
 
 func (p behaviourPatch) apply(b Behaviour) Behaviour {
+	if p.LoseCallbacks != nil {
+		b.LoseMassCallbacks = *p.LoseCallbacks
+	}
 	if p.RatePerSec != nil {
 		b.RatePerSec = *p.RatePerSec
 	}
