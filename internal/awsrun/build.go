@@ -129,7 +129,15 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 	core.Campaigns = &campaign.Campaigns{Store: st, Submitter: core.Submitter, Source: httpsource.New(httpsource.Config{}),
 		Clock: clk, Alerts: alerts, Log: log}
 	deps := api.Deps{Store: st, Submitter: core.Submitter, Control: core.Control, Clock: clk, Logger: log,
-		PlatformTokenHash: cfg.PlatformTokenHash}
+		PlatformTokenHash: cfg.PlatformTokenHash,
+		// Provider events settle items (store, queue and clock only).
+		Events: &reconcile.Reconciler{Store: st, MsgCalls: st, Queue: q, Clock: clk, Log: log, Alerts: alerts}}
+	if cfg.fn.reads(EnvTenantSecretPrefix) && cfg.TenantSecretPrefix != "" && !cfg.fn.Provider && c.SecretsManager != nil {
+		// WeChat callback tokens: <prefix>wechat-mp-callback/<tenant>/provider.
+		deps.CallbackTokens = credcache.New(smcreds.New(c.SecretsManager, smcreds.Config{
+			TenantPrefix: cfg.TenantSecretPrefix + "wechat-mp-callback/",
+		}), credcache.Options{Clock: clk, Log: log})
+	}
 	if cfg.fn.reads(EnvCampaignRulePrefix) {
 		sched, err := ebscheduler.New(c.EventBridge, ebscheduler.Config{RulePrefix: cfg.CampaignRulePrefix, TargetARN: cfg.CampaignTarget})
 		if err != nil {

@@ -140,6 +140,9 @@ type Function struct {
 	// Secrets lists the secretsmanager actions on the provider secrets
 	// (the default one and the tenants' ones under the prefix).
 	Secrets []string
+	// CallbackSecrets lists the secretsmanager actions on the tenants'
+	// WeChat callback tokens only (<prefix>wechat-mp-callback/<tenant>/provider).
+	CallbackSecrets []string
 	// Events lists the events actions on the alert bus (PutEvents).
 	Events []string
 	// CampaignRules lists the events actions on the campaign rules (names
@@ -180,13 +183,16 @@ var (
 	// campaign routes keep the campaigns' EventBridge rules.
 	API = Function{
 		Name: "api", LogicalID: "ApiFunction",
-		Env: concat(baseEnv, []string{EnvCampaignRulePrefix, EnvCampaignTarget, EnvPlatformTokenHash}),
+		Env: concat(baseEnv, []string{EnvCampaignRulePrefix, EnvCampaignTarget, EnvPlatformTokenHash, EnvTenantSecretPrefix}),
 		DynamoDB: []string{DynamoGetItem, DynamoPutItem, DynamoUpdateItem, DynamoQuery, DynamoBatchGetItem,
 			DynamoBatchWriteItem, DynamoDeleteItem},
 		Indexes:       []string{IndexTenantJobs},
 		SQS:           []string{SQSSendMessage},
 		Events:        alerts,
 		CampaignRules: []string{EventsPutRule, EventsPutTargets, EventsRemoveTargets, EventsDeleteRule},
+		// WeChat callbacks (/v1/callbacks/wechat-mp/{account}) verify their
+		// signature with the owning tenant's callback token.
+		CallbackSecrets: secrets,
 	}
 	// Sender works shard turns from the FIFO work queue.
 	Sender = Function{

@@ -294,6 +294,10 @@ var providerSecretARNs = []string{
 	"sub:arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:" + tenantSecretPrefix + "*/provider-??????",
 }
 
+// callbackTokenARN is the resource of the api function's GetSecretValue:
+// the tenants' WeChat callback tokens, not their provider secrets.
+const callbackTokenARN = "sub:arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:" + tenantSecretPrefix + "wechat-mp-callback/*/provider-??????"
+
 // checkPolicy: the function's role has one inline policy granting exactly
 // the declared actions: logs on its own log group, DynamoDB on the table
 // and the indexes it queries, SQS on the work queue, PutEvents on the
@@ -333,13 +337,17 @@ func checkPolicy(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 		if svc == "events" && at(s, "Sid") == "CampaignRules" {
 			svc = "events:rules"
 		}
+		if svc == "secretsmanager" && at(s, "Sid") == "CallbackTokens" {
+			svc = "secretsmanager:callbacks"
+		}
 		for _, a := range strs(at(s, "Action")) {
 			_, action, _ := strings.Cut(a, ":")
 			actions[svc] = append(actions[svc], action)
 		}
 		for _, r := range strs(at(s, "Resource")) {
 			wild := strings.ContainsAny(strings.TrimPrefix(r, "sub:"), "*?")
-			if wild && !(svc == "events:rules" && r == campaignRuleARN) && !(svc == "secretsmanager" && slices.Contains(providerSecretARNs, r)) {
+			if wild && !(svc == "events:rules" && r == campaignRuleARN) && !(svc == "secretsmanager" && slices.Contains(providerSecretARNs, r)) &&
+				!(svc == "secretsmanager:callbacks" && r == callbackTokenARN) {
 				t.Errorf("wildcard resource %s", r)
 			}
 			resources[svc] = append(resources[svc], r)
@@ -359,6 +367,7 @@ func checkPolicy(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 		{"events", fn.Events, []string{"getatt:EventBus.Arn"}},
 		{"events:rules", fn.CampaignRules, []string{campaignRuleARN}},
 		{"secretsmanager", fn.Secrets, providerSecretARNs},
+		{"secretsmanager:callbacks", fn.CallbackSecrets, []string{callbackTokenARN}},
 	}
 	for _, c := range checks {
 		if got, want := sorted(actions[c.svc]), sorted(c.actions); !slices.Equal(got, want) {
