@@ -561,7 +561,7 @@ type AccountRequest struct {
 	// MaxContentBytes The largest rendered message (bytes) a recipient on this account may have: set it to the provider's limit for the account's message kind. A submission with a larger one is refused (422).
 	MaxContentBytes *int64 `json:"max_content_bytes,omitempty"`
 
-	// MaxRecipientsPerCall How many recipients one call may carry (equal content only); at most the provider's own limit: 1,000 for wecomapi and wecom-app, 10,000 for wechat-mp-mass, 1 for wechat-mp-template and http.
+	// MaxRecipientsPerCall How many recipients one call may carry (equal content only); at most the provider's own limit: 1,000 for wecomapi and wecom-app, 10,000 for wechat-mp-mass, 1 for wechat-mp-template and http. Not given: 1, except wechat-mp-mass, whose default is 10,000 (a mass send is a list).
 	MaxRecipientsPerCall *int64 `json:"max_recipients_per_call,omitempty"`
 
 	// OnlineReservePerSec Rate kept for online sending; less than rate_per_sec.

@@ -144,6 +144,11 @@ func validateAccount(id string, req AccountRequest) (store.Account, []submit.Fie
 		default:
 			a.MaxRecipientsPerCall = per
 		}
+	} else if kind == provider.KindWechatMPMass {
+		// A mass send is a list: one OpenID per call would go out as
+		// customer-service messages. The sender's sizing still decides
+		// how many a call carries.
+		a.MaxRecipientsPerCall = kind.MaxPerCall()
 	}
 	if v := req.MaxContentBytes; v != nil {
 		if *v < 1 || *v > submit.MaxContentBytesCeiling {

@@ -120,3 +120,20 @@ func TestWechatCallbacks(t *testing.T) {
 	}
 	wantProblem(t, s.do("POST", path+signedQuery("tok-a", ""), "", "not xml"), 400)
 }
+
+// A wechat-mp-mass account without max_recipients_per_call packs up to
+// WeChat's 10,000 OpenIDs a call (one per call would not be a mass send).
+func TestMassAccountPacksUpToTheProviderLimit(t *testing.T) {
+	s := newStack(t)
+	r := s.do("PUT", "/v1/accounts/wx-mass", tokenA, map[string]any{"rate_per_sec": 5, "provider": "wechat-mp-mass"})
+	var a api.Account
+	r.json(t, &a)
+	if r.status != 200 || a.Provider != "wechat-mp-mass" || a.MaxRecipientsPerCall != 10000 {
+		t.Fatalf("PUT = %d %+v, want a wechat-mp-mass account of 10000 recipients per call", r.status, a)
+	}
+	r = s.do("PUT", "/v1/accounts/wx-mass", tokenA, map[string]any{"rate_per_sec": 5, "provider": "wechat-mp-mass", "max_recipients_per_call": 200})
+	r.json(t, &a)
+	if r.status != 200 || a.MaxRecipientsPerCall != 200 {
+		t.Fatalf("PUT with 200 = %d %+v, want 200 kept", r.status, a)
+	}
+}
