@@ -555,7 +555,7 @@ type Account struct {
 	// Pacing The account's random pacing; null: the token bucket (sends in bursts up to the burst, then as tokens return).
 	Pacing *Pacing `json:"pacing"`
 
-	// Provider The provider API an account sends through: wecomapi (the unified guid/toId interface, the default; up to 1,000 recipients per call), wecom-app (WeCom application messages, cgi-bin/message/send; the account is <corpid>:<agentid>; up to 1,000 per call), wechat-mp-template (Official Account template messages; the account is <appid>:<template_id>; one OpenID per call), http (a generic HTTP provider, one recipient per call, configured by http). wechat-mp-mass (Official Account mass send) is not available yet: PUT refuses it (422).
+	// Provider The provider API an account sends through: wecomapi (the unified guid/toId interface, the default; up to 1,000 recipients per call), wecom-app (WeCom application messages, cgi-bin/message/send; the account is <corpid>:<agentid>; up to 1,000 per call), wechat-mp-template (Official Account template messages; the account is <appid>:<template_id>; one OpenID per call), wechat-mp-mass (Official Account mass send by OpenID list, message/mass/send; the account is the appid; 2 to 10,000 OpenIDs per call, a single OpenID goes as a customer-service message; items stay submitted until the MASSSENDJOBFINISH event or message/mass/get confirms them), http (a generic HTTP provider, one recipient per call, configured by http).
 	Provider Provider `json:"provider"`
 
 	// RatePerSec Greater than 0.
@@ -594,7 +594,7 @@ type AccountRequest struct {
 	// MaxContentBytes The largest rendered message (bytes) a recipient on this account may have: set it to the provider's limit for the account's message kind. A submission with a larger one is refused (422).
 	MaxContentBytes *int64 `json:"max_content_bytes,omitempty"`
 
-	// MaxRecipientsPerCall How many recipients one call may carry (equal content only); at most the provider's own limit: 1,000 for wecomapi and wecom-app, 10,000 for wechat-mp-mass, 1 for wechat-mp-template and http.
+	// MaxRecipientsPerCall How many recipients one call may carry (equal content only); at most the provider's own limit: 1,000 for wecomapi and wecom-app, 10,000 for wechat-mp-mass, 1 for wechat-mp-template and http. Not given: 1, except wechat-mp-mass, whose default is 10,000 (a mass send is a list).
 	MaxRecipientsPerCall *int64 `json:"max_recipients_per_call,omitempty"`
 
 	// OnlineReservePerSec Rate kept for online sending; less than rate_per_sec.
@@ -603,7 +603,7 @@ type AccountRequest struct {
 	// Pacing Random pacing: {"mode": "random", "min_gap_ms": N} spaces the account's sends by random gaps around 1/batch rate instead of the token bucket's bursts. Absent or null: the token bucket.
 	Pacing *PacingInput `json:"pacing,omitempty"`
 
-	// Provider The provider API an account sends through: wecomapi (the unified guid/toId interface, the default; up to 1,000 recipients per call), wecom-app (WeCom application messages, cgi-bin/message/send; the account is <corpid>:<agentid>; up to 1,000 per call), wechat-mp-template (Official Account template messages; the account is <appid>:<template_id>; one OpenID per call), http (a generic HTTP provider, one recipient per call, configured by http). wechat-mp-mass (Official Account mass send) is not available yet: PUT refuses it (422).
+	// Provider The provider API an account sends through: wecomapi (the unified guid/toId interface, the default; up to 1,000 recipients per call), wecom-app (WeCom application messages, cgi-bin/message/send; the account is <corpid>:<agentid>; up to 1,000 per call), wechat-mp-template (Official Account template messages; the account is <appid>:<template_id>; one OpenID per call), wechat-mp-mass (Official Account mass send by OpenID list, message/mass/send; the account is the appid; 2 to 10,000 OpenIDs per call, a single OpenID goes as a customer-service message; items stay submitted until the MASSSENDJOBFINISH event or message/mass/get confirms them), http (a generic HTTP provider, one recipient per call, configured by http).
 	Provider *Provider `json:"provider,omitempty"`
 
 	// RatePerSec Greater than 0.
@@ -1230,7 +1230,7 @@ type Problem struct {
 // ProblemType The kind of problem, urn:qunfa:problem:<kind>.
 type ProblemType string
 
-// Provider The provider API an account sends through: wecomapi (the unified guid/toId interface, the default; up to 1,000 recipients per call), wecom-app (WeCom application messages, cgi-bin/message/send; the account is <corpid>:<agentid>; up to 1,000 per call), wechat-mp-template (Official Account template messages; the account is <appid>:<template_id>; one OpenID per call), http (a generic HTTP provider, one recipient per call, configured by http). wechat-mp-mass (Official Account mass send) is not available yet: PUT refuses it (422).
+// Provider The provider API an account sends through: wecomapi (the unified guid/toId interface, the default; up to 1,000 recipients per call), wecom-app (WeCom application messages, cgi-bin/message/send; the account is <corpid>:<agentid>; up to 1,000 per call), wechat-mp-template (Official Account template messages; the account is <appid>:<template_id>; one OpenID per call), wechat-mp-mass (Official Account mass send by OpenID list, message/mass/send; the account is the appid; 2 to 10,000 OpenIDs per call, a single OpenID goes as a customer-service message; items stay submitted until the MASSSENDJOBFINISH event or message/mass/get confirms them), http (a generic HTTP provider, one recipient per call, configured by http).
 type Provider string
 
 // Quota A tenant's quota as the platform operator set it (0: unlimited; never set: both 0 and updated_at null).
@@ -1596,6 +1596,23 @@ type ListAuditParams struct {
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
+// WechatCallbackCheckParams defines parameters for WechatCallbackCheck.
+type WechatCallbackCheckParams struct {
+	// Signature Hex SHA-1 of the account's callback token, timestamp and nonce, sorted and joined (WeChat's 接入指南).
+	Signature string  `form:"signature" json:"signature"`
+	Timestamp string  `form:"timestamp" json:"timestamp"`
+	Nonce     string  `form:"nonce" json:"nonce"`
+	Echostr   *string `form:"echostr,omitempty" json:"echostr,omitempty"`
+}
+
+// WechatCallbackEventParams defines parameters for WechatCallbackEvent.
+type WechatCallbackEventParams struct {
+	// Signature Hex SHA-1 of the account's callback token, timestamp and nonce, sorted and joined (WeChat's 接入指南).
+	Signature string `form:"signature" json:"signature"`
+	Timestamp string `form:"timestamp" json:"timestamp"`
+	Nonce     string `form:"nonce" json:"nonce"`
+}
+
 // ListJobsParams defines parameters for ListJobs.
 type ListJobsParams struct {
 	// Cursor The next_cursor of the previous page; absent or empty for the first page.
@@ -1823,6 +1840,22 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/audit (the `ListAudit` operationId).
 	ListAudit(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// WechatCallbackCheck WeChat's server check of the callback URL
+	//
+	// No bearer token: authenticated by WeChat's signature with the callback token of the tenant owning the account (qunfa dev: <data>/provider-credentials/wechat-mp-callback/{default,tenants/<tenant>}; AWS: the secret <prefix>wechat-mp-callback/<tenant>). A signed check is answered with echostr.
+	//
+	// Corresponds with GET /v1/callbacks/wechat-mp/{account} (the `WechatCallbackCheck` operationId).
+	WechatCallbackCheck(ctx context.Context, account AccountID, params *WechatCallbackCheckParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// WechatCallbackEventWithBody A WeChat Official Account event (MASSSENDJOBFINISH settles a mass send)
+	//
+	// No bearer token: authenticated by WeChat's signature (as for the GET check); an unsigned or wrongly signed event is refused (403) and changes nothing. A MASSSENDJOBFINISH event settles the items of the wechat-mp-mass call accepted under its MsgID: "send success" without errors confirms them, SentCount 0 fails them, anything else (some sent, some not, which ones untold) puts them under review; they are never resent. Other events, unknown MsgIDs, duplicates and late events change nothing and are answered "success".
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/callbacks/wechat-mp/{account} (the `WechatCallbackEvent` operationId).
+	WechatCallbackEventWithBody(ctx context.Context, account AccountID, params *WechatCallbackEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListCampaigns List the tenant's campaigns, ordered by id
 	//
@@ -2317,6 +2350,42 @@ func (c *Client) GetAccountSeries(ctx context.Context, account AccountID, params
 // Corresponds with GET /v1/audit (the `ListAudit` operationId).
 func (c *Client) ListAudit(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListAuditRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// WechatCallbackCheck WeChat's server check of the callback URL
+//
+// No bearer token: authenticated by WeChat's signature with the callback token of the tenant owning the account (qunfa dev: <data>/provider-credentials/wechat-mp-callback/{default,tenants/<tenant>}; AWS: the secret <prefix>wechat-mp-callback/<tenant>). A signed check is answered with echostr.
+//
+// Corresponds with GET /v1/callbacks/wechat-mp/{account} (the `WechatCallbackCheck` operationId).
+func (c *Client) WechatCallbackCheck(ctx context.Context, account AccountID, params *WechatCallbackCheckParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewWechatCallbackCheckRequest(c.Server, account, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// WechatCallbackEventWithBody A WeChat Official Account event (MASSSENDJOBFINISH settles a mass send)
+//
+// No bearer token: authenticated by WeChat's signature (as for the GET check); an unsigned or wrongly signed event is refused (403) and changes nothing. A MASSSENDJOBFINISH event settles the items of the wechat-mp-mass call accepted under its MsgID: "send success" without errors confirms them, SentCount 0 fails them, anything else (some sent, some not, which ones untold) puts them under review; they are never resent. Other events, unknown MsgIDs, duplicates and late events change nothing and are answered "success".
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/callbacks/wechat-mp/{account} (the `WechatCallbackEvent` operationId).
+func (c *Client) WechatCallbackEventWithBody(ctx context.Context, account AccountID, params *WechatCallbackEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewWechatCallbackEventRequestWithBody(c.Server, account, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3521,6 +3590,166 @@ func NewListAuditRequest(server string, params *ListAuditParams) (*http.Request,
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewWechatCallbackCheckRequest constructs an http.Request for the WechatCallbackCheck method
+func NewWechatCallbackCheckRequest(server string, account AccountID, params *WechatCallbackCheckParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "account", account, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/callbacks/wechat-mp/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "signature", params.Signature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "timestamp", params.Timestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "nonce", params.Nonce, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.Echostr != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "echostr", *params.Echostr, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewWechatCallbackEventRequestWithBody constructs an http.Request for the WechatCallbackEvent method, with any body, and a specified content type
+func NewWechatCallbackEventRequestWithBody(server string, account AccountID, params *WechatCallbackEventParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "account", account, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/callbacks/wechat-mp/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "signature", params.Signature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "timestamp", params.Timestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "nonce", params.Nonce, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -5304,6 +5533,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/audit (the `ListAudit` operationId).
 	ListAuditWithResponse(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*ListAuditResponse, error)
 
+	// WechatCallbackCheckWithResponse WeChat's server check of the callback URL
+	//
+	// No bearer token: authenticated by WeChat's signature with the callback token of the tenant owning the account (qunfa dev: <data>/provider-credentials/wechat-mp-callback/{default,tenants/<tenant>}; AWS: the secret <prefix>wechat-mp-callback/<tenant>). A signed check is answered with echostr.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/callbacks/wechat-mp/{account} (the `WechatCallbackCheck` operationId).
+	WechatCallbackCheckWithResponse(ctx context.Context, account AccountID, params *WechatCallbackCheckParams, reqEditors ...RequestEditorFn) (*WechatCallbackCheckResponse, error)
+
+	// WechatCallbackEventWithBodyWithResponse A WeChat Official Account event (MASSSENDJOBFINISH settles a mass send)
+	//
+	// No bearer token: authenticated by WeChat's signature (as for the GET check); an unsigned or wrongly signed event is refused (403) and changes nothing. A MASSSENDJOBFINISH event settles the items of the wechat-mp-mass call accepted under its MsgID: "send success" without errors confirms them, SentCount 0 fails them, anything else (some sent, some not, which ones untold) puts them under review; they are never resent. Other events, unknown MsgIDs, duplicates and late events change nothing and are answered "success".
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/callbacks/wechat-mp/{account} (the `WechatCallbackEvent` operationId).
+	WechatCallbackEventWithBodyWithResponse(ctx context.Context, account AccountID, params *WechatCallbackEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*WechatCallbackEventResponse, error)
+
 	// ListCampaignsWithResponse List the tenant's campaigns, ordered by id
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -6214,6 +6461,116 @@ func (r ListAuditResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListAuditResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type WechatCallbackCheckResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r WechatCallbackCheckResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r WechatCallbackCheckResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r WechatCallbackCheckResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r WechatCallbackCheckResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r WechatCallbackCheckResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r WechatCallbackCheckResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type WechatCallbackEventResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r WechatCallbackEventResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r WechatCallbackEventResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r WechatCallbackEventResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r WechatCallbackEventResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r WechatCallbackEventResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r WechatCallbackEventResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r WechatCallbackEventResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r WechatCallbackEventResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -9636,6 +9993,36 @@ func (c *ClientWithResponses) ListAuditWithResponse(ctx context.Context, params 
 	return ParseListAuditResponse(rsp)
 }
 
+// WechatCallbackCheckWithResponse WeChat's server check of the callback URL
+//
+// No bearer token: authenticated by WeChat's signature with the callback token of the tenant owning the account (qunfa dev: <data>/provider-credentials/wechat-mp-callback/{default,tenants/<tenant>}; AWS: the secret <prefix>wechat-mp-callback/<tenant>). A signed check is answered with echostr.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/callbacks/wechat-mp/{account} (the `WechatCallbackCheck` operationId).
+func (c *ClientWithResponses) WechatCallbackCheckWithResponse(ctx context.Context, account AccountID, params *WechatCallbackCheckParams, reqEditors ...RequestEditorFn) (*WechatCallbackCheckResponse, error) {
+	rsp, err := c.WechatCallbackCheck(ctx, account, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseWechatCallbackCheckResponse(rsp)
+}
+
+// WechatCallbackEventWithBodyWithResponse A WeChat Official Account event (MASSSENDJOBFINISH settles a mass send)
+//
+// No bearer token: authenticated by WeChat's signature (as for the GET check); an unsigned or wrongly signed event is refused (403) and changes nothing. A MASSSENDJOBFINISH event settles the items of the wechat-mp-mass call accepted under its MsgID: "send success" without errors confirms them, SentCount 0 fails them, anything else (some sent, some not, which ones untold) puts them under review; they are never resent. Other events, unknown MsgIDs, duplicates and late events change nothing and are answered "success".
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/callbacks/wechat-mp/{account} (the `WechatCallbackEvent` operationId).
+func (c *ClientWithResponses) WechatCallbackEventWithBodyWithResponse(ctx context.Context, account AccountID, params *WechatCallbackEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*WechatCallbackEventResponse, error) {
+	rsp, err := c.WechatCallbackEventWithBody(ctx, account, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseWechatCallbackEventResponse(rsp)
+}
+
 // ListCampaignsWithResponse List the tenant's campaigns, ordered by id
 //
 // Returns a wrapper object for the known response body format(s).
@@ -10792,6 +11179,86 @@ func ParseListAuditResponse(rsp *http.Response) (*ListAuditResponse, error) {
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseWechatCallbackCheckResponse parses an HTTP response from a WechatCallbackCheckWithResponse call
+func ParseWechatCallbackCheckResponse(rsp *http.Response) (*WechatCallbackCheckResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &WechatCallbackCheckResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseWechatCallbackEventResponse parses an HTTP response from a WechatCallbackEventWithResponse call
+func ParseWechatCallbackEventResponse(rsp *http.Response) (*WechatCallbackEventResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &WechatCallbackEventResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	return response, nil

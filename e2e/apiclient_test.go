@@ -60,6 +60,15 @@ func TestGeneratedClientDrivesEveryOperation(t *testing.T) {
 		t.Errorf("getOpenAPI30 did not answer the 3.0 rendering")
 	}
 
+	// Provider callbacks: no callback token is configured, so no
+	// signature verifies (TestWechatMassSend drives them signed).
+	echo := "e"
+	cc, err := cl.WechatCallbackCheckWithResponse(ctx, "wx-app", &apiclient.WechatCallbackCheckParams{Signature: "00", Timestamp: "1", Nonce: "n", Echostr: &echo})
+	want("wechatCallbackCheck", cc, err, 403)
+	ce, err := cl.WechatCallbackEventWithBodyWithResponse(ctx, "wx-app", &apiclient.WechatCallbackEventParams{Signature: "00", Timestamp: "1", Nonce: "n"},
+		"text/xml", strings.NewReader("<xml><Event>MASSSENDJOBFINISH</Event><MsgID>1</MsgID></xml>"))
+	want("wechatCallbackEvent", ce, err, 403)
+
 	// Accounts.
 	rate, burst, reserve := 2.0, 2.0, 0.5
 	for _, a := range []string{"acct-slow", "acct-fail"} {

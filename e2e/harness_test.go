@@ -414,6 +414,7 @@ type devOptions struct {
 	StaleAfter      time.Duration // default 3 s
 	ProviderTimeout time.Duration // default 1 s
 	Extra           []string      // more flags
+	Addr            string        // default: a free 127.0.0.1 port
 }
 
 // devProc is `qunfa dev` with an external provider, on one data directory
@@ -488,7 +489,10 @@ func startDev(t testing.TB, m *mockProc, o devOptions) *devProc {
 		o.ProviderTimeout = time.Second
 	}
 	dir := t.TempDir()
-	d := &devProc{t: t, addr: freeAddr(t), dataDir: filepath.Join(dir, "data"), stderr: filepath.Join(dir, "dev.stderr")}
+	if o.Addr == "" {
+		o.Addr = freeAddr(t)
+	}
+	d := &devProc{t: t, addr: o.Addr, dataDir: filepath.Join(dir, "data"), stderr: filepath.Join(dir, "dev.stderr")}
 	d.URL = "http://" + d.addr
 	d.args = []string{"dev",
 		"--addr", d.addr, "--data-dir", d.dataDir, "--provider-url", m.URL,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/qunfa/qunfa/internal/mockprovider"
 )
@@ -16,7 +17,10 @@ func (c *cli) mockProvider(ctx context.Context, args []string) error {
 	rate := fs.Float64("rate", 0, "every account's rate in messages per second (0 = unlimited)")
 	burst := fs.Int("burst", 0, "every account's burst (0 = max(1, ceil(rate)))")
 	silentDrop := fs.Bool("silent-drop", false, "accept over-rate messages without delivering them, instead of answering 45009")
-	protocol := fs.String("protocol", mockprovider.ProtocolWecomAPI, "the provider API to speak: wecomapi, wecom-app (WeCom application messages), wechat-mp (Official Account template messages), http (an SMS gateway), or all")
+	protocol := fs.String("protocol", mockprovider.ProtocolWecomAPI, "the provider API to speak: wecomapi, wecom-app (WeCom application messages), wechat-mp (Official Account template messages and mass send), http (an SMS gateway), or all")
+	callbackURL := fs.String("wechat-callback-url", "", "wechat-mp: where each mass send's MASSSENDJOBFINISH event is POSTed, {appid} replaced by the app (e.g. http://127.0.0.1:8080/v1/callbacks/wechat-mp/{appid}; empty: no events)")
+	callbackToken := fs.String("wechat-callback-token", "", "wechat-mp: the callback token the events are signed with (the tenant's wechat-mp-callback credential of qunfa)")
+	callbackDelay := fs.Duration("wechat-callback-delay", time.Second, "wechat-mp: how long after a mass send its event is POSTed")
 	if _, err := c.parse(fs, args, 0, ""); err != nil {
 		return err
 	}
@@ -36,6 +40,7 @@ func (c *cli) mockProvider(ctx context.Context, args []string) error {
 	err := mockprovider.Serve(ctx, *addr, mockprovider.Config{
 		LogPath: *logPath, Rate: *rate, Burst: *burst, SilentDrop: *silentDrop, Logger: log,
 		Protocol: *protocol, MemberLimitPerMin: memberLimit,
+		WechatCallbackURL: *callbackURL, WechatCallbackToken: *callbackToken, WechatCallbackDelay: *callbackDelay,
 	})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("mock provider: %w", err)

@@ -109,10 +109,6 @@ func validateAccount(id string, req AccountRequest) (store.Account, []submit.Fie
 		switch {
 		case !kind.Known():
 			add("provider", "must be one of %s", kindList())
-		case kind == provider.KindWechatMPMass:
-			// Its confirmation by MASSSENDJOBFINISH events is not built:
-			// refused rather than an account that can never send.
-			add("provider", "wechat-mp-mass is not available yet; wechat-mp-template sends to one OpenID per call")
 		default:
 			a.Provider = string(kind)
 			if err := kind.CheckAccount(id); err != nil {
@@ -148,6 +144,11 @@ func validateAccount(id string, req AccountRequest) (store.Account, []submit.Fie
 		default:
 			a.MaxRecipientsPerCall = per
 		}
+	} else if kind == provider.KindWechatMPMass {
+		// A mass send is a list: one OpenID per call would go out as
+		// customer-service messages. The sender's sizing still decides
+		// how many a call carries.
+		a.MaxRecipientsPerCall = kind.MaxPerCall()
 	}
 	if v := req.MaxContentBytes; v != nil {
 		if *v < 1 || *v > submit.MaxContentBytesCeiling {

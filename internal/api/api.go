@@ -28,6 +28,7 @@ import (
 	"github.com/qunfa/qunfa/internal/control"
 	"github.com/qunfa/qunfa/internal/dashboard"
 	"github.com/qunfa/qunfa/internal/netguard"
+	"github.com/qunfa/qunfa/internal/provider"
 	"github.com/qunfa/qunfa/internal/store"
 	"github.com/qunfa/qunfa/internal/submit"
 )
@@ -74,6 +75,12 @@ type Deps struct {
 	// PUTs it (qunfa dev's convenience; off in production, where the
 	// platform operator grants accounts).
 	GrantOnPut bool
+	// Events settles items by providers' callbacks (nil: callbacks of
+	// events answer 503).
+	Events ProviderEvents
+	// CallbackTokens gives the WeChat callback token of the tenant owning
+	// an account (nil or none: no callback verifies). Never logged.
+	CallbackTokens provider.Credentials
 }
 
 func (d Deps) withDefaults() Deps {
@@ -161,6 +168,7 @@ func New(deps Deps) http.Handler {
 	s.routeTokens()
 	s.routeQuotas()
 	s.handleRole("GET /v1/audit", store.RoleAdmin, s.listAudit)
+	s.routeCallbacks()
 	return s
 }
 

@@ -76,7 +76,8 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 		public[d] = op.Security != nil && len(*op.Security) == 0
 	}
 	for d, open := range public {
-		want := d == "GET /healthz" || d == "GET /v1/openapi.json" || d == "GET /v1/openapi-3.0.json"
+		want := d == "GET /healthz" || d == "GET /v1/openapi.json" || d == "GET /v1/openapi-3.0.json" ||
+			strings.Contains(d, " /v1/callbacks/") // signed by the provider instead
 		if open != want {
 			t.Errorf("%s: described as needing no token = %v, want %v", d, open, want)
 		}
@@ -176,6 +177,24 @@ func TestOpenAPIConformance(t *testing.T) {
 		specCall{method: "GET", path: "/healthz", want: 200},
 		specCall{method: "GET", path: "/v1/openapi.json", want: 200},
 		specCall{method: "GET", path: "/v1/openapi-3.0.json", want: 200},
+	)
+
+	// Provider callbacks: signed by the provider, no token.
+	cb := newStack(t, func(d *api.Deps) {
+		d.Events = &eventsRecorder{}
+		d.CallbackTokens = tenantTokens{"tenant-a": "tok-a", "tenant-b": failToken}
+	})
+	cbA, cbB := "/v1/callbacks/wechat-mp/acct-a", "/v1/callbacks/wechat-mp/"+tenantBAccounts[0]
+	xmlBody := []string{"Content-Type", "text/xml"}
+	c.run(cb,
+		specCall{method: "GET", path: cbA + signedQuery("tok-a", "e1"), want: 200},
+		specCall{method: "GET", path: cbA + signedQuery("tok-x", "e1"), want: 403},
+		specCall{method: "GET", path: cbB + signedQuery("tok-b", "e1"), want: 503},
+		specCall{method: "POST", path: cbA + signedQuery("tok-a", ""), body: massEvent(t, "77", "send success", 2, 0), headers: xmlBody, want: 200},
+		specCall{method: "POST", path: cbA + signedQuery("tok-a", ""), body: "<xml", headers: xmlBody, want: 400},
+		specCall{method: "POST", path: cbA + signedQuery("tok-x", ""), body: "<xml/>", headers: xmlBody, want: 403},
+		specCall{method: "POST", path: cbA + signedQuery("tok-a", ""), body: strings.Repeat("x", 70<<10), headers: xmlBody, want: 413},
+		specCall{method: "POST", path: cbB + signedQuery("tok-b", ""), body: "<xml/>", headers: xmlBody, want: 503},
 	)
 
 	// Accounts.
@@ -512,7 +531,8 @@ func TestOpenAPIConformance(t *testing.T) {
 	// Every authenticated route refuses a missing or unknown token.
 	for _, route := range api.Routes() {
 		method, path, _ := strings.Cut(route, " ")
-		if route == "GET /healthz" || route == "GET /v1/openapi.json" || route == "GET /v1/openapi-3.0.json" {
+		if route == "GET /healthz" || route == "GET /v1/openapi.json" || route == "GET /v1/openapi-3.0.json" ||
+			strings.Contains(route, " /v1/callbacks/") { // signed by the provider, not by a token: 403
 			continue
 		}
 		path = strings.NewReplacer("{account}", "acct-a", "{id}", job.ID, "{seq}", "0", "{to}", "user-1", "{delivery}", "d", "{tenant}", "tenant-a", "{part}", "1").Replace(path)

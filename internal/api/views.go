@@ -185,7 +185,7 @@ type AccountList struct {
 }
 
 // AccountRequest is the body of PUT /v1/accounts/{account}. Absent burst
-// defaults to the rate (at least 1), absent max_recipients_per_call to 1,
+// defaults to the rate (at least 1), absent max_recipients_per_call to 1 (10,000 for wechat-mp-mass),
 // absent max_content_bytes to 4 KiB, absent warmup_sec to 0 (no warm-up),
 // absent or null frequency_cap to no cap, absent or null pacing to the
 // token bucket, absent provider to "wecomapi", absent status_lookup to the

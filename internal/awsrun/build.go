@@ -143,7 +143,15 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 	core.Campaigns = &campaign.Campaigns{Store: st, Submitter: core.Submitter, Source: httpsource.New(httpsource.Config{}),
 		Clock: clk, Alerts: alerts, Log: log}
 	deps := api.Deps{Store: st, Submitter: core.Submitter, Control: core.Control, Clock: clk, Logger: log,
-		PlatformTokenHash: cfg.PlatformTokenHash}
+		PlatformTokenHash: cfg.PlatformTokenHash,
+		// Provider events settle items (store, queue and clock only).
+		Events: &reconcile.Reconciler{Store: st, MsgCalls: st, Queue: q, Clock: clk, Log: log, Alerts: alerts}}
+	if cfg.fn.reads(EnvTenantSecretPrefix) && cfg.TenantSecretPrefix != "" && !cfg.fn.Provider && c.SecretsManager != nil {
+		// WeChat callback tokens: <prefix>wechat-mp-callback/<tenant>/provider.
+		deps.CallbackTokens = credcache.New(smcreds.New(c.SecretsManager, smcreds.Config{
+			TenantPrefix: cfg.TenantSecretPrefix + "wechat-mp-callback/",
+		}), credcache.Options{Clock: clk, Log: log})
+	}
 	if cfg.fn.reads(EnvCampaignRulePrefix) {
 		rules, err := ebscheduler.New(c.EventBridge, ebscheduler.Config{RulePrefix: cfg.CampaignRulePrefix, TargetARN: cfg.CampaignTarget,
 			DeadLetterARN: cfg.CampaignDeadLetter})
@@ -218,6 +226,13 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 			return nil, fmt.Errorf("provider: %w", err)
 		}
 		adapters[provider.KindWechatMPTemplate] = tmpl
+		// Official Account mass send: the same AppSecrets; the account is the appid.
+		mass, err := wechatmp.NewMass(wechatmp.Config{Credentials: mpCreds, Owners: st, Clock: clk, Logger: log,
+			Timeouts: httpcall.Timeouts{Connect: cfg.ProviderConnectTimeout, Response: cfg.ProviderTimeout}})
+		if err != nil {
+			return nil, fmt.Errorf("provider: %w", err)
+		}
+		adapters[provider.KindWechatMPMass] = mass
 	}
 	// Each call goes through the adapter of the provider its account names.
 	prov, err := accountroute.New(accountroute.Config{Accounts: st, Clock: clk, Logger: log, Adapters: adapters})
@@ -227,12 +242,12 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 	core.Metrics = metrics.NewEMF(os.Stdout, metrics.EMFOptions{Dimensions: map[string]string{"function": cfg.fn.Name}})
 	core.Series = storeseries.Wrap(st, st, storeseries.Options{Clock: clk, Log: log})
 	core.Sender = &sender.Sender{Store: core.Series, Queue: queuecap.New(q, queuecap.DefaultMax), Provider: metrics.Provider(prov, core.Metrics), Clock: clk, Log: log,
-		Config: cfg.Sender, Alerts: alerts, Metrics: core.Metrics, Breakers: core.Breakers,
+		Config: cfg.Sender, Alerts: alerts, Metrics: core.Metrics, Breakers: core.Breakers, MsgCalls: st,
 		// Per-batch outcomes go to the bus only (the webhooks function's
 		// rule picks them up), not to the alert log.
 		Outcomes: ebalert.New(c.EventBridge, cfg.AlertBus)}
 	core.Reconciler = &reconcile.Reconciler{
-		Store: core.Series, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts, Gauges: core.Metrics,
+		Store: core.Series, MsgCalls: st, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts, Gauges: core.Metrics,
 		StaleAfter: cfg.StaleAfter, SettleAfter: cfg.SettleAfter, Plans: core.Submitter,
 		// Finished jobs' item records get their expiry (the table's TTL).
 		Expirer: st, Retention: cfg.ItemRetention,

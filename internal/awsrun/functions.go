@@ -164,6 +164,9 @@ type Function struct {
 	// Secrets lists the secretsmanager actions on the provider secrets
 	// (the default one and the tenants' ones under the prefix).
 	Secrets []string
+	// CallbackSecrets lists the secretsmanager actions on the tenants'
+	// WeChat callback tokens only (<prefix>wechat-mp-callback/<tenant>/provider).
+	CallbackSecrets []string
 	// Events lists the events actions on the alert bus (PutEvents).
 	Events []string
 	// CampaignRules lists the events actions on the campaign rules (names
@@ -217,7 +220,7 @@ var (
 	API = Function{
 		Name: "api", LogicalID: "ApiFunction",
 		Env: concat(baseEnv, []string{EnvCampaignRulePrefix, EnvCampaignTarget, EnvCampaignDeadLetter, EnvPlatformTokenHash,
-			EnvCampaignScheduleGroup, EnvSchedulerRole, EnvCampaignTimeZone}),
+			EnvCampaignScheduleGroup, EnvSchedulerRole, EnvCampaignTimeZone, EnvTenantSecretPrefix}),
 		DynamoDB: []string{DynamoGetItem, DynamoPutItem, DynamoUpdateItem, DynamoQuery, DynamoBatchGetItem,
 			DynamoBatchWriteItem, DynamoDeleteItem},
 		Indexes:           []string{IndexTenantJobs},
@@ -225,6 +228,9 @@ var (
 		Events:            alerts,
 		CampaignRules:     []string{EventsRemoveTargets, EventsDeleteRule},
 		CampaignSchedules: []string{SchedulerCreateSchedule, SchedulerUpdateSchedule, SchedulerDeleteSchedule},
+		// WeChat callbacks (/v1/callbacks/wechat-mp/{account}) verify their
+		// signature with the owning tenant's callback token.
+		CallbackSecrets: secrets,
 	}
 	// Sender works shard turns from the FIFO work queue.
 	Sender = Function{

@@ -338,6 +338,10 @@ var providerSecretARNs = []string{
 	"sub:arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:" + tenantSecretPrefix + "*/provider-??????",
 }
 
+// callbackTokenARN is the resource of the api function's GetSecretValue:
+// the tenants' WeChat callback tokens, not their provider secrets.
+const callbackTokenARN = "sub:arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:" + tenantSecretPrefix + "wechat-mp-callback/*/provider-??????"
+
 // checkPolicy: the function's role has one inline policy granting exactly
 // the declared actions: logs on its own log group, DynamoDB on the table
 // and the indexes it queries, SQS on the work queue, PutEvents on the
@@ -380,6 +384,9 @@ func checkPolicy(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 		if svc == "sqs" && at(s, "Sid") == "FailedInvocations" {
 			svc = "sqs:failed"
 		}
+		if svc == "secretsmanager" && at(s, "Sid") == "CallbackTokens" {
+			svc = "secretsmanager:callbacks"
+		}
 		for _, a := range strs(at(s, "Action")) {
 			_, action, _ := strings.Cut(a, ":")
 			actions[svc] = append(actions[svc], action)
@@ -387,7 +394,8 @@ func checkPolicy(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 		for _, r := range strs(at(s, "Resource")) {
 			wild := strings.ContainsAny(strings.TrimPrefix(r, "sub:"), "*?")
 			if wild && !(svc == "events:rules" && r == campaignRuleARN) && !(svc == "secretsmanager" && slices.Contains(providerSecretARNs, r)) &&
-				!(svc == "scheduler" && r == campaignScheduleARN) {
+				!(svc == "scheduler" && r == campaignScheduleARN) &&
+				!(svc == "secretsmanager:callbacks" && r == callbackTokenARN) {
 				t.Errorf("wildcard resource %s", r)
 			}
 			resources[svc] = append(resources[svc], r)
@@ -410,6 +418,7 @@ func checkPolicy(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 		{"sqs:failed", failedInvocations(fn), []string{"getatt:FailedInvocationsQueue.Arn"}},
 		{"scheduler", fn.CampaignSchedules, []string{campaignScheduleARN}},
 		{"iam", passRole(fn), []string{"getatt:SchedulerRole.Arn"}},
+		{"secretsmanager:callbacks", fn.CallbackSecrets, []string{callbackTokenARN}},
 	}
 	for _, c := range checks {
 		if got, want := sorted(actions[c.svc]), sorted(c.actions); !slices.Equal(got, want) {

@@ -134,6 +134,10 @@ func (c Config) withDefaults() Config {
 // {"token": "..."} or the bare token).
 const ProviderCredentialsDir = "provider-credentials"
 
+// CallbackTokenDir, in ProviderCredentialsDir, holds the WeChat callback
+// tokens: default, tenants/<tenant>.
+const CallbackTokenDir = "wechat-mp-callback"
+
 // SeriesFlush is how often the local stack writes the per-minute series
 // (the dashboard's charts lag the work by at most this).
 const SeriesFlush = time.Second
@@ -171,6 +175,10 @@ type Stack struct {
 	Control    *control.Controller
 	Sender     *sender.Sender
 	Reconciler *reconcile.Reconciler
+	// CallbackTokens gives the WeChat callback token of a tenant:
+	// <data>/provider-credentials/wechat-mp-callback/{default,tenants/<tenant>}
+	// (POST /v1/callbacks/wechat-mp/{account} verifies events with it).
+	CallbackTokens provider.Credentials
 	// Campaigns fires due scheduled campaigns (campaigns.go).
 	Campaigns *campaign.Campaigns
 	// Feed keeps the latest alerts for the dashboard; alerts also go to
@@ -213,6 +221,7 @@ type Store interface {
 	store.SeriesStore
 	store.TenantStore
 	store.WebhookStore
+	store.MsgCallStore
 }
 
 // Open opens the data directory and builds every component, without
@@ -317,10 +326,17 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 		s.Close()
 		return nil, fmt.Errorf("provider: %w", err)
 	}
+	// Official Account mass send: the same AppSecret; the account is the appid.
+	mpMass, err := wechatmp.NewMass(wechatmp.Config{BaseURL: providerURL, Credentials: mpCreds, Owners: st, Clock: clk, Logger: log,
+		Timeouts: httpcall.Timeouts{Response: cfg.ProviderTimeout}})
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("provider: %w", err)
+	}
 	// Each call goes through the adapter of the provider its account names.
 	prov, err := accountroute.New(accountroute.Config{Accounts: st, Clock: clk, Logger: log,
 		Adapters: map[provider.Kind]provider.Provider{provider.KindWecomAPI: wecom, provider.KindWecomApp: wecomApp,
-			provider.KindWechatMPTemplate: mpTemplate, provider.KindHTTP: httpProv}})
+			provider.KindWechatMPTemplate: mpTemplate, provider.KindWechatMPMass: mpMass, provider.KindHTTP: httpProv}})
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("provider: %w", err)
@@ -342,10 +358,10 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 		senderQueue = s.held
 	}
 	s.Sender = &sender.Sender{Store: s.Series, Queue: queuecap.New(senderQueue, queuecap.DefaultMax), Provider: metrics.Provider(prov, s.Metrics), Clock: clk, Log: log,
-		Config: cfg.Sender, Alerts: alerts, Outcomes: hooks, Metrics: s.Metrics,
+		Config: cfg.Sender, Alerts: alerts, Outcomes: hooks, Metrics: s.Metrics, MsgCalls: st,
 		Breakers: &breaker.Breakers{Store: st, Clock: clk, Alerts: alerts, Log: log}}
 	s.Reconciler = &reconcile.Reconciler{
-		Store: s.Series, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts, Gauges: s.Metrics,
+		Store: s.Series, MsgCalls: st, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts, Gauges: s.Metrics,
 		// A call lasts at most connect + 2 × response timeout: never look up
 		// an item whose call may still be in flight.
 		StaleAfter: cfg.StaleAfter, SettleAfter: 3*time.Second + 2*cfg.ProviderTimeout + 5*time.Second,
@@ -356,6 +372,8 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 		// frees the lease a killed pass held (openAWS).
 		s.Reconciler.Holder = reconcilerHolder(cfg.DataDir)
 	}
+	s.CallbackTokens = credcache.New(filecreds.New(filecreds.Config{Dir: filepath.Join(cfg.DataDir, ProviderCredentialsDir, CallbackTokenDir)}),
+		credcache.Options{TTL: 30 * time.Second, Clock: clk, Log: log})
 	s.Campaigns = s.newCampaigns()
 	s.APIURL = "http://" + cfg.Addr
 	return s, nil

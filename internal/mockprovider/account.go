@@ -51,6 +51,10 @@ type Behaviour struct {
 	// member gets a minute; more are accepted and silently dropped, as
 	// WeCom drops them (0: no limit).
 	MemberLimitPerMin int `json:"member_limit_per_min"`
+	// LoseMassCallbacks (wechat-mp protocol): the app's mass sends finish
+	// without their MASSSENDJOBFINISH event reaching the callback URL
+	// (message/mass/get still answers).
+	LoseMassCallbacks bool `json:"lose_mass_callbacks,omitempty"`
 }
 
 // GatewayError makes a share of an account's calls answer Status (5xx)
@@ -103,9 +107,13 @@ type behaviourPatch struct {
 	StatusDown      *bool            `json:"status_down"`
 	StatusLookup    *bool            `json:"status_lookup"`
 	MemberLimit     *int             `json:"member_limit_per_min"`
+	LoseCallbacks   *bool            `json:"lose_mass_callbacks"`
 }
 
 func (p behaviourPatch) apply(b Behaviour) Behaviour {
+	if p.LoseCallbacks != nil {
+		b.LoseMassCallbacks = *p.LoseCallbacks
+	}
 	if p.RatePerSec != nil {
 		b.RatePerSec = *p.RatePerSec
 	}

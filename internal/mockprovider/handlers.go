@@ -55,6 +55,9 @@ func (m *Mock) routes() *http.ServeMux {
 	if m.speaks(ProtocolWechatMP) {
 		mux.HandleFunc("GET /cgi-bin/token", m.handleWechatToken)
 		mux.HandleFunc("POST /cgi-bin/message/template/send", m.handleWechatTemplateSend)
+		mux.HandleFunc("POST /cgi-bin/message/mass/send", m.handleWechatMassSend)
+		mux.HandleFunc("POST /cgi-bin/message/mass/get", m.handleWechatMassGet)
+		mux.HandleFunc("POST /cgi-bin/message/custom/send", m.handleWechatCustomSend)
 	}
 	if m.speaks(ProtocolHTTP) {
 		mux.HandleFunc("POST /sms/send", m.handleSMSSend)

@@ -65,6 +65,13 @@ type Config struct {
 	// MemberLimitPerMin is every account's initial per-member limit of
 	// the wecom-app protocol (0: none; WeCom's is 30).
 	MemberLimitPerMin int
+	// WechatCallbackURL is where the wechat-mp protocol POSTs each mass
+	// send's MASSSENDJOBFINISH event, "{appid}" replaced by the app (empty:
+	// no events), signed with WechatCallbackToken, WechatCallbackDelay
+	// after the send (default 1 s), retried 3 times until answered 200.
+	WechatCallbackURL   string
+	WechatCallbackToken string
+	WechatCallbackDelay time.Duration
 }
 
 // Protocols the mock speaks.
@@ -126,6 +133,11 @@ type Mock struct {
 
 	msgPrefix string
 	msgSeq    atomic.Uint64
+	mass      massJobs // wechat-mp mass sends by msg_id
+	// callbacks tracks MASSSENDJOBFINISH posts in flight; massEvents
+	// counts those answered 200.
+	callbacks  sync.WaitGroup
+	massEvents atomic.Int64
 
 	closing   chan struct{}
 	closed    atomic.Bool
@@ -169,6 +181,7 @@ func (m *Mock) Handler() http.Handler { return m.mux }
 func (m *Mock) Close() error {
 	m.closed.Store(true)
 	m.release()
+	m.callbacks.Wait()
 	m.closeOnce.Do(func() { m.closeErr = m.log.close() })
 	return m.closeErr
 }

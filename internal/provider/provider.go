@@ -69,12 +69,20 @@ type RecipientResult struct {
 	Code     string   // provider error code, e.g. "45009"
 	Message  string
 	MsgID    string
+	// AwaitConfirm: the provider accepted the call under MsgID, and its
+	// final result comes later (a provider event, or a look-up by MsgID):
+	// the item stays submitted until then.
+	AwaitConfirm bool
 }
 
 // StatusRequest asks about one message key.
 type StatusRequest struct {
 	Account string
 	Key     string
+	// MsgID is the provider's message id of the accepted call, when the
+	// item has one; a provider that looks up by its own id (WeChat's
+	// message/mass/get) needs it.
+	MsgID string
 }
 
 // Status is what the provider knows of a key.

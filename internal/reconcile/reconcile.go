@@ -63,6 +63,10 @@ type Reconciler struct {
 	Store    store.Store
 	Queue    queue.Queue
 	Provider provider.Provider
+	// MsgCalls finds the provider message id of an item whose call was
+	// accepted under one and confirmed later (nil: such items go to
+	// review when the provider looks up only by its id).
+	MsgCalls store.MsgCallStore
 	Clock    clock.Clock
 	Log      *slog.Logger
 	// Alerts receives ItemsNeedReview, CountsMismatch and JobFinished
@@ -295,6 +299,7 @@ func fairOrder(items []store.Item) []store.Item {
 // lookUp asks the provider about every item, at most Lookups at once.
 func (r *Reconciler) lookUp(ctx context.Context, items []store.Item) []lookup {
 	out := make([]lookup, len(items))
+	ids := &msgIDs{store: r.MsgCalls, jobs: map[string]map[msgSlot]string{}}
 	sem := make(chan struct{}, intOr(r.Lookups, 64))
 	var wg sync.WaitGroup
 	for i, it := range items {
@@ -308,7 +313,20 @@ func (r *Reconciler) lookUp(ctx context.Context, items []store.Item) []lookup {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			out[i].status, out[i].err = r.Provider.Status(ctx, provider.StatusRequest{Account: it.Account, Key: sender.MessageKey(it.JobID, it.Seq)})
+			req := provider.StatusRequest{Account: it.Account, Key: sender.MessageKey(it.JobID, it.Seq), MsgID: it.MsgID}
+			out[i].status, out[i].err = r.Provider.Status(ctx, req)
+			if errors.Is(out[i].err, provider.ErrStatusUnsupported) && req.MsgID == "" {
+				// A provider that looks up by its own message id: ask
+				// again with the id the call was accepted under.
+				id, err := ids.of(ctx, it)
+				switch {
+				case err != nil:
+					out[i].err = err
+				case id != "":
+					req.MsgID = id
+					out[i].status, out[i].err = r.Provider.Status(ctx, req)
+				}
+			}
 		}()
 	}
 	wg.Wait()

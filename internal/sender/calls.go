@@ -352,6 +352,9 @@ func (tr *turn) record(ctx context.Context, calls []*pendingCall, extra []store.
 	if len(updates) == 0 {
 		return nil
 	}
+	if err := tr.recordMsgCalls(context.WithoutCancel(ctx), calls, now); err != nil {
+		return err
+	}
 	res, err := tr.updateItems(context.WithoutCancel(ctx), updates, now)
 	if err != nil {
 		return fmt.Errorf("record outcomes: %w", err)
@@ -376,6 +379,42 @@ func (tr *turn) record(ctx context.Context, calls []*pendingCall, extra []store.
 		return nil
 	}
 	return tr.judgeBreaker(ctx, accountDown, batchFailed)
+}
+
+// recordMsgCalls stores, before their items are recorded, the calls
+// accepted under a message id whose result comes later, so a provider
+// event or the reconciler finds their items by it. Without a MsgCallStore
+// such items stay submitted and go to review after the settle delay.
+func (tr *turn) recordMsgCalls(ctx context.Context, calls []*pendingCall, now time.Time) error {
+	if tr.s.MsgCalls == nil {
+		return nil
+	}
+	for _, pc := range calls {
+		byID := map[string]*store.MsgCall{}
+		var order []string
+		for j, it := range pc.c.items {
+			if j >= len(pc.result.Recipients) {
+				break
+			}
+			rr := pc.result.Recipients[j]
+			if !rr.Accepted || !rr.AwaitConfirm || rr.MsgID == "" {
+				continue
+			}
+			mc, ok := byID[rr.MsgID]
+			if !ok {
+				mc = &store.MsgCall{Account: it.Account, MsgID: rr.MsgID, JobID: it.JobID, Shard: it.Shard, ClaimID: pc.claimID, At: now}
+				byID[rr.MsgID] = mc
+				order = append(order, rr.MsgID)
+			}
+			mc.Seqs = append(mc.Seqs, it.Seq)
+		}
+		for _, id := range order {
+			if err := tr.s.MsgCalls.PutMsgCall(ctx, *byID[id]); err != nil {
+				return fmt.Errorf("record provider message id %s: %w", id, err)
+			}
+		}
+	}
+	return nil
 }
 
 // updateItems writes the updates in pages of store.MaxPutItems: the calls
@@ -552,6 +591,10 @@ func (tr *turn) outcome(claimID string, it store.Item, rr provider.RecipientResu
 	u := store.ItemUpdate{Seq: it.Seq, From: store.ItemSubmitted, ClaimID: claimID}
 	perr := &store.ItemError{Category: string(rr.Category), Code: rr.Code, Message: rr.Message}
 	switch {
+	case rr.Accepted && rr.AwaitConfirm:
+		// Accepted, not yet confirmed: the provider's event or a look-up
+		// by its message id settles it (store.MsgCall).
+		u.To, u.MsgID = store.ItemSubmitted, rr.MsgID
 	case rr.Accepted:
 		u.To, u.MsgID = store.ItemConfirmed, rr.MsgID
 	case rr.Category == provider.RateLimited || rr.Category == provider.AccountDown:

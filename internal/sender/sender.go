@@ -164,6 +164,10 @@ type Sender struct {
 	Metrics metrics.Recorder
 	// Rand draws backoff jitter in [0,1); nil uses math/rand/v2.
 	Rand func() float64
+	// MsgCalls records calls accepted under a provider message id whose
+	// result comes later (nil: their items go to review after the settle
+	// delay).
+	MsgCalls store.MsgCallStore
 
 	// sizers measure each account's calls and choose its batch size and
 	// calls in flight, shared by the turns of this process.

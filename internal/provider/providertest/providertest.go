@@ -37,6 +37,17 @@ type Adapter struct {
 	// StatusLookup: the provider answers a status look-up by message key;
 	// without it Status returns provider.ErrStatusUnsupported.
 	StatusLookup bool
+	// MinPerCall is the fewest recipients one call of the provider takes
+	// (0: one). The suite pads its one-recipient calls to it.
+	MinPerCall int
+	// WholeCallResults: the provider accepts or refuses a call whole and
+	// reports no recipient's result (WeChat's mass send: an invalid
+	// OpenID is not delivered, and only a later count says so).
+	WholeCallResults bool
+	// StatusByMsgID: the look-up is by the provider's message id of the
+	// accepted call (StatusRequest.MsgID); without one Status returns
+	// provider.ErrStatusUnsupported.
+	StatusByMsgID bool
 	// Account turns a name of the suite into an account id of the
 	// provider (nil: the name as it is).
 	Account func(name string) string
@@ -103,8 +114,12 @@ func Run(t *testing.T, a Adapter) {
 	t.Run("StatusLookup", func(t *testing.T) { t.Parallel(); testStatus(t, a) })
 }
 
-// request is a call of account to recipients to, keyed "<account>-<to>".
-func request(account string, to ...string) provider.SendRequest {
+// request is a call of account to recipients to, keyed "<account>-<to>",
+// padded to MinPerCall recipients.
+func (a Adapter) request(account string, to ...string) provider.SendRequest {
+	for i := 1; len(to) < a.MinPerCall; i++ {
+		to = append(to, fmt.Sprintf("%s-peer%d", to[0], i))
+	}
 	keys := make([]string, len(to))
 	for i, r := range to {
 		keys[i] = account + "-" + r
@@ -133,11 +148,12 @@ func wantDeliveries(t *testing.T, m Mock, account string, want int) {
 
 func testSingle(t *testing.T, a Adapter) {
 	f := a.New(t)
-	r := send(t, f.Provider, request(a.account("acct-single"), "u1"))[0]
+	req := a.request(a.account("acct-single"), "u1")
+	r := send(t, f.Provider, req)[0]
 	if !r.Accepted || r.Category != "" || r.MsgID == "" {
 		t.Fatalf("result = %+v, want accepted with the provider's message id", r)
 	}
-	wantDeliveries(t, f.Mock, a.account("acct-single"), 1)
+	wantDeliveries(t, f.Mock, a.account("acct-single"), len(req.To))
 }
 
 func testCodes(t *testing.T, a Adapter) {
@@ -148,7 +164,7 @@ func testCodes(t *testing.T, a Adapter) {
 	for _, c := range a.Codes {
 		account := a.account("acct-code-" + c.Code)
 		f.Mock.Refuse(t, account, c.Code)
-		r := send(t, f.Provider, request(account, "u1"))[0]
+		r := send(t, f.Provider, a.request(account, "u1"))[0]
 		if r.Accepted || r.Category != c.Category || r.Code != c.Code {
 			t.Errorf("code %s: result = %+v, want category %q with code %s", c.Code, r, c.Category, c.Code)
 		}
@@ -161,21 +177,21 @@ func testCodes(t *testing.T, a Adapter) {
 func testCredentialRefresh(t *testing.T, a Adapter) {
 	f := a.New(t)
 	account := a.account("acct-cred")
-	if r := send(t, f.Provider, request(account, "u1"))[0]; !r.Accepted {
+	if r := send(t, f.Provider, a.request(account, "u1"))[0]; !r.Accepted {
 		t.Fatalf("first send: %+v, want accepted", r)
 	}
 	f.Mock.ExpireCredential(t, account, true)
-	if r := send(t, f.Provider, request(account, "u2"))[0]; !r.Accepted {
+	if r := send(t, f.Provider, a.request(account, "u2"))[0]; !r.Accepted {
 		t.Fatalf("send after the credential expired: %+v, want accepted with a refreshed credential", r)
 	}
-	wantDeliveries(t, f.Mock, account, 2)
+	wantDeliveries(t, f.Mock, account, 2*max(1, a.MinPerCall))
 }
 
 func testCredentialDead(t *testing.T, a Adapter) {
 	f := a.New(t)
 	account := a.account("acct-dead")
 	f.Mock.ExpireCredential(t, account, false)
-	r := send(t, f.Provider, request(account, "u1"))[0]
+	r := send(t, f.Provider, a.request(account, "u1"))[0]
 	if r.Accepted || r.Category != provider.AccountDown {
 		t.Fatalf("result = %+v, want %q", r, provider.AccountDown)
 	}
@@ -189,7 +205,16 @@ func testPartial(t *testing.T, a Adapter) {
 	f := a.New(t)
 	account := a.account("acct-partial")
 	f.Mock.InvalidRecipient(t, account, "bad")
-	rs := send(t, f.Provider, request(account, "u1", "bad", "u2"))
+	rs := send(t, f.Provider, a.request(account, "u1", "bad", "u2"))
+	if a.WholeCallResults {
+		for i, r := range rs {
+			if !r.Accepted || r.MsgID == "" {
+				t.Errorf("recipient %d of a call accepted whole: %+v, want accepted with the call's message id", i, r)
+			}
+		}
+		wantDeliveries(t, f.Mock, account, 2)
+		return
+	}
 	for i, want := range []bool{true, false, true} {
 		if rs[i].Accepted != want {
 			t.Errorf("recipient %d: %+v, accepted want %v", i, rs[i], want)
@@ -211,7 +236,7 @@ func testFullCall(t *testing.T, a Adapter) {
 	for i := range to {
 		to[i] = fmt.Sprintf("u%d", i)
 	}
-	for i, r := range send(t, f.Provider, request(account, to...)) {
+	for i, r := range send(t, f.Provider, a.request(account, to...)) {
 		if !r.Accepted {
 			t.Fatalf("recipient %d of a full call: %+v, want accepted", i, r)
 		}
@@ -224,7 +249,7 @@ func testBeforeSend(t *testing.T, a Adapter) {
 	if f.Unreachable == nil {
 		t.Fatal("the fixture has no unreachable adapter")
 	}
-	for _, r := range send(t, f.Unreachable, request(a.account("acct-down"), "u1")) {
+	for _, r := range send(t, f.Unreachable, a.request(a.account("acct-down"), "u1")) {
 		if r.Accepted || r.Category != provider.Retryable {
 			t.Fatalf("result = %+v, want %q: nothing went out", r, provider.Retryable)
 		}
@@ -237,7 +262,7 @@ func testAfterSend(t *testing.T, a Adapter) {
 	f.Mock.HoldAnswers(t, account)
 	n := min(a.MaxPerCall, 2)
 	to := []string{"u1", "u2"}[:n]
-	for i, r := range send(t, f.Provider, request(account, to...)) {
+	for i, r := range send(t, f.Provider, a.request(account, to...)) {
 		if r.Accepted || r.Category != provider.Uncertain {
 			t.Fatalf("recipient %d = %+v, want %q: the request went out", i, r, provider.Uncertain)
 		}
@@ -248,15 +273,15 @@ func testAfterSend(t *testing.T, a Adapter) {
 func testRepeatedKey(t *testing.T, a Adapter) {
 	f := a.New(t)
 	account := a.account("acct-again")
-	req := request(account, "u1")
+	req := a.request(account, "u1")
 	for i := range 2 {
 		if r := send(t, f.Provider, req)[0]; !r.Accepted {
 			t.Fatalf("send %d: %+v, want accepted", i+1, r)
 		}
 	}
-	want := 2
+	want := 2 * len(req.To)
 	if a.IdempotentKeys {
-		want = 1
+		want = len(req.To)
 	}
 	wantDeliveries(t, f.Mock, account, want)
 }
@@ -264,11 +289,23 @@ func testRepeatedKey(t *testing.T, a Adapter) {
 func testStatus(t *testing.T, a Adapter) {
 	f := a.New(t)
 	account := a.account("acct-status")
-	req := request(account, "u1")
-	if r := send(t, f.Provider, req)[0]; !r.Accepted {
+	req := a.request(account, "u1")
+	r := send(t, f.Provider, req)[0]
+	if !r.Accepted {
 		t.Fatalf("send: %+v, want accepted", r)
 	}
 	ctx := context.Background()
+	if a.StatusByMsgID {
+		got, err := f.Provider.Status(ctx, provider.StatusRequest{Account: account, Key: req.Keys[0], MsgID: r.MsgID})
+		if err != nil || got != provider.StatusDelivered {
+			t.Fatalf("Status(sent msg id %s) = %q, %v; want %q", r.MsgID, got, err, provider.StatusDelivered)
+		}
+		got, err = f.Provider.Status(ctx, provider.StatusRequest{Account: account, Key: req.Keys[0]})
+		if !errors.Is(err, provider.ErrStatusUnsupported) {
+			t.Fatalf("Status without a msg id = %q, %v; want provider.ErrStatusUnsupported", got, err)
+		}
+		return
+	}
 	got, err := f.Provider.Status(ctx, provider.StatusRequest{Account: account, Key: req.Keys[0]})
 	if !a.StatusLookup {
 		if !errors.Is(err, provider.ErrStatusUnsupported) {

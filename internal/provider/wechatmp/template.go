@@ -82,6 +82,9 @@ var Codes = map[int]provider.Category{
 	43019: provider.Permanent,   // the user is on the account's blacklist
 	47001: provider.Permanent,   // data format error
 	47003: provider.Permanent,   // argument invalid (the template's fields)
+	40130: provider.Permanent,   // mass send: fewer than 2 or more than 10,000 OpenIDs
+	45028: provider.RateLimited, // mass send: no mass-send quota left
+	45015: provider.Permanent,   // customer-service message: the user has not interacted within 48 hours
 }
 
 func classifyCode(code int) provider.Category {
@@ -192,7 +195,9 @@ type answer struct {
 	AccessToken string      `json:"access_token"`
 	ExpiresIn   int64       `json:"expires_in"`
 	MsgID       json.Number `json:"msgid"`
+	MassMsgID   json.Number `json:"msg_id"`
 	MsgDataID   json.Number `json:"msg_data_id"`
+	MsgStatus   string      `json:"msg_status"`
 }
 
 // app is the account's credentials for one call.
@@ -253,7 +258,11 @@ func interpret(ex httpcall.Exchange, ans answer, parseErr error) provider.Recipi
 	case *ans.Errcode != 0:
 		return provider.RecipientResult{Category: classifyCode(*ans.Errcode), Code: strconv.Itoa(*ans.Errcode), Message: ans.Errmsg}
 	}
-	return provider.RecipientResult{Accepted: true, MsgID: ans.MsgID.String()}
+	id := ans.MsgID.String()
+	if id == "" {
+		id = ans.MassMsgID.String() // mass/send names it msg_id
+	}
+	return provider.RecipientResult{Accepted: true, MsgID: id}
 }
 
 func (a *api) secret(ctx context.Context, account string) (tenant, secret string, err error) {

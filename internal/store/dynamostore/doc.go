@@ -45,6 +45,9 @@
 //	                                                             the window when last written), v (version),
 //	                                                             expires_at (TTL, Unix s: the newest charge + window;
 //	                                                             past it the record reads as absent, deleted or not)
+//	msg call          MSGCALL#"<account>"#<msg id>  MSGCALL    a provider call accepted under a message id (store.MsgCall):
+//	                                                             account, msgId, jobId, shard, claimId, seqs (runs), at
+//	msg call by job   MSGJOB#<job>        "<account>"#<msg id>   the same attributes (msgcalls.go)
 //	API token         TOKEN#<hash>        _                      tenant
 //	quota             TENANT#<tenant>     QUOTA                  maxRun, maxRcpt (quota.go)
 //	daily recipients  TENANT#<tenant>     RCPT#<yyyy-mm-dd>      n (one conditional ADD per job)

@@ -301,6 +301,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"FrequencyCapProperty", testFrequencyCapProperty},
 		{"Campaigns", testCampaigns},
 		{"Webhooks", testWebhooks},
+		{"MsgCalls", testMsgCalls},
 		{"Staging", testStaging},
 		{"ConfirmedAfterRetry", testConfirmedAfterRetry},
 		{"Series", testSeries},
