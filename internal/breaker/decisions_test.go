@@ -487,18 +487,19 @@ func TestCheckWindowAndThresholds(t *testing.T) {
 		shards    int
 		preOpened bool
 		want      bool
+		reason    string // of the opened breaker
 	}{
-		{"rate exactly at the threshold opens", store.BreakerConfig{FailureRate: 0.5, MinSamples: 20}, counts{}, counts{20, 10}, 1, false, true},
-		{"one failure below the rate does not", store.BreakerConfig{FailureRate: 0.5, MinSamples: 20}, counts{}, counts{20, 9}, 1, false, false},
-		{"exactly min_samples opens", store.BreakerConfig{FailureRate: 0.5, MinSamples: 20}, counts{}, counts{20, 20}, 1, false, true},
-		{"one sample short does not", store.BreakerConfig{FailureRate: 0.5, MinSamples: 20}, counts{}, counts{19, 19}, 1, false, false},
-		{"min_samples 0 needs one attempt", store.BreakerConfig{FailureRate: 0.5}, counts{}, counts{1, 1}, 1, false, true},
-		{"no attempts, no decision", store.BreakerConfig{FailureRate: 0.5}, counts{10, 10}, counts{}, 1, false, false},
-		{"failure_rate 0 is off", store.BreakerConfig{FailureRate: 0, MinSamples: 1}, counts{}, counts{100, 100}, 1, false, false},
-		{"old failures are outside the window", store.BreakerConfig{FailureRate: 0.5, MinSamples: 20}, counts{100, 100}, counts{40, 0}, 1, false, false},
-		{"new failures count though all-time is low", store.BreakerConfig{FailureRate: 0.5, MinSamples: 20}, counts{100, 0}, counts{20, 20}, 1, false, true},
-		{"shards of an account add up", store.BreakerConfig{FailureRate: 0.5, MinSamples: 20}, counts{}, counts{20, 20}, 2, false, true},
-		{"an open breaker is not reopened", store.BreakerConfig{FailureRate: 0.5, MinSamples: 1}, counts{}, counts{20, 20}, 1, true, false},
+		{"rate exactly at the threshold opens", store.BreakerConfig{FailureRate: 0.5, MinSamples: 20}, counts{}, counts{20, 10}, 1, false, true, "failure rate 50% over 20 attempts in 1m0s"},
+		{"one failure below the rate does not", store.BreakerConfig{FailureRate: 0.5, MinSamples: 20}, counts{}, counts{20, 9}, 1, false, false, ""},
+		{"exactly min_samples opens", store.BreakerConfig{FailureRate: 0.5, MinSamples: 20}, counts{}, counts{20, 20}, 1, false, true, "failure rate 100% over 20 attempts in 1m0s"},
+		{"one sample short does not", store.BreakerConfig{FailureRate: 0.5, MinSamples: 20}, counts{}, counts{19, 19}, 1, false, false, ""},
+		{"min_samples 0 needs one attempt", store.BreakerConfig{FailureRate: 0.5}, counts{}, counts{1, 1}, 1, false, true, "failure rate 100% over 1 attempts in 1m0s"},
+		{"no attempts, no decision", store.BreakerConfig{FailureRate: 0.5}, counts{10, 10}, counts{}, 1, false, false, ""},
+		{"failure_rate 0 is off", store.BreakerConfig{FailureRate: 0, MinSamples: 1}, counts{}, counts{100, 100}, 1, false, false, ""},
+		{"old failures are outside the window", store.BreakerConfig{FailureRate: 0.5, MinSamples: 20}, counts{100, 100}, counts{40, 0}, 1, false, false, ""},
+		{"new failures count though all-time is low", store.BreakerConfig{FailureRate: 0.5, MinSamples: 20}, counts{100, 0}, counts{20, 20}, 1, false, true, "failure rate 100% over 20 attempts in 1m0s"},
+		{"shards of an account add up", store.BreakerConfig{FailureRate: 0.5, MinSamples: 20}, counts{}, counts{20, 20}, 2, false, true, "failure rate 100% over 20 attempts in 1m0s"},
+		{"an open breaker is not reopened", store.BreakerConfig{FailureRate: 0.5, MinSamples: 1}, counts{}, counts{20, 20}, 1, true, false, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -540,6 +541,9 @@ func TestCheckWindowAndThresholds(t *testing.T) {
 			opened := rep.Opened == 1 && br.State == store.BreakerOpen && !tt.preOpened
 			if opened != tt.want || (!tt.want && rep.Opened != 0) {
 				t.Fatalf("second check: report %+v, breaker %+v; want opened %v", rep, br, tt.want)
+			}
+			if tt.want && br.Reason != tt.reason {
+				t.Fatalf("reason %q, want %q", br.Reason, tt.reason)
 			}
 			if tt.preOpened && (br.Opens != 1 || br.Reason != "streak") {
 				t.Fatalf("an open breaker was reopened: %+v", br)
