@@ -239,15 +239,15 @@ func TestCancelAlertAndKicks(t *testing.T) {
 	ctx := context.Background()
 	id := f.jobIn(t, store.JobRunning, 2)
 	for _, to := range []store.ShardStatus{store.ShardRunning, store.ShardCompleted} {
-		if _, err := f.store.TransitionShard(ctx, store.TransitionShardParams{JobID: id, Index: 1, To: to, At: f.clk.Now()}); err != nil {
+		if _, err := f.store.TransitionShard(ctx, store.TransitionShardParams{JobID: id, Index: 0, To: to, At: f.clk.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if _, err := f.ctl.Cancel(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.turns.shards(); len(got) != 1 || got[0] != 1 {
-		t.Fatalf("cancel kicked %v, want shard 0 only", got)
+	if got := f.turns.shards(); len(got) != 1 || got[1] != 1 {
+		t.Fatalf("cancel kicked %v, want shard 1 only (shard 0 is finished)", got)
 	}
 	ev := f.alerts.of(alert.JobFinished)
 	if len(ev) != 1 {
@@ -323,6 +323,17 @@ func TestUpdateLimits(t *testing.T) {
 	if _, err := f.ctl.UpdateLimits(ctx, "nope", nil, &zero); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("unknown job: %v", err)
 	}
+	// Bad input is refused before anything is read.
+	if _, err := f.ctl.UpdateLimits(ctx, "nope", &negRate, nil); !errors.Is(err, store.ErrInvalidArgument) {
+		t.Fatalf("negative rate of an unknown job: %v", err)
+	}
+	if _, err := f.ctl.UpdateLimits(ctx, "nope", nil, &neg); !errors.Is(err, store.ErrInvalidArgument) {
+		t.Fatalf("negative budget of an unknown job: %v", err)
+	}
+	noCap := 0.0
+	if v, err := f.ctl.UpdateLimits(ctx, id, &noCap, nil); err != nil || v.Job.RatePerSec != 0 {
+		t.Fatalf("rate 0 (no cap): %+v %v", v.Job, err)
+	}
 	for _, s := range []store.JobStatus{store.JobCompleted, store.JobPartial, store.JobFailed, store.JobCancelled} {
 		done := f.jobIn(t, s, 1)
 		b := int64(5)
@@ -354,6 +365,13 @@ func TestUpdateLimits(t *testing.T) {
 	v, err = f.ctl.UpdateLimits(ctx, id, &rate, &b)
 	if err != nil || v.Job.Budget != 20 || v.Job.BudgetUsed != 3 || v.Job.RatePerSec != 7 {
 		t.Fatalf("raised budget: %+v %v", v.Job, err)
+	}
+	// Budget removed, then set again: the sends stay counted once.
+	if v, err := f.ctl.UpdateLimits(ctx, id, nil, &zero); err != nil || v.Job.Budget != 0 || v.Job.BudgetUsed != 3 {
+		t.Fatalf("budget removed: %+v %v", v.Job, err)
+	}
+	if v, err := f.ctl.UpdateLimits(ctx, id, nil, &b); err != nil || v.Job.Budget != 20 || v.Job.BudgetUsed != 3 {
+		t.Fatalf("budget set again: %+v %v, want the 3 sends counted once", v.Job, err)
 	}
 	// A job without a budget and without sends gets one unused.
 	fresh := f.jobIn(t, store.JobRunning, 1)
@@ -651,5 +669,75 @@ func TestResolveRacesAReclaim(t *testing.T) {
 				t.Fatalf("counts %+v", c)
 			}
 		})
+	}
+}
+
+// TestResumeApprovesTheCanary: resuming a job paused for its canary
+// approves it and records the canary's results as they were; resuming
+// another pause approves nothing.
+func TestResumeApprovesTheCanary(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, reason := range []store.PauseReason{store.PauseCanary, store.PauseManual} {
+		t.Run(string(reason), func(t *testing.T) {
+			t.Parallel()
+			f := newRecorded(t)
+			id := f.jobIn(t, store.JobRunning, 3)
+			if _, err := f.store.TransitionShard(ctx, store.TransitionShardParams{JobID: id, Index: 0, To: store.ShardRunning, At: f.clk.Now()}); err != nil {
+				t.Fatal(err)
+			}
+			f.failItems(t, id, 0, 1, store.CategoryPermanent)
+			if _, err := f.store.TransitionJob(ctx, store.TransitionJobParams{JobID: id, To: store.JobPaused, PauseReason: reason, At: f.clk.Now()}); err != nil {
+				t.Fatal(err)
+			}
+			v, err := f.ctl.Resume(ctx, id)
+			if err != nil || v.Job.Status != store.JobRunning {
+				t.Fatalf("resume: %+v %v", v.Job, err)
+			}
+			canary := reason == store.PauseCanary
+			if v.Job.CanaryApproved != canary || (canary && (v.Job.CanaryFailed != 1 || v.Job.CanaryConfirmed != 0)) {
+				t.Fatalf("after resuming a %s pause: approved %v, canary results %d confirmed %d failed", reason, v.Job.CanaryApproved, v.Job.CanaryConfirmed, v.Job.CanaryFailed)
+			}
+		})
+	}
+}
+
+// TestRedriveCountsOnlyWhatItMoved: an item another operator moved
+// between the listing and the write is not counted as redriven by this
+// one, and is not moved twice.
+func TestRedriveCountsOnlyWhatItMoved(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newRecorded(t)
+	id := f.jobIn(t, store.JobRunning, 4)
+	if _, err := f.store.TransitionShard(ctx, store.TransitionShardParams{JobID: id, Index: 0, To: store.ShardRunning, At: f.clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	seqs := f.failItems(t, id, 0, 3, store.CategoryExhausted)
+	rs := &reclaimStore{Store: f.store}
+	rs.before = func() {
+		// The other operator: one of the failed items back to pending.
+		sh, err := store.BeginOutsideTurn(ctx, f.store, id, 0)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		up, err := f.store.UpdateItems(ctx, store.UpdateItemsParams{JobID: id, Index: 0, At: f.clk.Now(),
+			Updates: []store.ItemUpdate{{Seq: seqs[1], From: store.ItemFailed, To: store.ItemPending, ResetAttempts: true, NextAttemptAt: f.clk.Now()}}})
+		if err != nil || len(up.Rejected) > 0 {
+			t.Errorf("other redrive: %v %v", err, up.Rejected)
+			return
+		}
+		if _, err := store.FoldOutsideTurn(ctx, f.store, sh, up.Delta, up.FailuresDelta); err != nil {
+			t.Error(err)
+		}
+	}
+	ctl := &control.Controller{Store: rs, Queue: f.turns, Clock: f.clk}
+	n, err := ctl.Redrive(ctx, id, store.CategoryExhausted)
+	if err != nil || n != 2 {
+		t.Fatalf("redrive: %d %v, want the 2 it moved", n, err)
+	}
+	if c := f.status(t, id).Shards[0].Counts; c.Pending != 4 || c.Failed != 0 {
+		t.Fatalf("counts %+v", c)
 	}
 }
