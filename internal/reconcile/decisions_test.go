@@ -149,6 +149,14 @@ func TestSettleDecisions(t *testing.T) {
 			if total := rep.Confirmed + rep.Repended + rep.UnderReview + rep.LookupFailed; total != 2 {
 				t.Fatalf("report %+v counts %d decisions, want 2", rep, total)
 			}
+			// Items left submitted are as old as their send.
+			var oldest time.Duration
+			if tt.want == store.ItemSubmitted {
+				oldest = 2 * time.Minute
+			}
+			if rep.OldestSubmitted != oldest {
+				t.Fatalf("oldest submitted %v, want %v", rep.OldestSubmitted, oldest)
+			}
 			for seq, it := range f.items(t, id) {
 				if seq == 3 {
 					if it.Status != store.ItemPending || p.times(3) != 0 {
@@ -297,7 +305,7 @@ func TestSettleRacesAReclaim(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
 			ctx := context.Background()
-			id := f.job(t, 1, 1, 1, 0)
+			id := f.job(t, 1, 1, 1, 5) // one unit of budget reserved by the old send
 			p, _ := f.answering(id, func(int64) (provider.Status, error) { return status, nil })
 			var once sync.Once
 			p.before = func(seq int64) {
@@ -331,8 +339,13 @@ func TestSettleRacesAReclaim(t *testing.T) {
 			if it.Status != store.ItemSubmitted || it.ClaimID != "c2" {
 				t.Fatalf("the new send was settled by the old answer: %+v", it)
 			}
-			if c := f.view(t, id).Shards[0].Counts; c != (store.Counts{Submitted: 1}) {
+			v := f.view(t, id)
+			if c := v.Shards[0].Counts; c != (store.Counts{Submitted: 1}) {
 				t.Fatalf("counts %+v, want 1 submitted", c)
+			}
+			// Nothing was re-pended, so no budget was given back.
+			if v.Job.BudgetUsed != 1 {
+				t.Fatalf("budget used %d, want 1", v.Job.BudgetUsed)
 			}
 		})
 	}
