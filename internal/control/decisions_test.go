@@ -741,3 +741,35 @@ func TestRedriveCountsOnlyWhatItMoved(t *testing.T) {
 		t.Fatalf("counts %+v", c)
 	}
 }
+
+// TestResendRacesACancel: the job is cancelled (and its shard's turns
+// ended) between the operator's read and the resend's write: the item
+// must not stay pending in a job nothing will run again — it is abandoned.
+func TestResendRacesACancel(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newRecorded(t)
+	id, items := f.runningJob(t, 2)
+	seq := items[0].Seq
+	f.mark(t, id, store.ItemError{Category: store.CategoryUncertain, Code: store.CodeReview, Message: "review"}, seq)
+	rs := &reclaimStore{Store: f.store}
+	rs.before = func() {
+		if _, err := f.store.TransitionJob(ctx, store.TransitionJobParams{JobID: id, To: store.JobCancelled, At: f.clk.Now()}); err != nil {
+			t.Error(err)
+		}
+		if _, err := f.store.TransitionShard(ctx, store.TransitionShardParams{JobID: id, Index: 0, To: store.ShardCancelled, At: f.clk.Now()}); err != nil {
+			t.Error(err)
+		}
+	}
+	ctl := &control.Controller{Store: rs, Queue: f.turns, Clock: f.clk}
+	if _, err := ctl.Resolve(ctx, id, seq, control.Resend); err != nil {
+		t.Fatal(err)
+	}
+	page, err := f.store.ListItems(ctx, store.ListItemsParams{JobID: id, Status: store.ItemPending})
+	if err != nil || len(page.Items) != 0 {
+		t.Fatalf("items left pending in a cancelled job: %+v %v", page.Items, err)
+	}
+	if c := f.status(t, id).Counts(); c.Pending != 0 || c.Abandoned != 1 || c.Submitted != 1 {
+		t.Fatalf("counts %+v, want the resent item abandoned", c)
+	}
+}
