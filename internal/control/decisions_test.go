@@ -559,6 +559,34 @@ func TestResolveDecisions(t *testing.T) {
 		}
 	})
 
+	// The shard may wait only for the resolved item: it is kicked when
+	// the job runs or was cancelled (its turn ends the shard), not while
+	// the job is paused (resume kicks it).
+	for _, tc := range []struct {
+		status store.JobStatus
+		kick   bool
+	}{{store.JobCancelled, true}, {store.JobPaused, false}} {
+		t.Run("delivered on a "+string(tc.status)+" job", func(t *testing.T) {
+			t.Parallel()
+			f := newRecorded(t)
+			id, items := f.runningJob(t, 2)
+			f.mark(t, id, review, items[0].Seq)
+			tp := store.TransitionJobParams{JobID: id, To: tc.status, At: f.clk.Now()}
+			if tc.status == store.JobPaused {
+				tp.PauseReason = store.PauseManual
+			}
+			if _, err := f.store.TransitionJob(ctx, tp); err != nil {
+				t.Fatal(err)
+			}
+			if it, err := f.ctl.Resolve(ctx, id, items[0].Seq, control.Delivered); err != nil || it.Status != store.ItemConfirmed {
+				t.Fatalf("delivered: %+v %v", it, err)
+			}
+			if got := f.turns.shards(); (len(got) == 1) != tc.kick {
+				t.Fatalf("kicked %v, want a kick: %v", got, tc.kick)
+			}
+		})
+	}
+
 	t.Run("resend on a cancelled job abandons", func(t *testing.T) {
 		t.Parallel()
 		f := newRecorded(t)
