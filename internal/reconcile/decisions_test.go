@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/qunfa/qunfa/internal/alert"
+	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/dispatch"
 	"github.com/qunfa/qunfa/internal/provider"
 	"github.com/qunfa/qunfa/internal/queue"
@@ -471,5 +472,77 @@ func TestSettlesEveryPage(t *testing.T) {
 	}
 	if rep.OldestSubmitted != 0 {
 		t.Fatalf("oldest submitted %v after settling all", rep.OldestSubmitted)
+	}
+}
+
+// TestPassStopsBeforeTheContextDeadline: a pass settles nothing once it is
+// within SafetyMargin (default 15 s) of its context's deadline — the
+// Lambda timeout — and settles as usual with time to spare.
+func TestPassStopsBeforeTheContextDeadline(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name     string
+		margin   time.Duration
+		deadline time.Duration // from now
+		settles  bool
+	}{
+		{"within the default margin", 0, 10 * time.Second, false},
+		{"within a set margin", 30 * time.Second, 20 * time.Second, false},
+		{"time to spare", 0, time.Minute, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			// A context's deadline is wall-clock time: the fake clock
+			// starts at the wall clock, and the deadline is set from it
+			// (in the real future, so the context is not done).
+			f.clk = clock.NewFake(time.Now())
+			f.rec.Clock = f.clk
+			id := f.job(t, 1, 2, 2, 0)
+			f.answering(id, func(int64) (provider.Status, error) { return provider.StatusDelivered, nil })
+			f.clk.Advance(2 * time.Minute)
+			f.rec.SafetyMargin = tt.margin
+			ctx, cancel := context.WithDeadline(context.Background(), f.clk.Now().Add(tt.deadline))
+			defer cancel()
+			rep, err := f.rec.Run(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if settled := rep.Confirmed == 2 && !rep.Stopped; settled != tt.settles || (!tt.settles && (rep.Confirmed != 0 || !rep.Stopped)) {
+				t.Fatalf("report %+v, want settled: %v", rep, tt.settles)
+			}
+		})
+	}
+}
+
+// TestNextPassResumesAtTheCursor: a pass that stops at its budget leaves
+// its cursor; the next pass starts there, not from the first page again
+// (whose items, still submitted after a failed look-up, would otherwise be
+// asked about again before the rest are reached).
+func TestNextPassResumesAtTheCursor(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	f.rec.PageSize, f.rec.PassBudget = 2, time.Second
+	id := f.job(t, 1, 4, 4, 0)
+	p, _ := f.answering(id, func(seq int64) (provider.Status, error) {
+		if seq <= 2 {
+			return "", errors.New("status endpoint down")
+		}
+		return provider.StatusDelivered, nil
+	})
+	var first sync.Once
+	p.before = func(int64) { first.Do(func() { f.clk.Advance(2 * time.Second) }) } // the first page uses up the budget
+	f.clk.Advance(2 * time.Minute)
+	rep, err := f.rec.Run(ctx)
+	if err != nil || !rep.Stopped || rep.Pages != 1 || rep.LookupFailed != 2 {
+		t.Fatalf("first pass: %+v %v", rep, err)
+	}
+	rep, err = f.rec.Run(ctx)
+	if err != nil || rep.Confirmed != 2 || rep.LookupFailed != 0 || rep.Stopped {
+		t.Fatalf("second pass: %+v %v, want the second page only", rep, err)
+	}
+	if p.times(1) != 1 || p.times(3) != 1 {
+		t.Fatalf("look-ups: item 1 %d, item 3 %d; want 1 each", p.times(1), p.times(3))
 	}
 }
