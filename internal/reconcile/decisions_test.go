@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -544,5 +545,113 @@ func TestNextPassResumesAtTheCursor(t *testing.T) {
 	}
 	if p.times(1) != 1 || p.times(3) != 1 {
 		t.Fatalf("look-ups: item 1 %d, item 3 %d; want 1 each", p.times(1), p.times(3))
+	}
+}
+
+// TestUnnamedReconcilersNeverOverlap: two reconcilers left without a
+// Holder (two Lambda instances) still hold the lease as two holders: the
+// second skips while the first works.
+func TestUnnamedReconcilersNeverOverlap(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	id := f.job(t, 1, 1, 1, 0)
+	p, _ := f.answering(id, func(int64) (provider.Status, error) { return provider.StatusDelivered, nil })
+	second := &reconcile.Reconciler{Store: f.store, Queue: f.rec.Queue, Provider: p, Clock: f.clk,
+		StaleAfter: time.Minute, SettleAfter: time.Minute, Log: f.rec.Log}
+	var inner reconcile.Report
+	var innerErr error
+	p.before = func(int64) { inner, innerErr = second.Run(context.Background()) }
+	f.clk.Advance(2 * time.Minute)
+	if _, err := f.rec.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if innerErr != nil || !inner.Skipped || p.times(1) != 1 {
+		t.Fatalf("second reconciler during the first's pass: %+v %v; item looked up %d times", inner, innerErr, p.times(1))
+	}
+}
+
+// records keeps the messages logged.
+type records struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, rec.Message)
+	return nil
+}
+func (r *records) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *records) WithGroup(string) slog.Handler      { return r }
+
+func countOf(msgs []string, msg string) int {
+	n := 0
+	for _, m := range msgs {
+		if m == msg {
+			n++
+		}
+	}
+	return n
+}
+
+// TestPassSummaryLogged: a pass that decided anything logs one summary
+// (whatever mix of decisions, which must not cancel out); an idle pass,
+// every minute of a quiet day, logs none.
+func TestPassSummaryLogged(t *testing.T) {
+	t.Parallel()
+	down := errors.New("status endpoint down")
+	for _, tt := range []struct {
+		name    string
+		answers []func() (provider.Status, error) // per claimed item
+		stale   bool
+		corrupt bool // counts differ from the items
+		want    int
+	}{
+		{"idle", nil, false, false, 0},
+		{"confirmed and re-pended", []func() (provider.Status, error){
+			func() (provider.Status, error) { return provider.StatusDelivered, nil },
+			func() (provider.Status, error) { return provider.StatusUnknown, nil }}, false, false, 1},
+		{"confirmed and under review", []func() (provider.Status, error){
+			func() (provider.Status, error) { return provider.StatusDelivered, nil },
+			func() (provider.Status, error) { return "", provider.ErrStatusUnsupported }}, false, false, 1},
+		{"under review and look-up failed", []func() (provider.Status, error){
+			func() (provider.Status, error) { return "", provider.ErrStatusUnsupported },
+			func() (provider.Status, error) { return "", down }}, false, false, 1},
+		{"confirmed and look-up failed", []func() (provider.Status, error){
+			func() (provider.Status, error) { return provider.StatusDelivered, nil },
+			func() (provider.Status, error) { return "", down }}, false, false, 1},
+		{"redriven only", nil, true, false, 1},
+		{"redriven and mismatched", nil, true, true, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			logs := &records{}
+			f.rec.Log = slog.New(logs)
+			id := f.job(t, 1, 3, len(tt.answers), 0)
+			f.answering(id, func(seq int64) (provider.Status, error) { return tt.answers[seq-1]() })
+			if tt.corrupt {
+				sh, err := f.store.GetShard(context.Background(), id, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := f.store.AddShardCounts(context.Background(), store.AddShardCountsParams{JobID: id, Index: 0, Epoch: sh.Epoch,
+					Delta: store.Counts{Pending: -1, Failed: 1}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !tt.stale {
+				f.rec.StaleAfter = 10 * time.Minute // nothing re-driven: the settle decisions alone
+			}
+			f.clk.Advance(5 * time.Minute)
+			if _, err := f.rec.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if n := countOf(logs.msgs, "reconciled"); n != tt.want {
+				t.Fatalf("%d summaries logged, want %d (%v)", n, tt.want, logs.msgs)
+			}
+		})
 	}
 }
