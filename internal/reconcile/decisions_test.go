@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -654,4 +655,79 @@ func TestPassSummaryLogged(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDefaults: a Reconciler left at its zero config looks up items
+// submitted 2 minutes ago, re-drives shards idle for 2 minutes, settles
+// for 90 s per pass, and holds its lease 5 minutes.
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	bare := func(f *fixture) *reconcile.Reconciler {
+		return &reconcile.Reconciler{Store: f.store, Queue: f.rec.Queue, Provider: f.rec.Provider, Clock: f.clk, Log: f.rec.Log}
+	}
+
+	t.Run("settle and stale after 2 minutes", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t)
+		id := f.job(t, 1, 2, 1, 0)
+		p, _ := f.answering(id, func(int64) (provider.Status, error) { return provider.StatusDelivered, nil })
+		r := bare(f)
+		f.clk.Advance(2*time.Minute - time.Second)
+		if rep, err := r.Run(ctx); err != nil || rep.Confirmed != 0 || rep.Redriven != 0 || p.times(1) != 0 {
+			t.Fatalf("a second before 2 minutes: %+v %v", rep, err)
+		}
+		f.clk.Advance(2 * time.Second)
+		if rep, err := r.Run(ctx); err != nil || rep.Confirmed != 1 || rep.Redriven != 1 {
+			t.Fatalf("after 2 minutes: %+v %v", rep, err)
+		}
+	})
+
+	t.Run("pass budget 90 s", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t)
+		id := f.job(t, 1, 3, 3, 0)
+		p, _ := f.answering(id, func(int64) (provider.Status, error) { return provider.StatusDelivered, nil })
+		p.before = func(int64) { f.clk.Advance(50 * time.Second) } // each look-up takes 50 s
+		r := bare(f)
+		r.PageSize = 1
+		f.clk.Advance(5 * time.Minute)
+		rep, err := r.Run(ctx)
+		if err != nil || rep.Pages != 2 || !rep.Stopped || rep.Confirmed != 2 {
+			t.Fatalf("pass: %+v %v, want 2 pages (50 s, 100 s) then a stop", rep, err)
+		}
+	})
+
+	t.Run("lease held 5 minutes", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t)
+		id := f.job(t, 1, 1, 1, 0)
+		p, _ := f.answering(id, func(int64) (provider.Status, error) { return provider.StatusDelivered, nil })
+		r := bare(f)
+		other := bare(f)
+		other.Holder = "other"
+		var during, after reconcile.Report
+		var fired atomic.Bool // not a sync.Once: the other pass's look-up comes back in here
+		p.before = func(int64) {
+			if !fired.CompareAndSwap(false, true) {
+				return
+			}
+			func() {
+				// A very long look-up: the lease still holds at 4:59 …
+				f.clk.Advance(5*time.Minute - time.Second)
+				during, _ = other.Run(ctx)
+				// … and no longer at 5:00, as if this pass had died.
+				f.clk.Advance(time.Second)
+				after, _ = other.Run(ctx)
+			}()
+		}
+		f.clk.Advance(5 * time.Minute)
+		// The other pass took the expired lease: this one cannot release it.
+		if _, err := r.Run(ctx); !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("release of a lease taken over: %v", err)
+		}
+		if !during.Skipped || after.Skipped {
+			t.Fatalf("another pass at 4:59 %+v, at 5:00 %+v; want skipped, then not", during, after)
+		}
+	})
 }
