@@ -274,7 +274,7 @@ func TestStaleAfterBoundary(t *testing.T) {
 	}
 	f.clk.Advance(2 * time.Second)
 	rep, err := f.rec.Run(ctx)
-	if err != nil || rep.Redriven != 2 {
+	if err != nil || rep.Redriven != 2 || rep.Pages != 0 {
 		t.Fatalf("after StaleAfter: %+v %v", rep, err)
 	}
 	if got := q.shards(); len(got) != 2 || got[0] != 1 || got[1] != 1 {
@@ -730,4 +730,34 @@ func TestDefaults(t *testing.T) {
 			t.Fatalf("another pass at 4:59 %+v, at 5:00 %+v; want skipped, then not", during, after)
 		}
 	})
+}
+
+// TestReviewItemsDoNotStopThePage: an item already under review is passed
+// over, and the items after it on the page are still settled.
+func TestReviewItemsDoNotStopThePage(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	id := f.job(t, 1, 2, 2, 0)
+	// The first pass: item 1 goes under review, item 2's look-up fails.
+	f.answering(id, func(seq int64) (provider.Status, error) {
+		if seq == 1 {
+			return "", provider.ErrStatusUnsupported
+		}
+		return "", errors.New("status endpoint down")
+	})
+	f.clk.Advance(2 * time.Minute)
+	if rep, err := f.rec.Run(ctx); err != nil || rep.UnderReview != 1 || rep.LookupFailed != 1 {
+		t.Fatalf("first pass: %+v %v", rep, err)
+	}
+	// Second pass: item 1 (under review, first on the page) is skipped,
+	// item 2 is confirmed.
+	f.answering(id, func(int64) (provider.Status, error) { return provider.StatusDelivered, nil })
+	rep, err := f.rec.Run(ctx)
+	if err != nil || rep.Confirmed != 1 {
+		t.Fatalf("second pass: %+v %v", rep, err)
+	}
+	if it := f.items(t, id); it[1].Status != store.ItemSubmitted || it[2].Status != store.ItemConfirmed {
+		t.Fatalf("items %s %s, want submitted (review) and confirmed", it[1].Status, it[2].Status)
+	}
 }
