@@ -761,3 +761,27 @@ func TestReviewItemsDoNotStopThePage(t *testing.T) {
 		t.Fatalf("items %s %s, want submitted (review) and confirmed", it[1].Status, it[2].Status)
 	}
 }
+
+// failFirstShard is a queue on which turns of shard 0 cannot be enqueued.
+type failFirstShard struct{ queue.Queue }
+
+func (q failFirstShard) Send(ctx context.Context, p queue.SendParams) (queue.SendResult, error) {
+	if t, err := dispatch.Decode(p.Body); err == nil && t.Shard == 0 {
+		return queue.SendResult{}, errors.New("queue unavailable")
+	}
+	return q.Queue.Send(ctx, p)
+}
+
+// TestRedriveGoesOnPastAFailedShard: a stale shard that cannot be
+// re-driven is reported, and the other stale shards are re-driven anyway.
+func TestRedriveGoesOnPastAFailedShard(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.job(t, 3, 1, 0, 0)
+	f.rec.Queue = failFirstShard{f.rec.Queue}
+	f.clk.Advance(5 * time.Minute)
+	rep, err := f.rec.Run(context.Background())
+	if err == nil || rep.Redriven != 2 {
+		t.Fatalf("pass: %+v %v, want an error and the 2 other shards re-driven", rep, err)
+	}
+}
