@@ -785,3 +785,51 @@ func TestRedriveGoesOnPastAFailedShard(t *testing.T) {
 		t.Fatalf("pass: %+v %v, want an error and the 2 other shards re-driven", rep, err)
 	}
 }
+
+// recountFails is a store whose recounts fail.
+type recountFails struct{ store.Store }
+
+func (recountFails) RecountShard(context.Context, string, int) (store.Shard, error) {
+	return store.Shard{}, errors.New("recount unavailable")
+}
+
+// TestCheckErrorsAreReported: a pass that cannot check a job's counts
+// says so (the next pass checks again) instead of reporting success.
+func TestCheckErrorsAreReported(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.job(t, 1, 1, 0, 0)
+	f.rec.Store = recountFails{f.store}
+	f.clk.Advance(5 * time.Minute)
+	if _, err := f.rec.Run(context.Background()); err == nil {
+		t.Fatal("a pass whose count check failed reported no error")
+	}
+}
+
+// TestDirtyShardDoesNotStopTheCheck: a shard a turn is folding (dirty) is
+// passed over, and the job's other shards are still checked.
+func TestDirtyShardDoesNotStopTheCheck(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	id := f.job(t, 2, 2, 0, 0)
+	if _, err := store.BeginOutsideTurn(ctx, f.store, id, 0); err != nil {
+		t.Fatal(err)
+	}
+	sh, err := f.store.GetShard(ctx, id, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.AddShardCounts(ctx, store.AddShardCountsParams{JobID: id, Index: 1, Epoch: sh.Epoch,
+		Delta: store.Counts{Pending: -1, Failed: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	f.clk.Advance(5 * time.Minute)
+	rep, err := f.rec.Run(ctx)
+	if err != nil || rep.Mismatches != 1 {
+		t.Fatalf("pass: %+v %v, want shard 1's mismatch found past dirty shard 0", rep, err)
+	}
+	if v := f.view(t, id); !v.Shards[0].Dirty {
+		t.Fatalf("the dirty shard was recounted under its turn: %+v", v.Shards[0])
+	}
+}
