@@ -41,12 +41,12 @@ mkdir -p "$out"
 short=-short
 
 # excludes_but DIR FILE: gremlins -E flags excluding every non-test Go file
-# of DIR except FILE.
+# of DIR except FILE (gremlins matches them against paths relative to DIR).
 excludes_but() {
 	local f
 	for f in "$1"/*.go; do
-		f=${f#./}
-		[[ $f == *_test.go || $(basename "$f") == "$2" ]] && continue
+		f=$(basename "$f")
+		[[ $f == *_test.go || $f == "$2" ]] && continue
 		printf -- '-E\n^%s$\n' "${f//./\\.}"
 	done
 }
