@@ -117,6 +117,14 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 30s); crashers land in
 	  echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
 	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; done
 
+# MUTATE: targets of tools/mutate/mutate.sh (default: all six, one after
+# another, one gremlins worker, niced). Not part of `make test`.
+MUTATE ?=
+
+.PHONY: mutate
+mutate: emulators ## Mutation testing (gremlins) of breaker, control, reconcile, sender and the stores' item code: make mutate [MUTATE="breaker control"]
+	tools/mutate/mutate.sh $(MUTATE)
+
 .PHONY: lint
 lint: ## go vet and gofmt check
 	$(GO) vet ./...

@@ -48,9 +48,7 @@ func (f fixture) runningJob(t *testing.T, n int) (string, []store.Item) {
 	if _, err := f.store.CreateJob(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.store.PutItems(ctx, store.PutItemsParams{JobID: p.Job.ID, Items: items}); err != nil {
-		t.Fatal(err)
-	}
+	f.putItems(t, p.Job.ID, items)
 	if _, err := f.store.TransitionJob(ctx, store.TransitionJobParams{JobID: p.Job.ID, To: store.JobRunning, At: f.clk.Now()}); err != nil {
 		t.Fatal(err)
 	}

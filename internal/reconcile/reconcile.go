@@ -337,7 +337,6 @@ func (r *Reconciler) lookUp(ctx context.Context, items []store.Item) []lookup {
 type jobState struct {
 	tenant    string
 	cancelled bool
-	budget    bool
 }
 
 // writePage records the outcomes of one page of look-ups, shard by shard.
@@ -352,7 +351,7 @@ func (r *Reconciler) writePage(ctx context.Context, rep *Report, touched map[str
 		if err != nil {
 			return jobState{}, fmt.Errorf("read job %s: %w", id, err)
 		}
-		st := jobState{tenant: v.Job.Tenant, cancelled: v.Job.Status == store.JobCancelled, budget: v.Job.Budget > 0}
+		st := jobState{tenant: v.Job.Tenant, cancelled: v.Job.Status == store.JobCancelled}
 		jobs[id] = st
 		return st, nil
 	}

@@ -298,12 +298,14 @@ func TestPassesNeverOverlap(t *testing.T) {
 	f.prov.hook = func(string) {
 		if first.CompareAndSwap(false, true) {
 			close(inside)
-			<-release
+			if !released(release) {
+				t.Error("the first pass's look-up was never released")
+			}
 		}
 	}
 	done := make(chan error, 1)
 	go func() { _, err := f.rec.Run(context.Background()); done <- err }()
-	<-inside
+	recv(t, inside, "the first pass's first look-up")
 	// Another process's reconciler on the same store.
 	second := &reconcile.Reconciler{Store: f.store, Queue: f.rec.Queue, Provider: f.prov, Clock: f.clk,
 		StaleAfter: time.Minute, SettleAfter: time.Minute, Holder: "other"}
@@ -312,7 +314,7 @@ func TestPassesNeverOverlap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := <-done; err != nil {
+	if err := recv(t, done, "the first pass"); err != nil {
 		t.Fatal(err)
 	}
 	if n := f.prov.totalCalls(); n != 3 {

@@ -86,7 +86,10 @@ func TestStartingJobWithoutPlanningIsRepairedOrFailed(t *testing.T) {
 	plans := func(run bool) int {
 		t.Helper()
 		n := 0
-		for {
+		for rounds := 0; ; rounds++ {
+			if rounds == 1000 {
+				t.Fatalf("planning messages keep coming: %d taken", n)
+			}
 			msgs, err := q.Receive(ctx, queue.ReceiveParams{Max: 10})
 			if err != nil {
 				t.Fatal(err)

@@ -36,7 +36,9 @@ func (g *gateProvider) Send(ctx context.Context, req provider.SendRequest) (prov
 		return g.Provider.Send(ctx, req)
 	}
 	close(g.entered)
-	<-g.release
+	if !released(g.release) {
+		return provider.SendResult{}, errors.New("gateProvider: the test never released the held call")
+	}
 	res := provider.SendResult{}
 	for range req.To {
 		res.Recipients = append(res.Recipients, provider.RecipientResult{Category: provider.RateLimited, Code: "45009", Message: "frequency limit"})
@@ -139,14 +141,16 @@ func TestBudgetRaceForTheLastUnits(t *testing.T) {
 				}
 				done(msgA, res)
 			}()
-			<-gate.entered
+			recv(t, gate.entered, "shard a's held call")
 
 			gaveBack := make(chan struct{})
 			hooks.afterGiveBack = func() { close(gaveBack) }
 			if tc.giveBackFirst {
 				hooks.beforePause = func() {
 					close(gate.release)
-					<-gaveBack
+					if !released(gaveBack) {
+						t.Error("shard a never gave its budget back")
+					}
 				}
 			}
 			// B reserves the other 5, sends them, and finds the budget used up.
@@ -161,7 +165,7 @@ func TestBudgetRaceForTheLastUnits(t *testing.T) {
 				}
 				close(gate.release)
 			}
-			<-aDone
+			recv(t, aDone, "shard a's turn")
 
 			v := p.driveUntil(clk, func(v store.JobView) bool {
 				c := v.Counts()

@@ -35,6 +35,16 @@ func fakePipeline(t *testing.T, cfg sender.Config) (*pipeline, *clock.Fake) {
 // event source would; it deletes the messages that are done.
 func (p *pipeline) step(ctx context.Context) []sender.Result {
 	p.t.Helper()
+	// A turn that never ends (a bug that sends the same items again and
+	// again within one turn, each send waiting out the provider's real
+	// response timeout, while the fake clock that would end the turn
+	// stands still) is cancelled after stepLimit and fails the test.
+	// Cancelled, not given a deadline: a turn plans to end before its
+	// context's deadline, and a wall-clock deadline must not shorten the
+	// fake-clock turns.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer time.AfterFunc(stepLimit, cancel).Stop()
 	msgs, err := p.queue.Receive(ctx, queue.ReceiveParams{Max: 10, VisibilityTimeout: 5 * time.Minute})
 	if err != nil {
 		p.t.Fatal(err)
@@ -42,6 +52,9 @@ func (p *pipeline) step(ctx context.Context) []sender.Result {
 	var out []sender.Result
 	for _, m := range msgs {
 		res, err := p.sender.HandleTurn(ctx, turnMessage(m))
+		if ctx.Err() != nil {
+			p.t.Fatalf("a turn did not end within %v (result %+v, err %v)", stepLimit, res, err)
+		}
 		if err != nil {
 			p.t.Fatalf("turn: %v", err)
 		}
@@ -55,11 +68,27 @@ func (p *pipeline) step(ctx context.Context) []sender.Result {
 	return out
 }
 
-// driveUntil steps the fake clock forward until cond holds.
+// driveLimit bounds a driveUntil in wall-clock time: a bug that keeps a
+// job from ever reaching the condition (items re-pended for ever, each
+// send waiting out the provider's real response timeout) fails the test
+// with what the job looked like, instead of hanging until go test's
+// 10-minute timeout.
+const driveLimit = time.Minute
+
+// stepLimit bounds one step (a receive and its turns) in wall-clock time.
+const stepLimit = 20 * time.Second
+
+// driveUntil steps the fake clock forward until cond holds, at most 2000
+// steps and driveLimit.
 func (p *pipeline) driveUntil(clk *clock.Fake, cond func(store.JobView) bool, jobID string) store.JobView {
 	p.t.Helper()
 	ctx := context.Background()
+	deadline := time.Now().Add(driveLimit)
 	for i := 0; i < 2000; i++ {
+		if time.Now().After(deadline) {
+			v, _ := p.store.GetJob(ctx, jobID)
+			p.t.Fatalf("condition not reached in %v (%d steps): status %s counts %+v", driveLimit, i, v.Job.Status, v.Counts())
+		}
 		p.step(ctx)
 		v, err := p.store.GetJob(ctx, jobID)
 		if err != nil {
@@ -617,7 +646,9 @@ func (h *holdingProvider) Send(ctx context.Context, req provider.SendRequest) (p
 	for _, to := range req.To {
 		if to == h.to {
 			h.heldOnce.Do(func() { close(h.held) })
-			<-h.release
+			if !released(h.release) {
+				return provider.SendResult{}, errors.New("holdingProvider: the test never released the held call")
+			}
 			return h.Provider.Send(ctx, req)
 		}
 	}
@@ -661,7 +692,7 @@ func TestSlowCallDoesNotStallTheShard(t *testing.T) {
 		res, err := p.sender.HandleTurn(ctx, msg)
 		out <- turnResult{res, err}
 	}()
-	<-hp.held
+	recv(t, hp.held, "the held call")
 	within(t, hp.answered, 4, "the batch's other calls") // then pass the straggler wait
 	clk.Advance(time.Second)
 	// The turn goes on without the held call: the other 15 are sent too.
@@ -672,7 +703,7 @@ func TestSlowCallDoesNotStallTheShard(t *testing.T) {
 	default:
 	}
 	close(hp.release)
-	r := <-out
+	r := recv(t, out, "the turn after its held call answered")
 	if r.err != nil || r.res.Disposition != sender.Done {
 		t.Fatalf("turn: %+v %v", r.res, r.err)
 	}

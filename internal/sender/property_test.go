@@ -152,7 +152,7 @@ func TestNoDuplicateSendsUnderFaults(t *testing.T) {
 							mu.Unlock()
 						}()
 					}
-					wg.Wait()
+					waitGroup(rt, &wg, "two concurrent turns of one message")
 				case "crash":
 					cs := &crashingStore{Store: p.store}
 					cs.left.Store(int64(rapid.IntRange(0, 12).Draw(rt, "crashAfter")))

@@ -169,7 +169,9 @@ func (h *hangProvider) Send(ctx context.Context, req provider.SendRequest) (prov
 	case h.startedCh <- struct{}{}:
 	default:
 	}
-	<-h.release
+	if !released(h.release) {
+		return provider.SendResult{}, errors.New("hangProvider: the test never released its calls")
+	}
 	return provider.SendResult{}, errors.New("response timeout")
 }
 
@@ -230,7 +232,7 @@ func callsWithoutAnswer(t *testing.T, p *pipeline, clk *clock.Fake) int64 {
 	}
 	n := hp.started.Load()
 	close(hp.release)
-	<-done
+	recv(t, done, "the turn after its calls were released")
 	return n
 }
 

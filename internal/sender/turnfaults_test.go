@@ -178,11 +178,11 @@ func TestFailedTurnRecordsItsRunningCalls(t *testing.T) {
 		_, err := s2.HandleTurn(ctx, msg)
 		out <- err
 	}()
-	<-hp.held
+	recv(t, hp.held, "the held call")
 	within(t, hp.answered, 4, "the batch's other calls")
 	fs.armed.Store(true) // the next batch's job read fails
 	clk.Advance(time.Second)
-	if err := <-out; !errors.Is(err, errJobRead) {
+	if err := recv(t, out, "the turn whose job read fails"); !errors.Is(err, errJobRead) {
 		t.Fatalf("turn error %v, want the injected one", err)
 	}
 	for _, it := range p.items(job.Job.ID) {
