@@ -127,6 +127,11 @@ type Store interface {
 	// breaker, whose LastAdvancedAt is before p.Before, across all jobs
 	// (with Before in the future: every such shard).
 	ListStaleShards(ctx context.Context, p ListStaleShardsParams) ([]ShardRef, error)
+	// ListDirtyShards lists shards in a final status (ShardFinal) that are
+	// Dirty, across all jobs, up to p.Limit: an outside change died between
+	// its item writes and its fold on a shard that gets no more turns. The
+	// reconciler recounts them and clears the mark.
+	ListDirtyShards(ctx context.Context, p ListDirtyShardsParams) ([]ShardRef, error)
 
 	// ClaimItems atomically moves up to p.Max due items of a shard (status
 	// pending, NextAttemptAt <= p.Now) to submitted, in seq order, setting
@@ -682,4 +687,9 @@ type TransitionShardParams struct {
 type ListStaleShardsParams struct {
 	Before time.Time
 	Limit  int
+}
+
+// ListDirtyShardsParams bounds a listing of dirty final shards.
+type ListDirtyShardsParams struct {
+	Limit int // 0 = adapter default (100)
 }

@@ -84,7 +84,7 @@ func TestOpsLimitsTheFaults(t *testing.T) {
 // reads are the methods of store.Store that change nothing: they pass
 // through. Every other method is a write and must be faulted.
 var reads = map[string]bool{
-	"GetJob": true, "GetJobRecord": true, "ListJobs": true, "GetShard": true, "ListStaleShards": true,
+	"GetJob": true, "GetJobRecord": true, "ListJobs": true, "GetShard": true, "ListStaleShards": true, "ListDirtyShards": true,
 	"ListItems": true, "ListSubmittedItems": true, "GetAccount": true, "ListAccounts": true,
 	"TenantForToken": true, "GetBreaker": true, "ListBreakers": true, "SuppressedAmong": true,
 	"ListSuppressions": true, "FrequencyCounts": true, "GetCampaign": true, "ListCampaigns": true,

@@ -106,3 +106,85 @@ func testImpossibleCountsRecounted(t *testing.T, s store.Store, _ Capabilities) 
 	}
 	checkRecounted(t, s, "AdvanceShard(impossible result)", adv, bt.Epoch)
 }
+
+// testListDirtyShards: ListDirtyShards finds the final shards left dirty
+// (marked by an outside change on a final shard, or made final while
+// dirty), and not the shards that are dirty while running; clearing the
+// mark (a fold with ClearDirty, a turn's end) takes a shard off the list.
+func testListDirtyShards(t *testing.T, s store.Store, _ Capabilities) {
+	ctx := ctxOf(t)
+	p, _ := runningJob(t, s, "tenant-a", 4, 2)
+	id := p.Job.ID
+	listed := func() map[int]bool {
+		t.Helper()
+		refs, err := s.ListDirtyShards(ctx, store.ListDirtyShardsParams{Limit: 1000})
+		if err != nil {
+			t.Fatalf("ListDirtyShards: %v", err)
+		}
+		out := map[int]bool{}
+		for _, r := range refs {
+			if r.JobID == id {
+				out[r.Index] = true
+			}
+		}
+		return out
+	}
+	transition := func(index int, to store.ShardStatus) {
+		t.Helper()
+		if _, err := s.TransitionShard(ctx, store.TransitionShardParams{JobID: id, Index: index, To: to, At: at(time.Second)}); err != nil {
+			t.Fatalf("TransitionShard(%d → %s): %v", index, to, err)
+		}
+	}
+	mark := func(index int) store.Shard {
+		t.Helper()
+		sh, err := s.MarkShardDirty(ctx, id, index)
+		if err != nil {
+			t.Fatalf("MarkShardDirty(%d): %v", index, err)
+		}
+		return sh
+	}
+	if got := listed(); len(got) != 0 {
+		t.Fatalf("clean running shards listed as dirty: %v", got)
+	}
+	before0 := mark(0) // dirty, then final
+	transition(0, store.ShardCompleted)
+	transition(1, store.ShardCancelled) // final, then dirty
+	mark(1)
+	mark(2)                             // dirty but running
+	transition(3, store.ShardCompleted) // final and clean
+	if got := listed(); !got[0] || !got[1] || got[2] || got[3] || len(got) != 2 {
+		t.Fatalf("listed %v, want shards 0 (made final while dirty) and 1 (marked while final) only", got)
+	}
+	if _, err := s.RecountShard(ctx, id, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := listed(); !got[1] {
+		t.Fatal("a recount took shard 1 off the list; only clearing the mark does")
+	}
+	if _, err := s.AddShardCounts(ctx, store.AddShardCountsParams{JobID: id, Index: 0, Epoch: before0.Epoch, ClearDirty: true}); err != nil {
+		t.Fatal(err)
+	}
+	sh1 := getShard(t, s, id, 1)
+	if _, err := s.BeginTurn(ctx, store.BeginTurnParams{JobID: id, Index: 1, Turn: sh1.Turn + 1, MessageID: "m", At: at(2 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := listed(); got[0] || !got[1] {
+		t.Fatalf("listed %v after shard 0's mark was cleared and a turn began on shard 1; want shard 1 only", got)
+	}
+	sh1 = getShard(t, s, id, 1)
+	if _, err := s.AdvanceShard(ctx, store.AdvanceShardParams{JobID: id, Index: 1, Turn: sh1.Turn, Epoch: sh1.Epoch, At: at(3 * time.Second), EndTurn: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := listed(); len(got) != 0 {
+		t.Fatalf("listed %v after every final shard's mark was cleared, want none", got)
+	}
+	stale, err := s.ListStaleShards(ctx, store.ListStaleShardsParams{Before: at(time.Hour), Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range stale {
+		if r.JobID == id && r.Index != 2 {
+			t.Fatalf("ListStaleShards lists final shard %d (a turn of a final shard ended)", r.Index)
+		}
+	}
+}
