@@ -424,3 +424,92 @@ func TestSettleWithLostAnswerLeavesTrueCounts(t *testing.T) {
 		t.Fatalf("counts %+v after the look-ups confirmed both items; want 2 confirmed", c)
 	}
 }
+
+// diesAfterSettle is a store whose process dies right after the settle's
+// item write is applied: every later call fails, so neither the fold nor
+// any repair runs.
+type diesAfterSettle struct {
+	store.Store
+	dead atomic.Bool
+}
+
+var errDied = errors.New("process died")
+
+func (d *diesAfterSettle) UpdateItems(ctx context.Context, p store.UpdateItemsParams) (store.UpdateItemsResult, error) {
+	if d.dead.Load() {
+		return store.UpdateItemsResult{}, errDied
+	}
+	res, err := d.Store.UpdateItems(ctx, p)
+	d.dead.Store(true)
+	return res, err
+}
+
+func (d *diesAfterSettle) AddShardCounts(ctx context.Context, p store.AddShardCountsParams) (store.Shard, error) {
+	if d.dead.Load() {
+		return store.Shard{}, errDied
+	}
+	return d.Store.AddShardCounts(ctx, p)
+}
+
+func (d *diesAfterSettle) RecountShard(ctx context.Context, id string, i int) (store.Shard, error) {
+	if d.dead.Load() {
+		return store.Shard{}, errDied
+	}
+	return d.Store.RecountShard(ctx, id, i)
+}
+
+func (d *diesAfterSettle) ReleaseLease(ctx context.Context, p store.ReleaseLeaseParams) error {
+	if d.dead.Load() {
+		return errDied
+	}
+	return d.Store.ReleaseLease(ctx, p)
+}
+
+// TestSweepRecountsDirtyFinalShards: a pass dies between the settle's
+// item write and its count fold, on the final shard of a cancelled job
+// (no more turns, and no submitted item left for the next pass to look
+// at). The shard is left dirty with counts that say "submitted"; the next
+// pass finds it, recounts it, clears the mark and reports the mismatch.
+func TestSweepRecountsDirtyFinalShards(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	id := f.job(t, 1, 3, 2, 0)
+	for seq := range int64(3) {
+		f.prov.delivered[sender.MessageKey(id, seq)] = true
+	}
+	if _, err := f.store.TransitionJob(ctx, store.TransitionJobParams{JobID: id, To: store.JobCancelled, At: f.clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.TransitionShard(ctx, store.TransitionShardParams{JobID: id, Index: 0, To: store.ShardCancelled, At: f.clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	f.clk.Advance(2 * time.Minute)
+	f.rec.Store = &diesAfterSettle{Store: f.store}
+	if _, err := f.rec.Run(ctx); !errors.Is(err, errDied) {
+		t.Fatalf("Run: %v, want the process's death", err)
+	}
+	sh := f.view(t, id).Shards[0]
+	if !sh.Dirty || sh.Counts.Submitted != 2 {
+		t.Fatalf("after the death: shard %+v, want dirty with 2 counted submitted (the items are confirmed)", sh)
+	}
+	// A new process; the dead one's lease expires.
+	f.clk.Advance(6 * time.Minute)
+	f.rec.Store = f.store
+	rep, err := f.rec.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh = f.view(t, id).Shards[0]
+	// The never-claimed item of the cancelled job is abandoned too.
+	if want := (store.Counts{Confirmed: 2, Abandoned: 1}); sh.Counts != want || sh.Dirty {
+		t.Fatalf("after the next pass: counts %+v dirty %v, want %+v and clean", sh.Counts, sh.Dirty, want)
+	}
+	if rep.Swept != 1 || rep.Mismatches != 1 || len(f.alerts.of(alert.CountsMismatch)) != 1 {
+		t.Fatalf("pass %+v, %d CountsMismatch alerts; want 1 shard swept, 1 mismatch reported", rep, len(f.alerts.of(alert.CountsMismatch)))
+	}
+	refs, err := f.store.ListDirtyShards(ctx, store.ListDirtyShardsParams{})
+	if err != nil || len(refs) != 0 {
+		t.Fatalf("dirty shards after the sweep: %v %v", refs, err)
+	}
+}
