@@ -21,7 +21,8 @@
 // counts not adding up to the shard's size): the adapter recounts instead.
 //
 // Count epochs keep deltas and recounts from being applied twice. Every
-// recount increments the shard's Epoch. A delta is folded only if the
+// recount increments the shard's Epoch, and so does every outside change's
+// dirty mark. A delta is folded only if the
 // caller's Epoch (the shard's epoch it read before its item operations) is
 // still the shard's; otherwise the delta is discarded and the counts are
 // recomputed from the items instead (Epoch + 1), because the recount that
@@ -117,8 +118,10 @@ type Store interface {
 	// MarkShardDirty marks a shard Dirty before a change made outside a
 	// turn writes its items, so a crash before the change's counts are
 	// folded is repaired by a recount (the next BeginTurn, or the
-	// reconciler). It returns the shard as it was before (its Dirty and
-	// Epoch tell FoldOutsideTurn what to do).
+	// reconciler), and starts its next count epoch (Epoch + 1), so that no
+	// fold computed before the mark adds a delta or clears the mark. It
+	// returns the shard as it was before (its Dirty and Epoch tell
+	// FoldOutsideTurn what to do).
 	MarkShardDirty(ctx context.Context, jobID string, index int) (Shard, error)
 	// TransitionShard changes a shard's status along ShardTransitionAllowed,
 	// like TransitionJob.

@@ -620,11 +620,12 @@ func (s *Store) ListStaleShards(ctx context.Context, p store.ListStaleShardsPara
 }
 
 // MarkShardDirty sets the shard's dirty flag (and, for a final shard, its
-// entry in the DIRTY partition of the running index) on condition the shard
-// version is unchanged, and returns the record as it was. The version moves
-// too: a compare-and-swap that read the shard before the mark (a turn's
-// EndTurn, another change's fold clearing its own mark) fails and reads it
-// again, instead of clearing this mark blind. A retry of it after a lost
+// entry in the DIRTY partition of the running index) and starts its next
+// count epoch, on condition the shard version is unchanged, and returns the
+// record as it was. The version moves too: a compare-and-swap that read the
+// shard before the mark (a turn's EndTurn, another change's fold clearing
+// its own mark) fails and reads it again, instead of clearing this mark
+// blind. A retry of it after a lost
 // answer finds the shard already dirty, which only makes the caller
 // recount instead of folding: safe.
 func (s *Store) MarkShardDirty(ctx context.Context, jobID string, index int) (store.Shard, error) {
@@ -641,6 +642,7 @@ func (s *Store) MarkShardDirty(ctx context.Context, jobID string, index int) (st
 		sh := shardFrom(rec)
 		u := newUpdate()
 		u.Set("dirty", attrBool(true))
+		u.Set("epoch", attrN(sh.Epoch+1))
 		if store.ShardFinal(sh.Status) {
 			u.g2For(sh.Status, sh.PauseReason, true, getN(rec, "lastAdv"), jobID, index)
 		}

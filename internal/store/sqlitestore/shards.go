@@ -329,7 +329,8 @@ WHERE s.dirty = 1 AND s.status IN ('completed', 'failed', 'cancelled') ORDER BY 
 	return out, err
 }
 
-// MarkShardDirty sets a shard's Dirty flag and returns it as it was.
+// MarkShardDirty sets a shard's Dirty flag, starts its next count epoch
+// and returns it as it was.
 func (s *Store) MarkShardDirty(ctx context.Context, jobID string, index int) (store.Shard, error) {
 	var out store.Shard
 	err := s.write(ctx, func(tx *sql.Tx) error {
@@ -338,10 +339,8 @@ func (s *Store) MarkShardDirty(ctx context.Context, jobID string, index int) (st
 			return fmt.Errorf("mark shard dirty: %w", err)
 		}
 		out = sh
-		if sh.Dirty {
-			return nil
-		}
 		sh.Dirty = true
+		sh.Epoch++
 		return s.saveShard(ctx, tx, no, sh)
 	})
 	return out, err
