@@ -554,7 +554,11 @@ func (s *Store) TransitionShard(ctx context.Context, p store.TransitionShardPara
 		// shard out of the DIRTY partition).
 		u.values[":from"] = attrS(string(cur))
 		u.values[":dirty"] = attrBool(getBool(rec, "dirty"))
-		out, err := s.updateItem(ctx, u.input(p.JobID, p.Index, u.name("status")+" = :from AND dirty = :dirty"))
+		cond := u.name("status") + " = :from AND dirty = :dirty"
+		if !getBool(rec, "dirty") {
+			cond = u.name("status") + " = :from AND (attribute_not_exists(dirty) OR dirty = :dirty)"
+		}
+		out, err := s.updateItem(ctx, u.input(p.JobID, p.Index, cond))
 		if isConditionFailed(err) {
 			continue
 		}
