@@ -557,8 +557,15 @@ func (r *run) resolveUnderReview(ctx context.Context) {
 }
 
 // settled reports whether the run may stop: every job final or paused,
-// with nothing left submitted, and nothing pending unless paused.
-func (r *run) settled(ctx context.Context) bool {
+// with nothing left submitted, nothing pending unless paused, and no shard
+// dirty. A dirty shard's counts are not to be trusted yet: a turn that
+// died (its message comes back) or an outside change that died (the
+// reconciler's sweep of final shards) has yet to be repaired. A shard of a
+// paused job may stay dirty (its next turn, at resume, recounts it):
+// pausedDirty reports that only such shards are left, for the caller to
+// accept once they have stayed so for a while, leaving the judge to check
+// their counts.
+func (r *run) settled(ctx context.Context) (ok, pausedDirty bool) {
 	for _, j := range r.jobs {
 		v, err := r.inner.GetJob(ctx, j.Job.ID)
 		if err != nil {
@@ -570,18 +577,19 @@ func (r *run) settled(ctx context.Context) bool {
 		// next turns, which may still be on their way.
 		c := v.Counts()
 		if c.Submitted > 0 || c.Pending > 0 && v.Job.Status != store.JobPaused || !store.JobFinal(v.Job.Status) && v.Job.Status != store.JobPaused {
-			return false
+			return false, false
 		}
-		// A dirty shard's counts are not to be trusted yet: a turn that
-		// died (its message comes back) or an outside change that died
-		// (the reconciler's sweep) has yet to be repaired.
 		for _, sh := range v.Shards {
-			if sh.Dirty {
-				return false
+			switch {
+			case !sh.Dirty:
+			case v.Job.Status == store.JobPaused:
+				pausedDirty = true
+			default:
+				return false, false
 			}
 		}
 	}
-	return true
+	return !pausedDirty, pausedDirty
 }
 
 // deliveries reads the mock's log: message key → number of deliveries.
@@ -719,6 +727,16 @@ func (r *run) judge(ctx context.Context, settledAfterHeal bool) []string {
 	}
 	if !settledAfterHeal {
 		fail("the run did not settle within the bound after the heal")
+		for _, j := range r.jobs {
+			v, err := r.inner.GetJob(ctx, j.Job.ID)
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			fail("  job %s %s (%s) counts %+v", j.Job.ID, v.Job.Status, v.Job.PauseReason, v.Counts())
+			for _, sh := range v.Shards {
+				fail("    shard %d %s %s turn %d counts %+v dirty %v epoch %d", sh.Index, sh.Status, sh.PauseReason, sh.Turn, sh.Counts, sh.Dirty, sh.Epoch)
+			}
+		}
 	}
 	return bad
 }
@@ -757,11 +775,27 @@ func chaosRun(t *testing.T, seed uint64, open backend) {
 		r.step(ctx, i, workers)
 	}
 	r.heal(ctx)
-	settled := false
+	// pausedDirtyFor: steps to wait on shards of paused jobs left dirty
+	// (3 fake minutes: past a dead turn's message coming back).
+	const pausedDirtyFor = 36
+	settled, pausedDirtySince := false, -1
 	for i := range bound {
 		r.step(ctx, healAt+i, workers)
-		if i%4 == 3 && r.settled(ctx) {
+		if i%4 != 3 {
+			continue
+		}
+		ok, pausedDirty := r.settled(ctx)
+		switch {
+		case ok:
 			settled = true
+		case !pausedDirty:
+			pausedDirtySince = -1
+		case pausedDirtySince < 0:
+			pausedDirtySince = i
+		case i-pausedDirtySince >= pausedDirtyFor:
+			settled = true
+		}
+		if settled {
 			break
 		}
 	}
