@@ -497,8 +497,11 @@ func (r *Reconciler) kick(ctx context.Context, jobID string, index int) (bool, e
 	}
 	sh := view.Shards[index]
 	if view.Job.Status == store.JobCompleted || view.Job.Status == store.JobPartial || view.Job.Status == store.JobFailed {
-		// Settled items re-opened a finished shard: run it again.
-		if sh.Counts.Pending == 0 {
+		// Settled items re-opened a finished shard, or a change that
+		// reopens the shard and then the job (a redrive) died between the
+		// two, leaving a running shard in a finished job: run it again
+		// (its turn recounts it and finishes it, and the job).
+		if sh.Counts.Pending == 0 && sh.Status != store.ShardRunning {
 			return false, nil
 		}
 		if _, err := r.Store.TransitionJob(ctx, store.TransitionJobParams{JobID: jobID, To: store.JobRunning, At: r.Clock.Now()}); err != nil && !errors.Is(err, store.ErrInvalidTransition) {

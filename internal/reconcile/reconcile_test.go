@@ -14,6 +14,7 @@ import (
 
 	"github.com/qunfa/qunfa/internal/alert"
 	"github.com/qunfa/qunfa/internal/clock"
+	"github.com/qunfa/qunfa/internal/control"
 	"github.com/qunfa/qunfa/internal/provider"
 	"github.com/qunfa/qunfa/internal/queue/sqlitequeue"
 	"github.com/qunfa/qunfa/internal/reconcile"
@@ -511,5 +512,68 @@ func TestSweepRecountsDirtyFinalShards(t *testing.T) {
 	refs, err := f.store.ListDirtyShards(ctx, store.ListDirtyShardsParams{})
 	if err != nil || len(refs) != 0 {
 		t.Fatalf("dirty shards after the sweep: %v %v", refs, err)
+	}
+}
+
+// jobReopenFails is a store whose job transitions fail, as a redrive's
+// "reopen job" did after it had reopened the shard.
+type jobReopenFails struct{ store.Store }
+
+func (jobReopenFails) TransitionJob(context.Context, store.TransitionJobParams) (store.Job, error) {
+	return store.Job{}, errors.New("store unavailable")
+}
+
+// TestRunningShardOfFinishedJobRunsAgain (found by the chaos suite, seed
+// 11001068): a redrive reopens the finished shard, then fails to reopen
+// the job, before any item moved. The job stays partial with a running,
+// dirty shard that nothing re-drove; the reconciler runs it again, and
+// its turn finishes it (and the job) with true counts.
+func TestRunningShardOfFinishedJobRunsAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	id := f.job(t, 1, 2, 0, 0)
+	fail := func(seq int64) store.ItemUpdate {
+		return store.ItemUpdate{Seq: seq, From: store.ItemPending, To: store.ItemFailed, Error: &store.ItemError{Category: store.CategoryPermanent}}
+	}
+	sh, err := store.BeginOutsideTurn(ctx, f.store, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := f.store.ListItems(ctx, store.ListItemsParams{JobID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ups []store.ItemUpdate
+	for _, it := range page.Items {
+		ups = append(ups, fail(it.Seq))
+	}
+	res, err := f.store.UpdateItems(ctx, store.UpdateItemsParams{JobID: id, Index: 0, Updates: ups, At: f.clk.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.FoldOutsideTurn(ctx, f.store, sh, res.Delta, res.FailuresDelta); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.TransitionShard(ctx, store.TransitionShardParams{JobID: id, Index: 0, To: store.ShardFailed, At: f.clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.TransitionJob(ctx, store.TransitionJobParams{JobID: id, To: store.JobFailed, At: f.clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	c := &control.Controller{Store: jobReopenFails{f.store}, Queue: f.rec.Queue, Clock: f.clk}
+	if _, err := c.Redrive(ctx, id, store.CategoryPermanent); err == nil {
+		t.Fatal("redrive: no error although the job could not be reopened")
+	}
+	if v := f.view(t, id); v.Shards[0].Status != store.ShardRunning || v.Job.Status != store.JobFailed {
+		t.Fatalf("after the failed redrive: job %s shard %s, want failed and running", v.Job.Status, v.Shards[0].Status)
+	}
+	f.clk.Advance(2 * time.Minute) // the reopened shard is stale
+	rep, err := f.rec.Run(ctx)
+	if err != nil || rep.Redriven != 1 {
+		t.Fatalf("Run: %+v %v; want the running shard of the finished job re-driven", rep, err)
+	}
+	if st := f.view(t, id).Job.Status; st != store.JobRunning {
+		t.Fatalf("job %s after the pass, want running again (its shard's turn finishes it)", st)
 	}
 }
