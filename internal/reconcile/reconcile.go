@@ -563,12 +563,19 @@ func (r *Reconciler) sweepShard(ctx context.Context, rep *Report, ref store.Shar
 	if err != nil {
 		return fmt.Errorf("recount dirty shard %s/%d: %w", ref.JobID, ref.Index, err)
 	}
-	cleared, err := r.Store.AddShardCounts(ctx, store.AddShardCountsParams{JobID: ref.JobID, Index: ref.Index, Epoch: rc.Epoch, ClearDirty: true})
-	if err != nil {
-		return fmt.Errorf("clear the mark of dirty shard %s/%d: %w", ref.JobID, ref.Index, err)
-	}
-	if !cleared.Dirty {
-		rep.Swept++
+	// The mark is cleared only when no item is left pending or submitted:
+	// a turn may still be at work on the shard (a final shard gets turns
+	// that abandon its pending items or record calls still running), and
+	// with nothing left to move, nothing it could write is missing from
+	// the recount. Otherwise the mark stays for a later pass.
+	if rc.Counts.Pending == 0 && rc.Counts.Submitted == 0 {
+		cleared, err := r.Store.AddShardCounts(ctx, store.AddShardCountsParams{JobID: ref.JobID, Index: ref.Index, Epoch: rc.Epoch, ClearDirty: true})
+		if err != nil {
+			return fmt.Errorf("clear the mark of dirty shard %s/%d: %w", ref.JobID, ref.Index, err)
+		}
+		if !cleared.Dirty {
+			rep.Swept++
+		}
 	}
 	if rc.Epoch == sh.Epoch+1 && rc.Counts != sh.Counts {
 		r.mismatch(ctx, rep, view, sh, rc)
