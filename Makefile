@@ -81,15 +81,18 @@ test-aws: emulators ## Run every process-level test (e2e) on qunfa dev --backend
 	QUNFA_E2E_BACKEND=aws $(GO) test -count=1 -timeout 30m ./e2e/
 
 # The chaos suite (docs/operations.md, "The chaos suite"): CHAOS_RUNS
-# randomized seeded runs of the whole pipeline under faults (a random
-# first seed, printed; QUNFA_CHAOS_BASE=<n> repeats a batch,
-# QUNFA_CHAOS_SEED=<n> one run), then the 20-kill process test. `make
-# test` runs a short version (40 runs).
+# randomized seeded runs of the whole pipeline under faults on SQLite (a
+# random first seed, printed; QUNFA_CHAOS_BASE=<n> repeats a batch,
+# QUNFA_CHAOS_SEED=<n> one run), CHAOS_DYNAMODB_RUNS on DynamoDB (dynalite)
+# and SQS (fauxqs), then the 20-kill process test. `make test` runs a short
+# version (40 runs on SQLite, 6 on the emulators).
 CHAOS_RUNS ?= 500
+CHAOS_DYNAMODB_RUNS ?= 100
 
 .PHONY: chaos
-chaos: emulators ## Chaos suite: 500 randomized seeded runs under faults, then qunfa dev killed 20 times
+chaos: emulators ## Chaos suite: 500 randomized seeded runs under faults on SQLite, 100 on DynamoDB + SQS emulators, then qunfa dev killed 20 times
 	QUNFA_CHAOS_RUNS=$(CHAOS_RUNS) $(GO) test -count=1 -timeout 30m -run 'TestChaos$$' ./internal/chaos/
+	QUNFA_CHAOS_RUNS=$(CHAOS_DYNAMODB_RUNS) $(GO) test -count=1 -timeout 30m -run 'TestChaosDynamoDB$$' ./internal/chaos/
 	$(GO) test -count=1 -timeout 10m -run 'TestChaosKills$$' -v ./e2e/
 
 .PHONY: test-race

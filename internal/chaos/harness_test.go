@@ -41,17 +41,26 @@ const tenant = "chaos"
 
 var t0 = time.Date(2026, 4, 1, 8, 0, 0, 0, time.UTC)
 
-// backend opens the store and queue of one run (SQLite, or DynamoDB on
-// dynalite); both read the run's fake clock where they keep time.
-type backend func(t *testing.T, dir string, clk clock.Sleeper) store.Store
+// backend opens the store and queue of one run: SQLite and the embedded
+// queue, or DynamoDB on dynalite and SQS on fauxqs (dynamodb_test.go).
+// Both keep time on the run's fake clock.
+type backend func(t *testing.T, dir string, clk *clock.Fake) (store.Store, queue.Queue)
 
-func sqliteBackend(t *testing.T, dir string, _ clock.Sleeper) store.Store {
-	st, err := sqlitestore.Open(context.Background(), filepath.Join(dir, "store.db"))
+func sqliteBackend(t *testing.T, dir string, clk *clock.Fake) (store.Store, queue.Queue) {
+	ctx := context.Background()
+	st, err := sqlitestore.Open(ctx, filepath.Join(dir, "store.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	return st
+	q, err := sqlitequeue.Open(ctx, filepath.Join(dir, "queue.db"), sqlitequeue.Options{
+		Name: "work", DeadLetter: "work-dlq", MaxReceiveCount: 1000, Clock: clk,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	return st, q
 }
 
 // run is one chaos run: the pipeline, its faults and what the judge needs.
@@ -129,15 +138,10 @@ func newRun(t *testing.T, seed uint64, open backend) *run {
 	if os.Getenv("QUNFA_TEST_LOG") != "" {
 		r.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	r.inner = open(t, dir, r.clk)
-	q, err := sqlitequeue.Open(ctx, filepath.Join(dir, "queue.db"), sqlitequeue.Options{
-		Name: "work", DeadLetter: "work-dlq", MaxReceiveCount: 1000, Clock: r.clk,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { q.Close() })
+	var q queue.Queue
+	r.inner, q = open(t, dir, r.clk)
 	r.logPath = filepath.Join(dir, "deliveries.jsonl")
+	var err error
 	r.mock, err = mockprovider.New(mockprovider.Config{LogPath: r.logPath, Clock: r.clk, Logger: r.log,
 		Rand: rand.NewPCG(seed, seed^0x3a3a)})
 	if err != nil {
@@ -188,6 +192,11 @@ func newRun(t *testing.T, seed uint64, open backend) *run {
 		rate := r.between(20, 500)
 		a := store.Account{Tenant: tenant, ID: id, RatePerSec: rate, Burst: rate,
 			MaxRecipientsPerCall: []int{1, 1, 3}[r.intn(3)]}
+		if r.chance(0.3) {
+			// Recipients are shared across jobs (user-0, user-1, …): a cap
+			// abandons some items (frequency_capped), charged atomically.
+			a.FrequencyCap = store.FrequencyCap{Max: 1 + r.intn(2), WindowSec: 3600}
+		}
 		if r.chance(0.3) {
 			a.Breaker = store.BreakerConfig{ConsecutiveFailures: 3 + r.intn(8), CooldownSec: 5 + r.intn(30),
 				FailureRate: 0.5, MinSamples: 20}
@@ -364,6 +373,26 @@ func (c *crashingStore) TransitionShard(ctx context.Context, p store.TransitionS
 	return crashCall(c, func() (store.Shard, error) { return c.Store.TransitionShard(ctx, p) })
 }
 
+func (c *crashingStore) ChargeFrequency(ctx context.Context, p store.ChargeFrequencyParams) (store.ChargeFrequencyResult, error) {
+	return crashCall(c, func() (store.ChargeFrequencyResult, error) { return c.Store.ChargeFrequency(ctx, p) })
+}
+
+func (c *crashingStore) TransitionJob(ctx context.Context, p store.TransitionJobParams) (store.Job, error) {
+	return crashCall(c, func() (store.Job, error) { return c.Store.TransitionJob(ctx, p) })
+}
+
+func (c *crashingStore) MarkShardDirty(ctx context.Context, id string, i int) (store.Shard, error) {
+	return crashCall(c, func() (store.Shard, error) { return c.Store.MarkShardDirty(ctx, id, i) })
+}
+
+func (c *crashingStore) AddShardCounts(ctx context.Context, p store.AddShardCountsParams) (store.Shard, error) {
+	return crashCall(c, func() (store.Shard, error) { return c.Store.AddShardCounts(ctx, p) })
+}
+
+func (c *crashingStore) GetJob(ctx context.Context, id string) (store.JobView, error) {
+	return crashCall(c, func() (store.JobView, error) { return c.Store.GetJob(ctx, id) })
+}
+
 func (c *crashingStore) RecountShard(ctx context.Context, id string, i int) (store.Shard, error) {
 	return crashCall(c, func() (store.Shard, error) { return c.Store.RecountShard(ctx, id, i) })
 }
@@ -528,8 +557,15 @@ func (r *run) resolveUnderReview(ctx context.Context) {
 }
 
 // settled reports whether the run may stop: every job final or paused,
-// with nothing left submitted, and nothing pending unless paused.
-func (r *run) settled(ctx context.Context) bool {
+// with nothing left submitted, nothing pending unless paused, and no shard
+// dirty. A dirty shard's counts are not to be trusted yet: a turn that
+// died (its message comes back) or an outside change that died (the
+// reconciler's sweep of final shards) has yet to be repaired. A shard of a
+// paused job may stay dirty (its next turn, at resume, recounts it):
+// pausedDirty reports that only such shards are left, for the caller to
+// accept once they have stayed so for a while, leaving the judge to check
+// their counts.
+func (r *run) settled(ctx context.Context) (ok, pausedDirty bool) {
 	for _, j := range r.jobs {
 		v, err := r.inner.GetJob(ctx, j.Job.ID)
 		if err != nil {
@@ -541,10 +577,19 @@ func (r *run) settled(ctx context.Context) bool {
 		// next turns, which may still be on their way.
 		c := v.Counts()
 		if c.Submitted > 0 || c.Pending > 0 && v.Job.Status != store.JobPaused || !store.JobFinal(v.Job.Status) && v.Job.Status != store.JobPaused {
-			return false
+			return false, false
+		}
+		for _, sh := range v.Shards {
+			switch {
+			case !sh.Dirty:
+			case v.Job.Status == store.JobPaused:
+				pausedDirty = true
+			default:
+				return false, false
+			}
 		}
 	}
-	return true
+	return !pausedDirty, pausedDirty
 }
 
 // deliveries reads the mock's log: message key → number of deliveries.
@@ -682,6 +727,16 @@ func (r *run) judge(ctx context.Context, settledAfterHeal bool) []string {
 	}
 	if !settledAfterHeal {
 		fail("the run did not settle within the bound after the heal")
+		for _, j := range r.jobs {
+			v, err := r.inner.GetJob(ctx, j.Job.ID)
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			fail("  job %s %s (%s) counts %+v", j.Job.ID, v.Job.Status, v.Job.PauseReason, v.Counts())
+			for _, sh := range v.Shards {
+				fail("    shard %d %s %s turn %d counts %+v dirty %v epoch %d", sh.Index, sh.Status, sh.PauseReason, sh.Turn, sh.Counts, sh.Dirty, sh.Epoch)
+			}
+		}
 	}
 	return bad
 }
@@ -720,11 +775,27 @@ func chaosRun(t *testing.T, seed uint64, open backend) {
 		r.step(ctx, i, workers)
 	}
 	r.heal(ctx)
-	settled := false
+	// pausedDirtyFor: steps to wait on shards of paused jobs left dirty
+	// (3 fake minutes: past a dead turn's message coming back).
+	const pausedDirtyFor = 36
+	settled, pausedDirtySince := false, -1
 	for i := range bound {
 		r.step(ctx, healAt+i, workers)
-		if i%4 == 3 && r.settled(ctx) {
+		if i%4 != 3 {
+			continue
+		}
+		ok, pausedDirty := r.settled(ctx)
+		switch {
+		case ok:
 			settled = true
+		case !pausedDirty:
+			pausedDirtySince = -1
+		case pausedDirtySince < 0:
+			pausedDirtySince = i
+		case i-pausedDirtySince >= pausedDirtyFor:
+			settled = true
+		}
+		if settled {
 			break
 		}
 	}

@@ -7,7 +7,9 @@
 // operator. An item is never resent without that answer.
 //
 // A pass is bounded: it holds a lease in the store (passes never overlap),
-// re-drives stale shards first (whatever settling does), then settles
+// re-drives stale shards first (whatever settling does), recounts the
+// final shards left dirty (an outside change died between its item writes
+// and its fold, on a shard that gets no more turns), then settles
 // submitted items page by page — the look-ups of a page run in parallel
 // under a cap, shared round-robin across jobs, and each page's results are
 // written before the next page is read — and stops before its deadline,
@@ -90,6 +92,9 @@ type Reconciler struct {
 	SettleAfter time.Duration
 	// PageSize is how many submitted items a page lists (default 200).
 	PageSize int
+	// DirtyPerPass bounds how many dirty final shards a pass recounts
+	// (default 100); the rest wait for the next pass.
+	DirtyPerPass int
 	// Lookups is how many status look-ups run at once (default 64: with
 	// 200 ms look-ups, 320 a second).
 	Lookups int
@@ -127,6 +132,7 @@ type Report struct {
 	UnderReview  int  // submitted items without a status look-up
 	LookupFailed int  // look-ups that failed (retried next pass)
 	Redriven     int  // shards re-driven
+	Swept        int  // dirty final shards recounted and their mark cleared
 	Mismatches   int  // shards whose counts differed from their items (recounted)
 	Pages        int  // pages of submitted items settled
 	Stopped      bool // the pass stopped at its deadline; the next resumes
@@ -171,6 +177,7 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 	// Stale shards first: re-driving is cheap and must not wait for a
 	// settle that cannot finish.
 	errRedrive := r.redrive(ctx, &rep, touched)
+	errSweep := r.sweepDirty(ctx, &rep, touched)
 	next, errSettle := r.settle(ctx, &rep, touched, cursor, stopAt)
 	if errSettle == nil {
 		cursor = next
@@ -186,13 +193,13 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 	if errRelease != nil {
 		errRelease = fmt.Errorf("release the reconciler lease: %w", errRelease)
 	}
-	if rep.Confirmed+rep.Repended+rep.UnderReview+rep.Redriven+rep.Mismatches+rep.LookupFailed > 0 || rep.Stopped {
+	if rep.Confirmed+rep.Repended+rep.UnderReview+rep.Redriven+rep.Swept+rep.Mismatches+rep.LookupFailed > 0 || rep.Stopped {
 		r.log().Info("reconciled", slog.Int("confirmed", rep.Confirmed), slog.Int("repended", rep.Repended),
 			slog.Int("under_review", rep.UnderReview), slog.Int("lookup_failed", rep.LookupFailed), slog.Int("redriven", rep.Redriven),
-			slog.Int("mismatches", rep.Mismatches), slog.Int("pages", rep.Pages), slog.Bool("stopped", rep.Stopped),
+			slog.Int("swept", rep.Swept), slog.Int("mismatches", rep.Mismatches), slog.Int("pages", rep.Pages), slog.Bool("stopped", rep.Stopped),
 			slog.Duration("oldest_submitted", rep.OldestSubmitted))
 	}
-	return rep, errors.Join(errRedrive, errSettle, errCheck, errExpire, errPlans, errRetain, errRelease)
+	return rep, errors.Join(errRedrive, errSweep, errSettle, errCheck, errExpire, errPlans, errRetain, errRelease)
 }
 
 func (r *Reconciler) holderName() string {
@@ -561,8 +568,11 @@ func (r *Reconciler) kick(ctx context.Context, jobID string, index int) (bool, t
 func (r *Reconciler) kickShard(ctx context.Context, view store.JobView, sh store.Shard) (bool, error) {
 	jobID, index := view.Job.ID, sh.Index
 	if view.Job.Status == store.JobCompleted || view.Job.Status == store.JobPartial || view.Job.Status == store.JobFailed {
-		// Settled items re-opened a finished shard: run it again.
-		if sh.Counts.Pending == 0 {
+		// Settled items re-opened a finished shard, or a change that
+		// reopens the shard and then the job (a redrive) died between the
+		// two, leaving a running shard in a finished job: run it again
+		// (its turn recounts it and finishes it, and the job).
+		if sh.Counts.Pending == 0 && sh.Status != store.ShardRunning {
 			return false, nil
 		}
 		if _, err := r.Store.TransitionJob(ctx, store.TransitionJobParams{JobID: jobID, To: store.JobRunning, At: r.Clock.Now()}); err != nil && !errors.Is(err, store.ErrInvalidTransition) {
@@ -583,6 +593,81 @@ func (r *Reconciler) kickShard(ctx context.Context, view store.JobView, sh store
 		return false, nil
 	}
 	return true, dispatch.Send(ctx, r.Queue, dispatch.Turn{JobID: jobID, Shard: index, Turn: sh.Turn + 1})
+}
+
+// sweepDirty recounts the final shards left dirty — a change made outside
+// a turn (a settle, redrive, resolve or cancel) died between its item
+// writes and its fold, on a shard that gets no more turns — and clears
+// their mark, at most DirtyPerPass of them. A shard whose counts were
+// wrong is reported (CountsMismatch); one left with pending items is
+// handed to sender.Repended (abandoned if its job was cancelled, run
+// again if it finished).
+func (r *Reconciler) sweepDirty(ctx context.Context, rep *Report, touched map[string]bool) error {
+	refs, err := r.Store.ListDirtyShards(ctx, store.ListDirtyShardsParams{Limit: intOr(r.DirtyPerPass, 100)})
+	if err != nil {
+		return fmt.Errorf("list dirty shards: %w", err)
+	}
+	var errs []error
+	for _, ref := range refs {
+		if err := r.sweepShard(ctx, rep, ref); err != nil {
+			errs = append(errs, err) // one shard's trouble must not stop the others
+			continue
+		}
+		touched[ref.JobID] = true
+	}
+	return errors.Join(errs...)
+}
+
+// sweepShard recounts one dirty final shard and clears its mark, on
+// condition nothing folded or recounted it meanwhile (the fold is at the
+// recount's epoch; otherwise the mark stays for the next pass).
+func (r *Reconciler) sweepShard(ctx context.Context, rep *Report, ref store.ShardRef) error {
+	view, err := r.Store.GetJob(ctx, ref.JobID)
+	if err != nil {
+		return fmt.Errorf("read job %s: %w", ref.JobID, err)
+	}
+	if ref.Index >= len(view.Shards) {
+		return nil
+	}
+	sh := view.Shards[ref.Index]
+	rc, err := r.Store.RecountShard(ctx, ref.JobID, ref.Index)
+	if err != nil {
+		return fmt.Errorf("recount dirty shard %s/%d: %w", ref.JobID, ref.Index, err)
+	}
+	// The mark is cleared only when no item is left pending or submitted:
+	// a turn may still be at work on the shard (a final shard gets turns
+	// that abandon its pending items or record calls still running), and
+	// with nothing left to move, nothing it could write is missing from
+	// the recount. Otherwise the mark stays for a later pass.
+	if rc.Counts.Pending == 0 && rc.Counts.Submitted == 0 {
+		cleared, err := r.Store.AddShardCounts(ctx, store.AddShardCountsParams{JobID: ref.JobID, Index: ref.Index, Epoch: rc.Epoch, ClearDirty: true})
+		if err != nil {
+			return fmt.Errorf("clear the mark of dirty shard %s/%d: %w", ref.JobID, ref.Index, err)
+		}
+		if !cleared.Dirty {
+			rep.Swept++
+		}
+	}
+	if rc.Epoch == sh.Epoch+1 && rc.Counts != sh.Counts {
+		r.mismatch(ctx, rep, view, sh, rc)
+	}
+	if rc.Counts.Pending > 0 {
+		return sender.Repended(ctx, r.Store, r.Queue, r.Alerts, r.log(), ref.JobID, []int{ref.Index}, r.Clock.Now())
+	}
+	return nil
+}
+
+// mismatch reports a shard whose stored counts (sh) differed from its
+// items (the recount rc, which has fixed them).
+func (r *Reconciler) mismatch(ctx context.Context, rep *Report, view store.JobView, sh, rc store.Shard) {
+	rep.Mismatches++
+	r.log().Error("shard counts did not match its items; recounted", slog.String("job", view.Job.ID), slog.Int("shard", sh.Index),
+		slog.Any("counts", sh.Counts), slog.Any("items", rc.Counts))
+	index := sh.Index
+	stored, items := alert.Counts(sh.Counts), alert.Counts(rc.Counts)
+	alert.Emit(ctx, r.Alerts, r.log(), alert.Event{Type: alert.CountsMismatch, Tenant: view.Job.Tenant, Time: r.Clock.Now(),
+		Detail: alert.CountsMismatchDetail{JobID: view.Job.ID, Total: view.Job.Total, Counted: sh.Counts.Total() - rc.Counts.Total() + view.Counts().Total(),
+			Shard: &index, Stored: &stored, Items: &items}})
 }
 
 // checkJobs checks the counts of every touched job and finishes the jobs
@@ -622,14 +707,7 @@ func (r *Reconciler) checkJob(ctx context.Context, jobID string, rep *Report) er
 		if rc.Dirty || rc.Epoch != sh.Epoch+1 || rc.Counts == sh.Counts {
 			continue // unchanged, or something moved meanwhile: nothing to conclude
 		}
-		rep.Mismatches++
-		r.log().Error("shard counts did not match its items; recounted", slog.String("job", jobID), slog.Int("shard", sh.Index),
-			slog.Any("counts", sh.Counts), slog.Any("items", rc.Counts))
-		index := sh.Index
-		stored, items := alert.Counts(sh.Counts), alert.Counts(rc.Counts)
-		alert.Emit(ctx, r.Alerts, r.log(), alert.Event{Type: alert.CountsMismatch, Tenant: view.Job.Tenant, Time: r.Clock.Now(),
-			Detail: alert.CountsMismatchDetail{JobID: jobID, Total: view.Job.Total, Counted: sh.Counts.Total() - rc.Counts.Total() + view.Counts().Total(),
-				Shard: &index, Stored: &stored, Items: &items}})
+		r.mismatch(ctx, rep, view, sh, rc)
 	}
 	return sender.FinishJob(ctx, r.Store, r.Alerts, r.log(), jobID, r.Clock.Now())
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/qunfa/qunfa/internal/alert"
 	"github.com/qunfa/qunfa/internal/clock"
+	"github.com/qunfa/qunfa/internal/control"
 	"github.com/qunfa/qunfa/internal/provider"
 	"github.com/qunfa/qunfa/internal/queue/sqlitequeue"
 	"github.com/qunfa/qunfa/internal/reconcile"
@@ -501,5 +502,168 @@ func TestPassExpiresFinishedJobsItems(t *testing.T) {
 	}
 	if rep.ItemRecordsExpired != 3 {
 		t.Errorf("report: %d records expired, want 3", rep.ItemRecordsExpired)
+	}
+}
+
+// diesAfterSettle is a store whose process dies right after the settle's
+// item write is applied: every later call fails, so neither the fold nor
+// any repair runs.
+type diesAfterSettle struct {
+	store.Store
+	dead atomic.Bool
+}
+
+var errDied = errors.New("process died")
+
+func (d *diesAfterSettle) UpdateItems(ctx context.Context, p store.UpdateItemsParams) (store.UpdateItemsResult, error) {
+	if d.dead.Load() {
+		return store.UpdateItemsResult{}, errDied
+	}
+	res, err := d.Store.UpdateItems(ctx, p)
+	d.dead.Store(true)
+	return res, err
+}
+
+func (d *diesAfterSettle) AddShardCounts(ctx context.Context, p store.AddShardCountsParams) (store.Shard, error) {
+	if d.dead.Load() {
+		return store.Shard{}, errDied
+	}
+	return d.Store.AddShardCounts(ctx, p)
+}
+
+func (d *diesAfterSettle) RecountShard(ctx context.Context, id string, i int) (store.Shard, error) {
+	if d.dead.Load() {
+		return store.Shard{}, errDied
+	}
+	return d.Store.RecountShard(ctx, id, i)
+}
+
+func (d *diesAfterSettle) ReleaseLease(ctx context.Context, p store.ReleaseLeaseParams) error {
+	if d.dead.Load() {
+		return errDied
+	}
+	return d.Store.ReleaseLease(ctx, p)
+}
+
+// TestSweepRecountsDirtyFinalShards: a pass dies between the settle's
+// item write and its count fold, on the final shard of a cancelled job
+// (no more turns, and no submitted item left for the next pass to look
+// at). The shard is left dirty with counts that say "submitted"; the next
+// pass finds it, recounts it, clears the mark and reports the mismatch.
+func TestSweepRecountsDirtyFinalShards(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	id := f.job(t, 1, 3, 2, 0)
+	for seq := range int64(3) {
+		f.prov.delivered[sender.MessageKey(id, seq)] = true
+	}
+	if _, err := f.store.TransitionJob(ctx, store.TransitionJobParams{JobID: id, To: store.JobCancelled, At: f.clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.TransitionShard(ctx, store.TransitionShardParams{JobID: id, Index: 0, To: store.ShardCancelled, At: f.clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	f.clk.Advance(2 * time.Minute)
+	f.rec.Store = &diesAfterSettle{Store: f.store}
+	if _, err := f.rec.Run(ctx); !errors.Is(err, errDied) {
+		t.Fatalf("Run: %v, want the process's death", err)
+	}
+	sh := f.view(t, id).Shards[0]
+	if !sh.Dirty || sh.Counts.Submitted != 2 {
+		t.Fatalf("after the death: shard %+v, want dirty with 2 counted submitted (the items are confirmed)", sh)
+	}
+	// A new process; the dead one's lease expires.
+	f.clk.Advance(6 * time.Minute)
+	f.rec.Store = f.store
+	rep, err := f.rec.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Mismatches != 1 {
+		t.Fatalf("pass %+v; want the mismatch found", rep)
+	}
+	// The recount found an item still pending (abandoned meanwhile): the
+	// mark is cleared by the next pass, once nothing is left to move.
+	f.clk.Advance(time.Minute)
+	rep2, err := f.rec.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.Swept += rep2.Swept
+	sh = f.view(t, id).Shards[0]
+	// The never-claimed item of the cancelled job is abandoned too.
+	if want := (store.Counts{Confirmed: 2, Abandoned: 1}); sh.Counts != want || sh.Dirty {
+		t.Fatalf("after the next pass: counts %+v dirty %v, want %+v and clean", sh.Counts, sh.Dirty, want)
+	}
+	if rep.Swept != 1 || rep.Mismatches != 1 || len(f.alerts.of(alert.CountsMismatch)) != 1 {
+		t.Fatalf("pass %+v, %d CountsMismatch alerts; want 1 shard swept, 1 mismatch reported", rep, len(f.alerts.of(alert.CountsMismatch)))
+	}
+	refs, err := f.store.ListDirtyShards(ctx, store.ListDirtyShardsParams{})
+	if err != nil || len(refs) != 0 {
+		t.Fatalf("dirty shards after the sweep: %v %v", refs, err)
+	}
+}
+
+// jobReopenFails is a store whose job transitions fail, as a redrive's
+// "reopen job" did after it had reopened the shard.
+type jobReopenFails struct{ store.Store }
+
+func (jobReopenFails) TransitionJob(context.Context, store.TransitionJobParams) (store.Job, error) {
+	return store.Job{}, errors.New("store unavailable")
+}
+
+// TestRunningShardOfFinishedJobRunsAgain (found by the chaos suite, seed
+// 11001068): a redrive reopens the finished shard, then fails to reopen
+// the job, before any item moved. The job stays partial with a running,
+// dirty shard that nothing re-drove; the reconciler runs it again, and
+// its turn finishes it (and the job) with true counts.
+func TestRunningShardOfFinishedJobRunsAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	id := f.job(t, 1, 2, 0, 0)
+	fail := func(seq int64) store.ItemUpdate {
+		return store.ItemUpdate{Seq: seq, From: store.ItemPending, To: store.ItemFailed, Error: &store.ItemError{Category: store.CategoryPermanent}}
+	}
+	sh, err := store.BeginOutsideTurn(ctx, f.store, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := f.store.ListItems(ctx, store.ListItemsParams{JobID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ups []store.ItemUpdate
+	for _, it := range page.Items {
+		ups = append(ups, fail(it.Seq))
+	}
+	res, err := f.store.UpdateItems(ctx, store.UpdateItemsParams{JobID: id, Index: 0, Updates: ups, At: f.clk.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.FoldOutsideTurn(ctx, f.store, sh, res.Delta, res.FailuresDelta); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.TransitionShard(ctx, store.TransitionShardParams{JobID: id, Index: 0, To: store.ShardFailed, At: f.clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.TransitionJob(ctx, store.TransitionJobParams{JobID: id, To: store.JobFailed, At: f.clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	c := &control.Controller{Store: jobReopenFails{f.store}, Queue: f.rec.Queue, Clock: f.clk}
+	if _, err := c.Redrive(ctx, id, store.CategoryPermanent); err == nil {
+		t.Fatal("redrive: no error although the job could not be reopened")
+	}
+	if v := f.view(t, id); v.Shards[0].Status != store.ShardRunning || v.Job.Status != store.JobFailed {
+		t.Fatalf("after the failed redrive: job %s shard %s, want failed and running", v.Job.Status, v.Shards[0].Status)
+	}
+	f.clk.Advance(2 * time.Minute) // the reopened shard is stale
+	rep, err := f.rec.Run(ctx)
+	if err != nil || rep.Redriven != 1 {
+		t.Fatalf("Run: %+v %v; want the running shard of the finished job re-driven", rep, err)
+	}
+	if st := f.view(t, id).Job.Status; st != store.JobRunning {
+		t.Fatalf("job %s after the pass, want running again (its shard's turn finishes it)", st)
 	}
 }

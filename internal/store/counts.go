@@ -58,8 +58,12 @@ func (c *Counts) field(s ItemStatus) *int64 {
 // sender turn (reconciler, operator actions) writes its items, and returns
 // the shard as it was before, to hand to FoldOutsideTurn afterwards. Should
 // the process die between the item writes and the fold, the shard stays
-// Dirty and its counts are recounted from the items (next BeginTurn, or the
-// reconciler's count check) instead of staying wrong for good.
+// Dirty and its counts are recounted from the items (next BeginTurn, the
+// reconciler's count check, or its sweep of dirty final shards) instead of
+// staying wrong for good. The mark starts the shard's next count epoch, so
+// a fold computed before it (a turn's, another change's) recounts instead
+// of adding a delta, and only the change that marked last can clear the
+// mark.
 func BeginOutsideTurn(ctx context.Context, s Store, jobID string, index int) (Shard, error) {
 	return s.MarkShardDirty(ctx, jobID, index)
 }
@@ -70,14 +74,17 @@ func BeginOutsideTurn(ctx context.Context, s Store, jobID string, index int) (Sh
 // folding its progress, or another outside change is under way) its counts
 // cannot be trusted to add a delta to, so they are recounted from the
 // items (which also moves the epoch, making any running turn recount at
-// its next fold) and Dirty stays; otherwise the delta is added relative to
-// before's epoch and the Dirty mark this change set is cleared.
+// its next fold) and Dirty stays. Otherwise the delta is added at the
+// epoch the mark started (before.Epoch + 1) and the mark is cleared; if
+// the epoch moved since — another change marked the shard, or a turn or a
+// recount came between — the counts are recounted instead and Dirty stays,
+// for whoever marked or recounted it to settle.
 func FoldOutsideTurn(ctx context.Context, s Store, before Shard, delta Counts, failures map[string]int64) (Shard, error) {
 	if before.Dirty {
 		return s.RecountShard(ctx, before.JobID, before.Index)
 	}
 	return s.AddShardCounts(ctx, AddShardCountsParams{
-		JobID: before.JobID, Index: before.Index, Epoch: before.Epoch, Delta: delta, FailuresDelta: failures,
+		JobID: before.JobID, Index: before.Index, Epoch: before.Epoch + 1, Delta: delta, FailuresDelta: failures,
 		ClearDirty: true,
 	})
 }

@@ -21,7 +21,8 @@
 // counts not adding up to the shard's size): the adapter recounts instead.
 //
 // Count epochs keep deltas and recounts from being applied twice. Every
-// recount increments the shard's Epoch. A delta is folded only if the
+// recount increments the shard's Epoch, and so does every outside change's
+// dirty mark. A delta is folded only if the
 // caller's Epoch (the shard's epoch it read before its item operations) is
 // still the shard's; otherwise the delta is discarded and the counts are
 // recomputed from the items instead (Epoch + 1), because the recount that
@@ -118,8 +119,10 @@ type Store interface {
 	// MarkShardDirty marks a shard Dirty before a change made outside a
 	// turn writes its items, so a crash before the change's counts are
 	// folded is repaired by a recount (the next BeginTurn, or the
-	// reconciler). It returns the shard as it was before (its Dirty and
-	// Epoch tell FoldOutsideTurn what to do).
+	// reconciler), and starts its next count epoch (Epoch + 1), so that no
+	// fold computed before the mark adds a delta or clears the mark. It
+	// returns the shard as it was before (its Dirty and Epoch tell
+	// FoldOutsideTurn what to do).
 	MarkShardDirty(ctx context.Context, jobID string, index int) (Shard, error)
 	// TransitionShard changes a shard's status along ShardTransitionAllowed,
 	// like TransitionJob.
@@ -128,6 +131,11 @@ type Store interface {
 	// breaker, whose LastAdvancedAt is before p.Before, across all jobs
 	// (with Before in the future: every such shard).
 	ListStaleShards(ctx context.Context, p ListStaleShardsParams) ([]ShardRef, error)
+	// ListDirtyShards lists shards in a final status (ShardFinal) that are
+	// Dirty, across all jobs, up to p.Limit: an outside change died between
+	// its item writes and its fold on a shard that gets no more turns. The
+	// reconciler recounts them and clears the mark.
+	ListDirtyShards(ctx context.Context, p ListDirtyShardsParams) ([]ShardRef, error)
 
 	// ClaimItems atomically moves up to p.Max due items of a shard (status
 	// pending, NextAttemptAt <= p.Now) to submitted, in seq order, setting
@@ -736,4 +744,9 @@ type ExpireItemsResult struct {
 	Deferred int
 	// More: the limit stopped the call; more records are waiting.
 	More bool
+}
+
+// ListDirtyShardsParams bounds a listing of dirty final shards.
+type ListDirtyShardsParams struct {
+	Limit int // 0 = adapter default (100)
 }

@@ -21,7 +21,8 @@
 //	                                                             att, attF (cumulative attempts, failed attempts;
 //	                                                             absent = 0; only ever ADDed, never recounted),
 //	                                                             g2pk RUNNING + g2sk <minute>#<job>#<index> while
-//	                                                             running or paused with reason breaker
+//	                                                             running or paused with reason breaker;
+//	                                                             g2pk DIRTY + g2sk <job>#<index> while final and dirty
 //	status page       JOB#<job>           P#<index>#<block 10d>  state of the shard's items with seq in the block (256 seqs),
 //	                                                             v (version), g3 due key, g4 submitted key
 //	member list       JOB#<job>           M#<index>#<block>      the page's seqs (write-once) and account
@@ -56,7 +57,9 @@
 // Indexes: tenantJobs (g1pk, g1sk) lists a tenant's jobs newest first, and
 // under g1pk = CAMPAIGNS every tenant's campaigns; running (g2pk, g2sk) holds
 // running and breaker-paused shards under g2pk = RUNNING keyed by the minute
-// of their last advance, and every breaker under BREAKERS#open or
+// of their last advance, dirty final shards under g2pk = DIRTY (the
+// reconciler's sweep, ListDirtyShards), and every breaker under
+// BREAKERS#open or
 // BREAKERS#closed (a save that changes the state moves the entry); due (g3pk = DUE#<job>#<index>, g3sk = <earliest
 // NextAttemptAt of the page's pending items>#<block>) holds the status pages
 // that have pending items; submitted (g4pk = SUB, g4sk = <oldest
@@ -101,10 +104,14 @@
 //	RecountShard       GetItem + Query P# pages + UpdateItem on sv (epoch + 1)
 //	AdvanceShard also ADDs the attempt counters in the same UpdateItem (in either branch, so
 //	                   they are added whatever the epoch, and still one write per advance)
-//	TransitionShard    GetItem + UpdateItem on status; enters/leaves the running index (entering
-//	                   running or paused with reason breaker keeps it in)
+//	TransitionShard    GetItem + UpdateItem on status and dirty; enters/leaves the running index
+//	                   (entering running or paused with reason breaker keeps it in; a final
+//	                   dirty shard goes to the DIRTY partition)
 //	ListStaleShards    Query running (g2pk = RUNNING, g2sk < next minute of Before) +
 //	                   BatchGetItem, exact filter (running, or paused with reason breaker)
+//	MarkShardDirty     GetItem + UpdateItem on sv: dirty, epoch + 1, sv + 1 (+ DIRTY entry if final)
+//	ListDirtyShards    Query running (g2pk = DIRTY) + BatchGetItem, exact filter (final and dirty;
+//	                   a stale entry is removed, conditionally)
 //	ClaimItems         Query due (Limit 4) → first due page; BatchGetItem page (+ member list,
 //	                   cached); PutItem page conditional on its version; BatchGetItem payloads
 //	UpdateItems        per page: BatchGetItem page; BatchWriteItem E# records of accepted errors;

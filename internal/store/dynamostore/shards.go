@@ -3,6 +3,7 @@ package dynamostore
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sort"
 	"strconv"
@@ -27,6 +28,33 @@ const failurePrefix = "f_"
 const staleBucket = int64(time.Minute)
 
 const runningPK = "RUNNING"
+
+// dirtyPK is the running index's partition of dirty shards in a final
+// status (ListDirtyShards), keyed <job>#<index>. A shard enters it when it
+// is marked dirty or made final while dirty, and leaves it when the mark
+// is cleared. Entries of shards that are no longer final and dirty are
+// skipped by the listing and dropped by their next index write.
+const dirtyPK = "DIRTY"
+
+func dirtyKey(jobID string, index int) string { return fmt.Sprintf("%s#%06d", jobID, index) }
+
+// g2For sets the running index entry of a shard whose status, pause reason
+// and dirty flag will be as given: the RUNNING partition (keyed by the
+// minute of lastAdv) for shards ListStaleShards watches, the DIRTY
+// partition for dirty final shards, none otherwise.
+func (u *updateBuilder) g2For(st store.ShardStatus, reason store.PauseReason, dirty bool, lastAdv int64, jobID string, index int) {
+	switch {
+	case watchedForStaleness(st, reason):
+		u.Set("g2pk", attrS(runningPK))
+		u.Set("g2sk", attrS(staleKey(lastAdv, jobID, index)))
+	case dirty && store.ShardFinal(st):
+		u.Set("g2pk", attrS(dirtyPK))
+		u.Set("g2sk", attrS(dirtyKey(jobID, index)))
+	default:
+		u.Remove("g2pk")
+		u.Remove("g2sk")
+	}
+}
 
 // Cumulative attempt counters of a shard record (absent = 0). They are
 // only ever ADDed, never part of a recount.
@@ -80,9 +108,13 @@ func shardItem(sh store.Shard) map[string]types.AttributeValue {
 			m[failurePrefix+cat] = attrN(n)
 		}
 	}
-	if watchedForStaleness(sh.Status, sh.PauseReason) {
+	switch {
+	case watchedForStaleness(sh.Status, sh.PauseReason):
 		m["g2pk"] = attrS(runningPK)
 		m["g2sk"] = attrS(staleKey(nanos(sh.LastAdvancedAt), sh.JobID, sh.Index))
+	case sh.Dirty && store.ShardFinal(sh.Status):
+		m["g2pk"] = attrS(dirtyPK)
+		m["g2sk"] = attrS(dirtyKey(sh.JobID, sh.Index))
 	}
 	return m
 }
@@ -288,6 +320,9 @@ func (s *Store) BeginTurn(ctx context.Context, p store.BeginTurnParams) (store.S
 			u.Remove("turnMsg")
 		}
 		u.Set("dirty", attrBool(true))
+		if store.ShardFinal(sh.Status) {
+			u.g2For(sh.Status, sh.PauseReason, true, getN(rec, "lastAdv"), p.JobID, p.Index)
+		}
 		u.Add("sv", 1)
 		if sh.Dirty {
 			c, f, err := s.recount(ctx, p.JobID, p.Index)
@@ -331,7 +366,7 @@ func (s *Store) AdvanceShard(ctx context.Context, p store.AdvanceShardParams) (s
 		if getN(rec, "turn") != p.Turn {
 			return fmt.Errorf("advance shard %s/%d: turn %d is not current (%d): %w", p.JobID, p.Index, p.Turn, getN(rec, "turn"), store.ErrConflict)
 		}
-		u.setAdvance(p)
+		u.setAdvance(p, shardFrom(rec))
 		u.Set("cursor", attrN(max(getN(rec, "cursor"), p.Cursor)))
 		_, err := s.foldOrRecount(ctx, rec, u, p.JobID, p.Index, p.Epoch, p.Delta, p.FailuresDelta)
 		return err
@@ -339,13 +374,19 @@ func (s *Store) AdvanceShard(ctx context.Context, p store.AdvanceShardParams) (s
 }
 
 // setAdvance sets what AdvanceShard moves besides counts and cursor,
-// including the attempt counters, which are added whatever the epoch.
-func (u *updateBuilder) setAdvance(p store.AdvanceShardParams) {
+// including the attempt counters, which are added whatever the epoch. sh
+// is the shard as read: a final shard (a redelivered turn ending) is not
+// put back in the RUNNING partition of the index.
+func (u *updateBuilder) setAdvance(p store.AdvanceShardParams, sh store.Shard) {
 	u.Add(attrAttempts, p.Attempts)
 	u.Add(attrAttemptFailures, p.AttemptFailures)
 	u.Set("lastAdv", attrN(nanos(p.At)))
-	u.Set("g2pk", attrS(runningPK))
-	u.Set("g2sk", attrS(staleKey(nanos(p.At), p.JobID, p.Index)))
+	if store.ShardFinal(sh.Status) {
+		u.g2For(sh.Status, sh.PauseReason, sh.Dirty && !p.EndTurn, nanos(p.At), p.JobID, p.Index)
+	} else {
+		u.Set("g2pk", attrS(runningPK))
+		u.Set("g2sk", attrS(staleKey(nanos(p.At), p.JobID, p.Index)))
+	}
 	if p.SlowFactor > 0 {
 		u.Set("slow", attrF(p.SlowFactor))
 	}
@@ -434,6 +475,10 @@ func (s *Store) AddShardCounts(ctx context.Context, p store.AddShardCountsParams
 		}
 		if folded && p.ClearDirty {
 			u.Set("dirty", attrBool(false))
+			if getS(rec, "g2pk") == dirtyPK {
+				u.Remove("g2pk")
+				u.Remove("g2sk")
+			}
 		}
 		return nil
 	})
@@ -498,20 +543,22 @@ func (s *Store) TransitionShard(ctx context.Context, p store.TransitionShardPara
 		} else if p.To != store.ShardPaused {
 			u.Remove("pause")
 		}
-		if watchedForStaleness(p.To, p.PauseReason) {
-			last := getN(rec, "lastAdv")
-			if p.To == store.ShardRunning && !p.At.IsZero() {
-				last = nanos(p.At)
-				u.Set("lastAdv", attrN(last))
-			}
-			u.Set("g2pk", attrS(runningPK))
-			u.Set("g2sk", attrS(staleKey(last, p.JobID, p.Index)))
-		} else {
-			u.Remove("g2pk")
-			u.Remove("g2sk")
+		last := getN(rec, "lastAdv")
+		if p.To == store.ShardRunning && !p.At.IsZero() {
+			last = nanos(p.At)
+			u.Set("lastAdv", attrN(last))
 		}
+		u.g2For(p.To, p.PauseReason, getBool(rec, "dirty"), last, p.JobID, p.Index)
+		// On condition the dirty flag is still the one read, too: the index
+		// entry follows it (a mark meanwhile must not leave a dirty final
+		// shard out of the DIRTY partition).
 		u.values[":from"] = attrS(string(cur))
-		out, err := s.updateItem(ctx, u.input(p.JobID, p.Index, u.name("status")+" = :from"))
+		u.values[":dirty"] = attrBool(getBool(rec, "dirty"))
+		cond := u.name("status") + " = :from AND dirty = :dirty"
+		if !getBool(rec, "dirty") {
+			cond = u.name("status") + " = :from AND (attribute_not_exists(dirty) OR dirty = :dirty)"
+		}
+		out, err := s.updateItem(ctx, u.input(p.JobID, p.Index, cond))
 		if isConditionFailed(err) {
 			continue
 		}
@@ -576,24 +623,112 @@ func (s *Store) ListStaleShards(ctx context.Context, p store.ListStaleShardsPara
 	}
 }
 
-// MarkShardDirty sets the shard's dirty flag and returns the record as it
-// was (one UpdateItem returning the old image). A retry of it after a lost
-// answer returns the shard already dirty, which only makes the caller
+// MarkShardDirty sets the shard's dirty flag (and, for a final shard, its
+// entry in the DIRTY partition of the running index) and starts its next
+// count epoch, on condition the shard version is unchanged, and returns the
+// record as it was. The version moves too: a compare-and-swap that read the
+// shard before the mark (a turn's EndTurn, another change's fold clearing
+// its own mark) fails and reads it again, instead of clearing this mark
+// blind. A retry of it after a lost
+// answer finds the shard already dirty, which only makes the caller
 // recount instead of folding: safe.
 func (s *Store) MarkShardDirty(ctx context.Context, jobID string, index int) (store.Shard, error) {
-	if jobID == "" || index < 0 {
-		return store.Shard{}, fmt.Errorf("shard %s/%d: %w", jobID, index, store.ErrNotFound)
+	for attempt := 0; attempt < s.opts.MaxRetries; attempt++ {
+		if attempt > 0 {
+			if err := contendedBackoff(ctx, attempt); err != nil {
+				return store.Shard{}, err
+			}
+		}
+		rec, err := s.readShard(ctx, jobID, index)
+		if err != nil {
+			return store.Shard{}, err
+		}
+		sh := shardFrom(rec)
+		u := newUpdate()
+		u.Set("dirty", attrBool(true))
+		u.Set("epoch", attrN(sh.Epoch+1))
+		if store.ShardFinal(sh.Status) {
+			u.g2For(sh.Status, sh.PauseReason, true, getN(rec, "lastAdv"), jobID, index)
+		}
+		u.Add("sv", 1)
+		u.values[":sv"] = attrN(getN(rec, "sv"))
+		_, err = s.updateItem(ctx, u.input(jobID, index, "sv = :sv"))
+		if isConditionFailed(err) {
+			continue
+		}
+		if err != nil {
+			return store.Shard{}, fmt.Errorf("mark shard %s/%d dirty: %w", jobID, index, err)
+		}
+		return sh, nil
 	}
+	return store.Shard{}, fmt.Errorf("mark shard %s/%d dirty: %w", jobID, index, store.ErrConflict)
+}
+
+// ListDirtyShards queries the DIRTY partition of the running index and
+// keeps the shards whose record is still final and dirty.
+func (s *Store) ListDirtyShards(ctx context.Context, p store.ListDirtyShardsParams) ([]store.ShardRef, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table),
+		IndexName:                 aws.String(indexRunning),
+		KeyConditionExpression:    aws.String("g2pk = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": attrS(dirtyPK)},
+		Limit:                     aws.Int32(100),
+		ReturnConsumedCapacity:    s.capacity(),
+	}
+	refs := []store.ShardRef{}
+	for {
+		out, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("list dirty shards: %w", err)
+		}
+		s.consumed("Query", out.ConsumedCapacity)
+		keys := make([]map[string]types.AttributeValue, len(out.Items))
+		for i, k := range out.Items {
+			keys[i] = key(getS(k, attrPK), getS(k, attrSK))
+		}
+		recs, err := s.batchGet(ctx, keys, true)
+		if err != nil {
+			return nil, fmt.Errorf("list dirty shards: %w", err)
+		}
+		for _, k := range keys {
+			r, ok := recs[recordID(k)]
+			if !ok {
+				continue
+			}
+			if !getBool(r, "dirty") || !store.ShardFinal(store.ShardStatus(getS(r, "status"))) {
+				s.dropDirtyEntry(ctx, r)
+				continue
+			}
+			refs = append(refs, store.ShardRef{JobID: getS(r, "job"), Index: int(getN(r, "idx"))})
+			if len(refs) == limit {
+				return refs, nil
+			}
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return refs, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+// dropDirtyEntry removes the DIRTY index entry of a shard that is no longer
+// dirty and final (a race between a transition and a fold can leave one),
+// on condition it still is in that state; best effort: the listing skips
+// such entries anyway.
+func (s *Store) dropDirtyEntry(ctx context.Context, rec map[string]types.AttributeValue) {
 	u := newUpdate()
-	u.Set("dirty", attrBool(true))
-	in := u.input(jobID, index, "attribute_exists(pk)")
-	in.ReturnValues = types.ReturnValueAllOld
-	old, err := s.updateItem(ctx, in)
-	if isConditionFailed(err) {
-		return store.Shard{}, fmt.Errorf("shard %s/%d: %w", jobID, index, store.ErrNotFound)
+	u.Remove("g2pk")
+	u.Remove("g2sk")
+	u.values[":pk"] = attrS(dirtyPK)
+	u.values[":sv"] = attrN(getN(rec, "sv"))
+	u.values[":st"] = attrS(getS(rec, "status"))
+	u.values[":dirty"] = attrBool(getBool(rec, "dirty"))
+	in := u.input(getS(rec, "job"), int(getN(rec, "idx")), "g2pk = :pk AND sv = :sv AND dirty = :dirty AND "+u.name("status")+" = :st")
+	if _, err := s.updateItem(ctx, in); err != nil && !isConditionFailed(err) {
+		s.log.Warn("cannot drop a stale dirty-shard index entry", slog.String("job", getS(rec, "job")), slog.Int64("shard", getN(rec, "idx")), slog.Any("err", err))
 	}
-	if err != nil {
-		return store.Shard{}, fmt.Errorf("mark shard %s/%d dirty: %w", jobID, index, err)
-	}
-	return shardFrom(old), nil
 }

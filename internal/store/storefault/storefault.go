@@ -1,7 +1,8 @@
 // Package storefault is a fault-injecting decorator of the store port, for
-// chaos tests: the write operations the engine's promises rest on fail
-// before they reach the store (an error), or are applied and then report
-// an error (the answer was lost), and any call may be slowed down. Every
+// chaos tests: every write operation of store.Store fails before it
+// reaches the store (an error), or is applied and then reports an error
+// (the answer was lost), and may be slowed down; reads pass through
+// (TestEveryWriteIsFaulted lists them). Every
 // decision comes from a seeded source, so a failing run replays from its
 // seed.
 package storefault
@@ -144,6 +145,12 @@ func wrap[T any](ctx context.Context, s *Store, op string, call func() (T, error
 	return v, err
 }
 
+// wrap0 is wrap for a write that returns only an error.
+func wrap0(ctx context.Context, s *Store, op string, call func() error) error {
+	_, err := wrap(ctx, s, op, func() (struct{}, error) { return struct{}{}, call() })
+	return err
+}
+
 // ClaimItems injects a fault around the claim.
 func (s *Store) ClaimItems(ctx context.Context, p store.ClaimItemsParams) (store.ClaimItemsResult, error) {
 	return wrap(ctx, s, "ClaimItems", func() (store.ClaimItemsResult, error) { return s.Store.ClaimItems(ctx, p) })
@@ -187,4 +194,92 @@ func (s *Store) ReserveBudget(ctx context.Context, jobID string, n int64) (store
 // TransitionShard injects a fault around shard status changes.
 func (s *Store) TransitionShard(ctx context.Context, p store.TransitionShardParams) (store.Shard, error) {
 	return wrap(ctx, s, "TransitionShard", func() (store.Shard, error) { return s.Store.TransitionShard(ctx, p) })
+}
+
+// CreateJob injects a fault around the job's creation.
+func (s *Store) CreateJob(ctx context.Context, p store.CreateJobParams) (store.CreateJobResult, error) {
+	return wrap(ctx, s, "CreateJob", func() (store.CreateJobResult, error) { return s.Store.CreateJob(ctx, p) })
+}
+
+// PutItems injects a fault around a page of the item snapshot.
+func (s *Store) PutItems(ctx context.Context, p store.PutItemsParams) error {
+	return wrap0(ctx, s, "PutItems", func() error { return s.Store.PutItems(ctx, p) })
+}
+
+// TransitionJob injects a fault around job status changes.
+func (s *Store) TransitionJob(ctx context.Context, p store.TransitionJobParams) (store.Job, error) {
+	return wrap(ctx, s, "TransitionJob", func() (store.Job, error) { return s.Store.TransitionJob(ctx, p) })
+}
+
+// UpdateJobLimits injects a fault around rate and budget changes.
+func (s *Store) UpdateJobLimits(ctx context.Context, p store.UpdateJobLimitsParams) (store.Job, error) {
+	return wrap(ctx, s, "UpdateJobLimits", func() (store.Job, error) { return s.Store.UpdateJobLimits(ctx, p) })
+}
+
+// RecountShard injects a fault around the recount.
+func (s *Store) RecountShard(ctx context.Context, jobID string, index int) (store.Shard, error) {
+	return wrap(ctx, s, "RecountShard", func() (store.Shard, error) { return s.Store.RecountShard(ctx, jobID, index) })
+}
+
+// MarkShardDirty injects a fault around the dirty mark of an outside-turn
+// change.
+func (s *Store) MarkShardDirty(ctx context.Context, jobID string, index int) (store.Shard, error) {
+	return wrap(ctx, s, "MarkShardDirty", func() (store.Shard, error) { return s.Store.MarkShardDirty(ctx, jobID, index) })
+}
+
+// ChargeFrequency injects a fault around the frequency-cap charge.
+func (s *Store) ChargeFrequency(ctx context.Context, p store.ChargeFrequencyParams) (store.ChargeFrequencyResult, error) {
+	return wrap(ctx, s, "ChargeFrequency", func() (store.ChargeFrequencyResult, error) { return s.Store.ChargeFrequency(ctx, p) })
+}
+
+// SaveAccountSizing injects a fault around the save of an account's
+// measured batch size and calls in flight.
+func (s *Store) SaveAccountSizing(ctx context.Context, p store.SaveAccountSizingParams) error {
+	return wrap0(ctx, s, "SaveAccountSizing", func() error { return s.Store.SaveAccountSizing(ctx, p) })
+}
+
+// PutAccount injects a fault around an account's config write.
+func (s *Store) PutAccount(ctx context.Context, a store.Account) (store.Account, error) {
+	return wrap(ctx, s, "PutAccount", func() (store.Account, error) { return s.Store.PutAccount(ctx, a) })
+}
+
+// PutToken injects a fault around an API token's binding.
+func (s *Store) PutToken(ctx context.Context, tokenHash, tenant string) error {
+	return wrap0(ctx, s, "PutToken", func() error { return s.Store.PutToken(ctx, tokenHash, tenant) })
+}
+
+// SaveBreaker injects a fault around a breaker's save.
+func (s *Store) SaveBreaker(ctx context.Context, b store.Breaker) (store.Breaker, error) {
+	return wrap(ctx, s, "SaveBreaker", func() (store.Breaker, error) { return s.Store.SaveBreaker(ctx, b) })
+}
+
+// PutSuppressions injects a fault around additions to the suppression list.
+func (s *Store) PutSuppressions(ctx context.Context, tenant string, entries []store.Suppression) error {
+	return wrap0(ctx, s, "PutSuppressions", func() error { return s.Store.PutSuppressions(ctx, tenant, entries) })
+}
+
+// DeleteSuppression injects a fault around a removal from the suppression
+// list.
+func (s *Store) DeleteSuppression(ctx context.Context, tenant, account, to string) error {
+	return wrap0(ctx, s, "DeleteSuppression", func() error { return s.Store.DeleteSuppression(ctx, tenant, account, to) })
+}
+
+// PutCampaign injects a fault around a campaign's write.
+func (s *Store) PutCampaign(ctx context.Context, c store.Campaign) (store.Campaign, error) {
+	return wrap(ctx, s, "PutCampaign", func() (store.Campaign, error) { return s.Store.PutCampaign(ctx, c) })
+}
+
+// DeleteCampaign injects a fault around a campaign's removal.
+func (s *Store) DeleteCampaign(ctx context.Context, tenant, id string) error {
+	return wrap0(ctx, s, "DeleteCampaign", func() error { return s.Store.DeleteCampaign(ctx, tenant, id) })
+}
+
+// AcquireLease injects a fault around taking or renewing a lease.
+func (s *Store) AcquireLease(ctx context.Context, p store.AcquireLeaseParams) (store.Lease, error) {
+	return wrap(ctx, s, "AcquireLease", func() (store.Lease, error) { return s.Store.AcquireLease(ctx, p) })
+}
+
+// ReleaseLease injects a fault around a lease's release.
+func (s *Store) ReleaseLease(ctx context.Context, p store.ReleaseLeaseParams) error {
+	return wrap0(ctx, s, "ReleaseLease", func() error { return s.Store.ReleaseLease(ctx, p) })
 }

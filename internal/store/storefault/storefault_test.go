@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/qunfa/qunfa/internal/store"
@@ -77,5 +78,62 @@ func TestOpsLimitsTheFaults(t *testing.T) {
 	}
 	if _, err := s.ClaimItems(ctx, store.ClaimItemsParams{JobID: p.Job.ID, Max: 1, ClaimID: "c"}); !errors.Is(err, storefault.ErrInjected) {
 		t.Fatalf("ClaimItems: %v, want the injected fault", err)
+	}
+}
+
+// reads are the methods of store.Store that change nothing: they pass
+// through. Every other method is a write and must be faulted.
+var reads = map[string]bool{
+	"GetJob": true, "GetJobRecord": true, "ListJobs": true, "GetShard": true, "ListStaleShards": true, "ListDirtyShards": true,
+	"ListItems": true, "ListSubmittedItems": true, "GetAccount": true, "ListAccounts": true,
+	"TenantForToken": true, "GetBreaker": true, "ListBreakers": true, "SuppressedAmong": true,
+	"ListSuppressions": true, "FrequencyCounts": true, "GetCampaign": true, "ListCampaigns": true,
+	"ListBreakerHistory": true, "SuppressionsChangedAt": true,
+}
+
+// TestEveryWriteIsFaulted lists the methods of store.Store and calls each
+// on a wrapper that faults every call of a store that is not there: a
+// write must answer the injected fault without reaching it, a read must
+// pass through. A write added to the port without its wrapper here (it
+// would pass through, unfaulted, by embedding) fails this test.
+func TestEveryWriteIsFaulted(t *testing.T) {
+	ctx := context.Background()
+	s := storefault.New(nil, storefault.Config{Seed: 1, ErrorRatio: 1})
+	port := reflect.TypeOf((*store.Store)(nil)).Elem()
+	for i := range port.NumMethod() {
+		m := port.Method(i)
+		t.Run(m.Name, func(t *testing.T) {
+			fn := reflect.ValueOf(s).MethodByName(m.Name)
+			args := make([]reflect.Value, m.Type.NumIn())
+			args[0] = reflect.ValueOf(ctx)
+			for j := 1; j < len(args); j++ {
+				args[j] = reflect.Zero(m.Type.In(j))
+			}
+			var out []reflect.Value
+			reached := func() (reached bool) {
+				defer func() {
+					if recover() != nil {
+						reached = true // the nil inner store was called
+					}
+				}()
+				out = fn.Call(args)
+				return false
+			}()
+			switch {
+			case reads[m.Name] && !reached:
+				t.Fatalf("read %s did not reach the inner store", m.Name)
+			case reads[m.Name]:
+			case reached:
+				t.Fatalf("write %s reached the inner store: storefault has no wrapper for it (or list it in reads if it changes nothing)", m.Name)
+			default:
+				err, _ := out[len(out)-1].Interface().(error)
+				if !errors.Is(err, storefault.ErrInjected) {
+					t.Fatalf("write %s: %v, want the injected fault", m.Name, err)
+				}
+			}
+		})
+	}
+	if s.Injected()["error"] != port.NumMethod()-len(reads) {
+		t.Fatalf("injected %v over %d writes", s.Injected(), port.NumMethod()-len(reads))
 	}
 }

@@ -13,13 +13,20 @@ import (
 // before its fold leaves the shard to be recounted), and no fold ever
 // stores impossible counts.
 
-// testMarkShardDirty: MarkShardDirty returns the shard as it was and
-// leaves it Dirty; a fold at that epoch with ClearDirty clears the mark,
-// and a fold whose epoch a turn's recount has moved leaves it.
+// testMarkShardDirty: MarkShardDirty returns the shard as it was, leaves
+// it Dirty and starts its next epoch; a fold at that epoch with ClearDirty
+// clears the mark. A fold whose epoch moved since — another change marked
+// the shard (its items may not be written yet), or a turn's recount —
+// recounts and leaves the mark.
 func testMarkShardDirty(t *testing.T, s store.Store, _ Capabilities) {
 	ctx := ctxOf(t)
-	p, _ := runningJob(t, s, "tenant-a", 1, 4)
+	p, _ := runningJob(t, s, "tenant-a", 1, 6)
 	id := p.Job.ID
+	abandon := func(seq int64, d time.Duration) store.UpdateItemsResult {
+		t.Helper()
+		return update(t, s, id, 0, at(d),
+			store.ItemUpdate{Seq: seq, From: store.ItemPending, To: store.ItemAbandoned, Error: &store.ItemError{Category: store.CategoryCancelled}})
+	}
 	before, err := s.MarkShardDirty(ctx, id, 0)
 	if err != nil {
 		t.Fatalf("MarkShardDirty: %v", err)
@@ -27,24 +34,45 @@ func testMarkShardDirty(t *testing.T, s store.Store, _ Capabilities) {
 	if before.Dirty {
 		t.Fatalf("MarkShardDirty returned Dirty = true for a clean shard; want the shard as it was")
 	}
-	if !getShard(t, s, id, 0).Dirty {
-		t.Fatal("after MarkShardDirty the stored shard is not Dirty")
+	if sh := getShard(t, s, id, 0); !sh.Dirty || sh.Epoch != before.Epoch+1 {
+		t.Fatalf("after MarkShardDirty the stored shard is Dirty %v at epoch %d; want Dirty at epoch %d", sh.Dirty, sh.Epoch, before.Epoch+1)
 	}
-	again, err := s.MarkShardDirty(ctx, id, 0)
-	if err != nil || !again.Dirty {
-		t.Fatalf("MarkShardDirty of a dirty shard = Dirty %v, %v; want true", again.Dirty, err)
-	}
-	u := update(t, s, id, 0, at(time.Second),
-		store.ItemUpdate{Seq: 1, From: store.ItemPending, To: store.ItemAbandoned, Error: &store.ItemError{Category: store.CategoryCancelled}})
-	sh, err := s.AddShardCounts(ctx, store.AddShardCountsParams{JobID: id, Index: 0, Epoch: before.Epoch, Delta: u.Delta,
+	u := abandon(1, time.Second)
+	sh, err := s.AddShardCounts(ctx, store.AddShardCountsParams{JobID: id, Index: 0, Epoch: before.Epoch + 1, Delta: u.Delta,
 		FailuresDelta: u.FailuresDelta, ClearDirty: true})
 	if err != nil {
 		t.Fatalf("AddShardCounts: %v", err)
 	}
 	if sh.Dirty || getShard(t, s, id, 0).Dirty {
-		t.Fatal("AddShardCounts(ClearDirty) at the caller's epoch left the shard Dirty")
+		t.Fatal("AddShardCounts(ClearDirty) at the epoch the mark started left the shard Dirty")
 	}
 	checkShardMatchesItems(t, s, sh)
+
+	// Two outside changes at once (store.BeginOutsideTurn and
+	// FoldOutsideTurn): a marks the clean shard, b marks it dirty; a
+	// writes and folds before b has written, then b writes and dies before
+	// its fold. a's fold must not clear the mark b relies on.
+	a, err := store.BeginOutsideTurn(ctx, s, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := store.BeginOutsideTurn(ctx, s, id, 0)
+	if err != nil || !b.Dirty || b.Epoch != a.Epoch+1 {
+		t.Fatalf("second MarkShardDirty = Dirty %v epoch %d, %v; want Dirty at epoch %d", b.Dirty, b.Epoch, err, a.Epoch+1)
+	}
+	ua := abandon(2, 2*time.Second)
+	sh, err = store.FoldOutsideTurn(ctx, s, a, ua.Delta, ua.FailuresDelta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkShardMatchesItems(t, s, sh) // recounted
+	abandon(3, 3*time.Second)        // b's write; b dies before its fold
+	if !sh.Dirty || !getShard(t, s, id, 0).Dirty {
+		t.Fatal("a change's fold cleared the mark of a change marked after it: b's write is not counted and nothing will recount it")
+	}
+	if _, err := s.RecountShard(ctx, id, 0); err != nil {
+		t.Fatal(err)
+	}
 
 	// A turn begins between the mark and the fold: its recount moves the
 	// epoch, and the fold must neither double count nor clear the turn's
@@ -53,12 +81,11 @@ func testMarkShardDirty(t *testing.T, s store.Store, _ Capabilities) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u = update(t, s, id, 0, at(2*time.Second),
-		store.ItemUpdate{Seq: 2, From: store.ItemPending, To: store.ItemAbandoned, Error: &store.ItemError{Category: store.CategoryCancelled}})
-	if _, err := s.BeginTurn(ctx, store.BeginTurnParams{JobID: id, Index: 0, Turn: 1, MessageID: "m1", At: at(2 * time.Second)}); err != nil {
+	u = abandon(4, 4*time.Second)
+	if _, err := s.BeginTurn(ctx, store.BeginTurnParams{JobID: id, Index: 0, Turn: 1, MessageID: "m1", At: at(4 * time.Second)}); err != nil {
 		t.Fatal(err)
 	}
-	sh, err = s.AddShardCounts(ctx, store.AddShardCountsParams{JobID: id, Index: 0, Epoch: before.Epoch, Delta: u.Delta,
+	sh, err = s.AddShardCounts(ctx, store.AddShardCountsParams{JobID: id, Index: 0, Epoch: before.Epoch + 1, Delta: u.Delta,
 		FailuresDelta: u.FailuresDelta, ClearDirty: true})
 	if err != nil {
 		t.Fatalf("AddShardCounts(stale epoch): %v", err)
@@ -105,4 +132,86 @@ func testImpossibleCountsRecounted(t *testing.T, s store.Store, _ Capabilities) 
 		t.Fatalf("AdvanceShard stored impossible counts %+v (size %d)", adv.Counts, adv.Size)
 	}
 	checkRecounted(t, s, "AdvanceShard(impossible result)", adv, bt.Epoch)
+}
+
+// testListDirtyShards: ListDirtyShards finds the final shards left dirty
+// (marked by an outside change on a final shard, or made final while
+// dirty), and not the shards that are dirty while running; clearing the
+// mark (a fold with ClearDirty, a turn's end) takes a shard off the list.
+func testListDirtyShards(t *testing.T, s store.Store, _ Capabilities) {
+	ctx := ctxOf(t)
+	p, _ := runningJob(t, s, "tenant-a", 4, 2)
+	id := p.Job.ID
+	listed := func() map[int]bool {
+		t.Helper()
+		refs, err := s.ListDirtyShards(ctx, store.ListDirtyShardsParams{Limit: 1000})
+		if err != nil {
+			t.Fatalf("ListDirtyShards: %v", err)
+		}
+		out := map[int]bool{}
+		for _, r := range refs {
+			if r.JobID == id {
+				out[r.Index] = true
+			}
+		}
+		return out
+	}
+	transition := func(index int, to store.ShardStatus) {
+		t.Helper()
+		if _, err := s.TransitionShard(ctx, store.TransitionShardParams{JobID: id, Index: index, To: to, At: at(time.Second)}); err != nil {
+			t.Fatalf("TransitionShard(%d → %s): %v", index, to, err)
+		}
+	}
+	mark := func(index int) store.Shard {
+		t.Helper()
+		sh, err := s.MarkShardDirty(ctx, id, index)
+		if err != nil {
+			t.Fatalf("MarkShardDirty(%d): %v", index, err)
+		}
+		return sh
+	}
+	if got := listed(); len(got) != 0 {
+		t.Fatalf("clean running shards listed as dirty: %v", got)
+	}
+	before0 := mark(0) // dirty, then final
+	transition(0, store.ShardCompleted)
+	transition(1, store.ShardCancelled) // final, then dirty
+	mark(1)
+	mark(2)                             // dirty but running
+	transition(3, store.ShardCompleted) // final and clean
+	if got := listed(); !got[0] || !got[1] || got[2] || got[3] || len(got) != 2 {
+		t.Fatalf("listed %v, want shards 0 (made final while dirty) and 1 (marked while final) only", got)
+	}
+	if _, err := s.RecountShard(ctx, id, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := listed(); !got[1] {
+		t.Fatal("a recount took shard 1 off the list; only clearing the mark does")
+	}
+	if _, err := s.AddShardCounts(ctx, store.AddShardCountsParams{JobID: id, Index: 0, Epoch: before0.Epoch + 1, ClearDirty: true}); err != nil {
+		t.Fatal(err)
+	}
+	sh1 := getShard(t, s, id, 1)
+	if _, err := s.BeginTurn(ctx, store.BeginTurnParams{JobID: id, Index: 1, Turn: sh1.Turn + 1, MessageID: "m", At: at(2 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := listed(); got[0] || !got[1] {
+		t.Fatalf("listed %v after shard 0's mark was cleared and a turn began on shard 1; want shard 1 only", got)
+	}
+	sh1 = getShard(t, s, id, 1)
+	if _, err := s.AdvanceShard(ctx, store.AdvanceShardParams{JobID: id, Index: 1, Turn: sh1.Turn, Epoch: sh1.Epoch, At: at(3 * time.Second), EndTurn: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := listed(); len(got) != 0 {
+		t.Fatalf("listed %v after every final shard's mark was cleared, want none", got)
+	}
+	stale, err := s.ListStaleShards(ctx, store.ListStaleShardsParams{Before: at(time.Hour), Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range stale {
+		if r.JobID == id && r.Index != 2 {
+			t.Fatalf("ListStaleShards lists final shard %d (a turn of a final shard ended)", r.Index)
+		}
+	}
 }

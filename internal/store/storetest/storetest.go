@@ -261,6 +261,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"EpochStaleAddShardCounts", testEpochStaleAddShardCounts},
 		{"EpochReported", testEpochReported},
 		{"MarkShardDirty", testMarkShardDirty},
+		{"ListDirtyShards", testListDirtyShards},
 		{"ImpossibleCountsRecounted", testImpossibleCountsRecounted},
 		{"ListStaleShards", testListStaleShards},
 		{"AttemptCounters", testAttemptCounters},
