@@ -105,12 +105,14 @@ func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Ite
 	// Calls run to completion even if ctx is cancelled (shutdown): a request
 	// in flight is never cut off mid-call by us.
 	callCtx := context.WithoutCancel(ctx)
+	// The sizer as of this batch: a paced batch's calls start later, at
+	// their slots, while the turn goes on (and may re-read the account).
+	z := tr.sizing
 	start := func(i int, pc *pendingCall) {
 		c := pc.c
 		go func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			z := tr.sizing
 			if z != nil && !paced {
 				if i >= given {
 					// More calls than the slots taken before the claim
