@@ -159,11 +159,9 @@ type api struct {
 }
 
 func newAPI(cfg Config) (*api, error) {
-	if cfg.BaseURL == "" {
-		cfg.BaseURL = DefaultBaseURL
-	}
-	if u, err := url.Parse(cfg.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("wechatmp config: base URL %q must be an absolute http(s) URL", cfg.BaseURL)
+	base, err := httpcall.BaseURL(cfg.BaseURL, DefaultBaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("wechatmp config: %w", err)
 	}
 	cfg.Timeouts = cfg.Timeouts.WithDefaults()
 	if cfg.Clock == nil {
@@ -172,7 +170,7 @@ func newAPI(cfg Config) (*api, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &api{cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/"), http: httpcall.NewClient(cfg.Timeouts)}, nil
+	return &api{cfg: cfg, base: base, http: httpcall.NewClient(cfg.Timeouts)}, nil
 }
 
 // answer is every field a WeChat answer may carry.

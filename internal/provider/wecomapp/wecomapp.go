@@ -82,11 +82,9 @@ type Client struct {
 
 // New builds a Client.
 func New(cfg Config) (*Client, error) {
-	if cfg.BaseURL == "" {
-		cfg.BaseURL = DefaultBaseURL
-	}
-	if u, err := url.Parse(cfg.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("wecomapp config: base URL %q must be an absolute http(s) URL", cfg.BaseURL)
+	base, err := httpcall.BaseURL(cfg.BaseURL, DefaultBaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("wecomapp config: %w", err)
 	}
 	cfg.Timeouts = cfg.Timeouts.WithDefaults()
 	if cfg.Clock == nil {
@@ -95,7 +93,7 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Client{cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/"), http: httpcall.NewClient(cfg.Timeouts)}, nil
+	return &Client{cfg: cfg, base: base, http: httpcall.NewClient(cfg.Timeouts)}, nil
 }
 
 // Close drops idle connections.
