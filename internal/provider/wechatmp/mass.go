@@ -134,7 +134,7 @@ func (m *Mass) Status(ctx context.Context, req provider.StatusRequest) (provider
 		}
 		if ans.Errcode != nil && *ans.Errcode != 0 {
 			if tokenRefused(*ans.Errcode) && attempt == 0 {
-				m.api.dropToken(ap, tok)
+				m.api.tokens.Drop(ap.appID, ap.secret, tok)
 				continue
 			}
 			return "", fmt.Errorf("wechat-mp-mass: mass/get: %d %s", *ans.Errcode, ans.Errmsg)

@@ -3,7 +3,6 @@ package wechatmp
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -56,14 +55,8 @@ func newMassFixture(t *testing.T) *massFixture {
 		t.Cleanup(func() { _ = a.Close() })
 		return a
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := "http://" + ln.Addr().String()
-	_ = ln.Close()
 	f.adapter = build(srv.URL)
-	f.fixture = providertest.Fixture{Provider: f.adapter, Unreachable: build(closed), Mock: &templateDriver{mock: m, mass: true}}
+	f.fixture = providertest.Fixture{Provider: f.adapter, Unreachable: build(providertest.ClosedURL(t)), Mock: &providertest.MockProvider{Mock: m}}
 	return f
 }
 

@@ -22,13 +22,11 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/provider"
+	"github.com/qunfa/qunfa/internal/provider/accesstoken"
 	"github.com/qunfa/qunfa/internal/provider/httpcall"
-	"github.com/qunfa/qunfa/internal/store"
 )
 
 var _ provider.Provider = (*Template)(nil)
@@ -40,9 +38,6 @@ var ErrInvalidRequest = errors.New("wechatmp: invalid request")
 // DefaultBaseURL is WeChat's API root.
 const DefaultBaseURL = "https://api.weixin.qq.com"
 
-// tokenMargin is how long before its end an access token is replaced.
-const tokenMargin = 5 * time.Minute
-
 // Config configures an adapter.
 type Config struct {
 	// BaseURL is the API root (default DefaultBaseURL).
@@ -52,9 +47,7 @@ type Config struct {
 	Credentials provider.Credentials
 	Secret      string
 	// Owners maps an account to its tenant (nil: the default credential).
-	Owners interface {
-		AccountOwner(ctx context.Context, account string) (string, error)
-	}
+	Owners accesstoken.Owners
 	// Timeouts bound each call.
 	Timeouts httpcall.Timeouts
 	// Clock times the access tokens (default: the system clock).
@@ -162,21 +155,13 @@ type api struct {
 	base string
 	http *http.Client
 
-	mu     sync.Mutex
-	tokens map[string]accessToken // appid + "\x00" + secret
-}
-
-type accessToken struct {
-	token   string
-	expires time.Time
+	tokens accesstoken.Cache // by appid and secret
 }
 
 func newAPI(cfg Config) (*api, error) {
-	if cfg.BaseURL == "" {
-		cfg.BaseURL = DefaultBaseURL
-	}
-	if u, err := url.Parse(cfg.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("wechatmp config: base URL %q must be an absolute http(s) URL", cfg.BaseURL)
+	base, err := httpcall.BaseURL(cfg.BaseURL, DefaultBaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("wechatmp config: %w", err)
 	}
 	cfg.Timeouts = cfg.Timeouts.WithDefaults()
 	if cfg.Clock == nil {
@@ -185,7 +170,7 @@ func newAPI(cfg Config) (*api, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &api{cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/"), http: httpcall.NewClient(cfg.Timeouts), tokens: map[string]accessToken{}}, nil
+	return &api{cfg: cfg, base: base, http: httpcall.NewClient(cfg.Timeouts)}, nil
 }
 
 // answer is every field a WeChat answer may carry.
@@ -230,7 +215,7 @@ func (a *api) send(ctx context.Context, account, appID, path string, body []byte
 		var ans answer
 		parseErr := json.Unmarshal(ex.Body, &ans)
 		if ex.Status == http.StatusOK && parseErr == nil && ans.Errcode != nil && tokenRefused(*ans.Errcode) && attempt == 0 {
-			a.dropToken(ap, tok) // nothing was delivered: new token, once more
+			a.tokens.Drop(ap.appID, ap.secret, tok) // nothing was delivered: new token, once more
 			continue
 		}
 		return httpcall.Same(n, interpret(ex, ans, parseErr)), nil
@@ -265,34 +250,9 @@ func interpret(ex httpcall.Exchange, ans answer, parseErr error) provider.Recipi
 	return provider.RecipientResult{Accepted: true, MsgID: id}
 }
 
+// secret is the AppSecret of the account's owner.
 func (a *api) secret(ctx context.Context, account string) (tenant, secret string, err error) {
-	if a.cfg.Credentials == nil {
-		return "", a.cfg.Secret, nil
-	}
-	if a.cfg.Owners != nil {
-		tenant, err = a.cfg.Owners.AccountOwner(ctx, account)
-		if errors.Is(err, store.ErrNotFound) {
-			tenant, err = "", nil
-		}
-		if err != nil {
-			return "", "", fmt.Errorf("owner of account %s: %w", account, err)
-		}
-	}
-	secret, err = a.cfg.Credentials.Token(ctx, tenant)
-	if err != nil && !errors.Is(err, provider.ErrNoCredentials) {
-		return "", "", err
-	}
-	return tenant, secret, nil
-}
-
-func tokenKey(ap app) string { return ap.appID + "\x00" + ap.secret }
-
-func (a *api) dropToken(ap app, tok string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if t, ok := a.tokens[tokenKey(ap)]; ok && t.token == tok {
-		delete(a.tokens, tokenKey(ap))
-	}
+	return accesstoken.Secret(ctx, a.cfg.Credentials, a.cfg.Secret, a.cfg.Owners, account)
 }
 
 // accessToken returns a live access token, from the cache unless fresh.
@@ -302,11 +262,8 @@ func (a *api) dropToken(ap app, tok string) {
 func (a *api) accessToken(ctx context.Context, ap *app, fresh bool) (string, *provider.RecipientResult) {
 	now := a.cfg.Clock.Now()
 	if !fresh {
-		a.mu.Lock()
-		t, ok := a.tokens[tokenKey(*ap)]
-		a.mu.Unlock()
-		if ok && now.Before(t.expires) {
-			return t.token, nil
+		if tok, ok := a.tokens.Get(ap.appID, ap.secret, now); ok {
+			return tok, nil
 		}
 	}
 	for attempt := 0; ; attempt++ {
@@ -334,13 +291,7 @@ func (a *api) accessToken(ctx context.Context, ap *app, fresh bool) (string, *pr
 			}
 			return "", &provider.RecipientResult{Category: cat, Code: strconv.Itoa(code), Message: "token: " + ans.Errmsg}
 		}
-		life := time.Duration(ans.ExpiresIn) * time.Second
-		if life > 2*tokenMargin {
-			life -= tokenMargin
-		}
-		a.mu.Lock()
-		a.tokens[tokenKey(*ap)] = accessToken{token: ans.AccessToken, expires: now.Add(life)}
-		a.mu.Unlock()
+		a.tokens.Put(ap.appID, ap.secret, ans.AccessToken, now, ans.ExpiresIn)
 		return ans.AccessToken, nil
 	}
 }

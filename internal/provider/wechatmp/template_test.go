@@ -3,7 +3,6 @@ package wechatmp
 import (
 	"context"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -54,15 +53,10 @@ func newTemplateFixture(t *testing.T) *templateFixture {
 		t.Cleanup(func() { _ = a.Close() })
 		return a
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := "http://" + ln.Addr().String()
-	_ = ln.Close()
 	a := build(srv.URL)
 	return &templateFixture{mock: m, adapter: a, tokens: &tokens,
-		fixture: providertest.Fixture{Provider: a, Unreachable: build(closed), Mock: &templateDriver{mock: m}}}
+		fixture: providertest.Fixture{Provider: a, Unreachable: build(providertest.ClosedURL(t)),
+			Mock: &providertest.MockProvider{Mock: m, App: templateApp}}}
 }
 
 func TestTemplateConformance(t *testing.T) {
@@ -79,53 +73,15 @@ func TestTemplateConformance(t *testing.T) {
 	})
 }
 
-type templateDriver struct {
-	mock *mockprovider.Mock
-	// mass: the account is the appid itself.
-	mass bool
-}
-
-func (d *templateDriver) change(t *testing.T, guid string, f func(*mockprovider.Behaviour)) {
+// templateApp is the appid of a template account, whose access tokens
+// and AppSecret its calls use.
+func templateApp(t *testing.T, account string) string {
 	t.Helper()
-	b := d.mock.Behaviour(guid)
-	f(&b)
-	if err := d.mock.SetBehaviour(guid, b); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (d *templateDriver) Deliveries(account string) int { return int(d.mock.Stats()[account].Accepted) }
-
-func (d *templateDriver) Refuse(t *testing.T, account, code string) {
-	n, err := strconv.Atoi(code)
+	app, _, err := ParseTemplateAccount(account)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.change(t, account, func(b *mockprovider.Behaviour) { b.Errors = []mockprovider.InjectedError{{Errcode: n, Ratio: 1}} })
-}
-
-func (d *templateDriver) InvalidRecipient(t *testing.T, account, to string) {
-	d.change(t, account, func(b *mockprovider.Behaviour) { b.InvalidToIDs = append(b.InvalidToIDs, to) })
-}
-
-func (d *templateDriver) HoldAnswers(t *testing.T, account string) {
-	d.change(t, account, func(b *mockprovider.Behaviour) { b.TimeoutRatio = 1 })
-}
-
-// ExpireCredential ends the app's access tokens; without renewable the
-// app also stops taking the AppSecret the adapter holds.
-func (d *templateDriver) ExpireCredential(t *testing.T, account string, renewable bool) {
-	app := account
-	if !d.mass {
-		var err error
-		if app, _, err = ParseTemplateAccount(account); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if !renewable {
-		d.change(t, app, func(b *mockprovider.Behaviour) { b.Token = "secret-reset-in-the-console" })
-	}
-	d.mock.ExpireAccessTokens(app)
+	return app
 }
 
 func TestTemplateTokenIsCachedAndQuotaIsRateLimited(t *testing.T) {

@@ -27,13 +27,11 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/provider"
+	"github.com/qunfa/qunfa/internal/provider/accesstoken"
 	"github.com/qunfa/qunfa/internal/provider/httpcall"
-	"github.com/qunfa/qunfa/internal/store"
 )
 
 var _ provider.Provider = (*Client)(nil)
@@ -47,9 +45,6 @@ const MaxPerCall = 1000
 
 // DefaultBaseURL is WeCom's API root.
 const DefaultBaseURL = "https://qyapi.weixin.qq.com"
-
-// tokenMargin is how long before its end an access token is replaced.
-const tokenMargin = 5 * time.Minute
 
 // Config configures a Client.
 type Config struct {
@@ -74,9 +69,7 @@ type Config struct {
 
 // AccountOwners tells which tenant owns an account (store.ErrNotFound:
 // nobody).
-type AccountOwners interface {
-	AccountOwner(ctx context.Context, account string) (string, error)
-}
+type AccountOwners = accesstoken.Owners
 
 // Client is the wecom-app adapter; safe for concurrent use.
 type Client struct {
@@ -84,22 +77,14 @@ type Client struct {
 	base string
 	http *http.Client
 
-	mu     sync.Mutex
-	tokens map[string]accessToken // corpid + "\x00" + secret → token
-}
-
-type accessToken struct {
-	token   string
-	expires time.Time
+	tokens accesstoken.Cache // by corpid and secret
 }
 
 // New builds a Client.
 func New(cfg Config) (*Client, error) {
-	if cfg.BaseURL == "" {
-		cfg.BaseURL = DefaultBaseURL
-	}
-	if u, err := url.Parse(cfg.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("wecomapp config: base URL %q must be an absolute http(s) URL", cfg.BaseURL)
+	base, err := httpcall.BaseURL(cfg.BaseURL, DefaultBaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("wecomapp config: %w", err)
 	}
 	cfg.Timeouts = cfg.Timeouts.WithDefaults()
 	if cfg.Clock == nil {
@@ -108,8 +93,7 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Client{cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/"), http: httpcall.NewClient(cfg.Timeouts),
-		tokens: map[string]accessToken{}}, nil
+	return &Client{cfg: cfg, base: base, http: httpcall.NewClient(cfg.Timeouts)}, nil
 }
 
 // Close drops idle connections.
@@ -180,7 +164,7 @@ func (c *Client) Send(ctx context.Context, req provider.SendRequest) (provider.S
 		}
 	}
 	a := app{corpID: corpID, agentID: agentID}
-	if a.tenant, a.secret, err = c.secret(ctx, req.Account); err != nil {
+	if a.tenant, a.secret, err = accesstoken.Secret(ctx, c.cfg.Credentials, c.cfg.Secret, c.cfg.Owners, req.Account); err != nil {
 		c.cfg.Logger.Warn("wecom-app credentials unavailable", slog.String("account", req.Account), slog.Any("err", err))
 		return httpcall.Same(n, provider.RecipientResult{Category: provider.Retryable, Message: "provider credentials unavailable"}), ctx.Err()
 	}
@@ -209,7 +193,7 @@ func (c *Client) Send(ctx context.Context, req provider.SendRequest) (provider.S
 		parseErr := json.Unmarshal(ex.Body, &ans)
 		if ex.Status == http.StatusOK && parseErr == nil && ans.Errcode != nil && tokenRefused(*ans.Errcode) && attempt == 0 {
 			// Nothing was delivered: fetch a new token and call again.
-			c.dropToken(a, tok)
+			c.tokens.Drop(a.corpID, a.secret, tok)
 			continue
 		}
 		return interpret(req, ex, ans, parseErr), nil
@@ -270,38 +254,6 @@ func (c *Client) Status(context.Context, provider.StatusRequest) (provider.Statu
 	return "", fmt.Errorf("wecom-app: %w", provider.ErrStatusUnsupported)
 }
 
-// secret is the application secret of the account's owner.
-func (c *Client) secret(ctx context.Context, account string) (tenant, secret string, err error) {
-	if c.cfg.Credentials == nil {
-		return "", c.cfg.Secret, nil
-	}
-	if c.cfg.Owners != nil {
-		tenant, err = c.cfg.Owners.AccountOwner(ctx, account)
-		if errors.Is(err, store.ErrNotFound) {
-			tenant, err = "", nil
-		}
-		if err != nil {
-			return "", "", fmt.Errorf("owner of account %s: %w", account, err)
-		}
-	}
-	secret, err = c.cfg.Credentials.Token(ctx, tenant)
-	if err != nil && !errors.Is(err, provider.ErrNoCredentials) {
-		return "", "", err
-	}
-	return tenant, secret, nil
-}
-
-func tokenKey(a app) string { return a.corpID + "\x00" + a.secret }
-
-// dropToken forgets tok if it is still the cached one.
-func (c *Client) dropToken(a app, tok string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if t, ok := c.tokens[tokenKey(a)]; ok && t.token == tok {
-		delete(c.tokens, tokenKey(a))
-	}
-}
-
 // accessToken returns a live access token of the app, from the cache
 // unless fresh is set. A refusal (nothing sent) comes back as the result
 // every recipient gets. A secret that gettoken refuses is reported to
@@ -309,11 +261,8 @@ func (c *Client) dropToken(a app, tok string) {
 func (c *Client) accessToken(ctx context.Context, a *app, fresh bool) (string, *provider.RecipientResult) {
 	now := c.cfg.Clock.Now()
 	if !fresh {
-		c.mu.Lock()
-		t, ok := c.tokens[tokenKey(*a)]
-		c.mu.Unlock()
-		if ok && now.Before(t.expires) {
-			return t.token, nil
+		if tok, ok := c.tokens.Get(a.corpID, a.secret, now); ok {
+			return tok, nil
 		}
 	}
 	for attempt := 0; ; attempt++ {
@@ -341,13 +290,7 @@ func (c *Client) accessToken(ctx context.Context, a *app, fresh bool) (string, *
 			}
 			return "", &provider.RecipientResult{Category: gettokenCategory(code), Code: strconv.Itoa(code), Message: "gettoken: " + ans.Errmsg}
 		}
-		life := time.Duration(ans.ExpiresIn) * time.Second
-		if life > 2*tokenMargin {
-			life -= tokenMargin
-		}
-		c.mu.Lock()
-		c.tokens[tokenKey(*a)] = accessToken{token: ans.AccessToken, expires: now.Add(life)}
-		c.mu.Unlock()
+		c.tokens.Put(a.corpID, a.secret, ans.AccessToken, now, ans.ExpiresIn)
 		return ans.AccessToken, nil
 	}
 }

@@ -3,7 +3,6 @@ package wecomapp
 import (
 	"context"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -96,57 +95,12 @@ func newFixture(t *testing.T) *fixture {
 		t.Cleanup(func() { _ = c.Close() })
 		return c
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := "http://" + ln.Addr().String()
-	_ = ln.Close()
 	c := newClient(srv.URL)
 	return &fixture{
-		fixture: providertest.Fixture{Provider: c, Unreachable: newClient(closed), Mock: &driver{mock: m}},
-		mock:    m, client: c, gettoken: &gettoken,
+		fixture: providertest.Fixture{Provider: c, Unreachable: newClient(providertest.ClosedURL(t)),
+			Mock: &providertest.MockProvider{Mock: m, App: corpOf}},
+		mock: m, client: c, gettoken: &gettoken,
 	}
-}
-
-// driver drives the wecom-app mock for the suite.
-type driver struct{ mock *mockprovider.Mock }
-
-func (d *driver) change(t *testing.T, guid string, f func(*mockprovider.Behaviour)) {
-	t.Helper()
-	b := d.mock.Behaviour(guid)
-	f(&b)
-	if err := d.mock.SetBehaviour(guid, b); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (d *driver) Deliveries(account string) int { return int(d.mock.Stats()[account].Accepted) }
-
-func (d *driver) Refuse(t *testing.T, account, code string) {
-	n, err := strconv.Atoi(code)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.change(t, account, func(b *mockprovider.Behaviour) { b.Errors = []mockprovider.InjectedError{{Errcode: n, Ratio: 1}} })
-}
-
-func (d *driver) InvalidRecipient(t *testing.T, account, to string) {
-	d.change(t, account, func(b *mockprovider.Behaviour) { b.InvalidToIDs = append(b.InvalidToIDs, to) })
-}
-
-func (d *driver) HoldAnswers(t *testing.T, account string) {
-	d.change(t, account, func(b *mockprovider.Behaviour) { b.TimeoutRatio = 1 })
-}
-
-// ExpireCredential ends the corp's access tokens; without renewable the
-// corp also stops taking the application secret the adapter holds.
-func (d *driver) ExpireCredential(t *testing.T, account string, renewable bool) {
-	corp := corpOf(t, account)
-	if !renewable {
-		d.change(t, corp, func(b *mockprovider.Behaviour) { b.Token = "secret-rotated-elsewhere" })
-	}
-	d.mock.ExpireAccessTokens(corp)
 }
 
 func send(t *testing.T, c *Client, req provider.SendRequest) []provider.RecipientResult {

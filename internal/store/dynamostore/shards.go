@@ -590,11 +590,27 @@ func (s *Store) ListStaleShards(ctx context.Context, p store.ListStaleShardsPara
 		Limit:                  aws.Int32(100),
 		ReturnConsumedCapacity: s.capacity(),
 	}
+	refs, err := s.listIndexedShards(ctx, in, limit, func(r map[string]types.AttributeValue) bool {
+		return watchedForStaleness(store.ShardStatus(getS(r, "status")), store.PauseReason(getS(r, "pause"))) &&
+			getN(r, "lastAdv") < before
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list stale shards: %w", err)
+	}
+	return refs, nil
+}
+
+// listIndexedShards pages through the index entries in returns, reads
+// their shard records (strongly consistent: an entry may lag its record)
+// and keeps the first limit shards whose record keep accepts. An entry
+// whose record is gone is skipped.
+func (s *Store) listIndexedShards(ctx context.Context, in *dynamodb.QueryInput, limit int,
+	keep func(rec map[string]types.AttributeValue) bool) ([]store.ShardRef, error) {
 	refs := []store.ShardRef{}
 	for {
 		out, err := s.db.Query(ctx, in)
 		if err != nil {
-			return nil, fmt.Errorf("list stale shards: %w", err)
+			return nil, err
 		}
 		s.consumed("Query", out.ConsumedCapacity)
 		keys := make([]map[string]types.AttributeValue, len(out.Items))
@@ -603,12 +619,11 @@ func (s *Store) ListStaleShards(ctx context.Context, p store.ListStaleShardsPara
 		}
 		recs, err := s.batchGet(ctx, keys, true)
 		if err != nil {
-			return nil, fmt.Errorf("list stale shards: %w", err)
+			return nil, err
 		}
 		for _, k := range keys {
 			r, ok := recs[recordID(k)]
-			if !ok || !watchedForStaleness(store.ShardStatus(getS(r, "status")), store.PauseReason(getS(r, "pause"))) ||
-				getN(r, "lastAdv") >= before {
+			if !ok || !keep(r) {
 				continue
 			}
 			refs = append(refs, store.ShardRef{JobID: getS(r, "job"), Index: int(getN(r, "idx"))})
@@ -679,40 +694,17 @@ func (s *Store) ListDirtyShards(ctx context.Context, p store.ListDirtyShardsPara
 		Limit:                     aws.Int32(100),
 		ReturnConsumedCapacity:    s.capacity(),
 	}
-	refs := []store.ShardRef{}
-	for {
-		out, err := s.db.Query(ctx, in)
-		if err != nil {
-			return nil, fmt.Errorf("list dirty shards: %w", err)
+	refs, err := s.listIndexedShards(ctx, in, limit, func(r map[string]types.AttributeValue) bool {
+		if !getBool(r, "dirty") || !store.ShardFinal(store.ShardStatus(getS(r, "status"))) {
+			s.dropDirtyEntry(ctx, r)
+			return false
 		}
-		s.consumed("Query", out.ConsumedCapacity)
-		keys := make([]map[string]types.AttributeValue, len(out.Items))
-		for i, k := range out.Items {
-			keys[i] = key(getS(k, attrPK), getS(k, attrSK))
-		}
-		recs, err := s.batchGet(ctx, keys, true)
-		if err != nil {
-			return nil, fmt.Errorf("list dirty shards: %w", err)
-		}
-		for _, k := range keys {
-			r, ok := recs[recordID(k)]
-			if !ok {
-				continue
-			}
-			if !getBool(r, "dirty") || !store.ShardFinal(store.ShardStatus(getS(r, "status"))) {
-				s.dropDirtyEntry(ctx, r)
-				continue
-			}
-			refs = append(refs, store.ShardRef{JobID: getS(r, "job"), Index: int(getN(r, "idx"))})
-			if len(refs) == limit {
-				return refs, nil
-			}
-		}
-		if len(out.LastEvaluatedKey) == 0 {
-			return refs, nil
-		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list dirty shards: %w", err)
 	}
+	return refs, nil
 }
 
 // dropDirtyEntry removes the DIRTY index entry of a shard that is no longer
