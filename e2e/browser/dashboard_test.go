@@ -53,8 +53,15 @@ func (b *tab) do(what string, actions ...chromedp.Action[chromedp.Void]) {
 // waitJS waits until a JavaScript expression is truthy.
 func (b *tab) waitJS(what, expr string) {
 	b.t.Helper()
+	b.waitJSFor(what, expr, 20*time.Second)
+}
+
+// waitJSFor is waitJS with its own timeout, for what takes long by
+// design (a job sending at a limited rate).
+func (b *tab) waitJSFor(what, expr string, timeout time.Duration) {
+	b.t.Helper()
 	_, err := chromedp.Run(b.ctx, chromedp.Poll[bool](expr,
-		chromedp.WithPollingTimeout(20*time.Second), chromedp.WithPollingInterval(100*time.Millisecond)))
+		chromedp.WithPollingTimeout(timeout), chromedp.WithPollingInterval(100*time.Millisecond)))
 	if err != nil {
 		b.fail(what, fmt.Errorf("waiting for %s: %w", expr, err))
 	}

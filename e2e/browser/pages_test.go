@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -95,7 +96,9 @@ func TestDashboardPages(t *testing.T) {
 
 	// The job's summary in words, and failures per minute from the series.
 	b.waitJS("failures are charted from the series", `document.querySelector('#fail-chart polyline') !== null`)
-	b.waitJS("the job finishes", `['completed','partial'].includes(document.getElementById('job-status').dataset.status)`)
+	// 120 recipients at 10/s, a fifth answered "busy" and sent again with
+	// backoff: about 15 s of sending at best.
+	b.waitJSFor("the job finishes", `['completed','partial'].includes(document.getElementById('job-status').dataset.status)`, time.Minute)
 	var full struct {
 		job
 		ConfirmedAfterRetry int64 `json:"confirmed_after_retry"`
