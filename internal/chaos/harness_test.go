@@ -80,7 +80,12 @@ type run struct {
 	mock   *mockprovider.Mock
 	queue  queue.Queue
 
-	sender     *sender.Sender
+	sender *sender.Sender
+	// crashBase is the sender as made, copied before any turn ran: a
+	// crashing turn works on a copy of it with a crashing store (copying
+	// the running sender would race with the state it keeps, such as its
+	// accounts' sizers).
+	crashBase  sender.Sender
 	reconciler *reconcile.Reconciler
 	breakers   *breaker.Breakers
 	control    *control.Controller
@@ -176,6 +181,7 @@ func newRun(t *testing.T, seed uint64, open backend) *run {
 			ClaimBatch: 1 + r.intn(8), Concurrency: 4, MaxAttempts: 3,
 			BackoffBase: time.Second, BackoffCap: 4 * time.Second, TurnDuration: 10 * time.Second,
 		}}
+	r.crashBase = *r.sender
 	// SettleAfter is far above what a step can move the fake clock while
 	// a call is in flight (turns' in-handler waits move it too), so the
 	// reconciler never looks up an item whose call has not answered — as
@@ -405,7 +411,7 @@ func (r *run) work(ctx context.Context, m queue.Message, crashAfter int) {
 	if crashAfter >= 0 {
 		cs := &crashingStore{Store: r.sfault}
 		cs.left.Store(int64(crashAfter))
-		s2 := *r.sender
+		s2 := r.crashBase
 		s2.Store = cs
 		s = &s2
 	}
