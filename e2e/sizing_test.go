@@ -97,9 +97,13 @@ func TestBatchSizeFollowsLatency(t *testing.T) {
 	a := d.account(id)
 	if a.Sizing == nil || a.Sizing.BatchSize > 50 || a.Sizing.BatchSize < 1 || a.Sizing.P99MS < 1 || a.Sizing.Concurrency < 1 {
 		t.Errorf("account sizing %+v, want a batch of at most 50 (2 s at 40 ms each)", a.Sizing)
-	} else if most := slices.Max(sizes[len(sizes)/2:]); a.Sizing.BatchSize > most {
-		// The size may grow back a little as the latency falls, never
-		// beyond what the second half's calls carried.
+	} else if most := slices.Max(sizes[len(sizes)/2:]); a.Sizing.BatchSize >= 2*most {
+		// The size shown is the one the calls were made with. A batch's
+		// claim is split evenly into calls of at most the size (a claim
+		// of 128 at size 45 makes calls of 42 and 43: the tokens granted,
+		// not the size, set the claim on a slower store), so a claim of at
+		// least the size makes calls of more than half of it. The size
+		// may also grow back a little as the latency falls.
 		t.Errorf("account sizing %+v, but the second half's calls carried at most %d", a.Sizing, most)
 	}
 	// The gauge and the saved sizing agree once the last decision (made
