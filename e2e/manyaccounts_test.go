@@ -112,7 +112,7 @@ func spread(ds []time.Duration) string {
 // beside the rest of the suite, which takes CPU from it.
 //
 // On the aws backend (no backendCaps.manyShards) it runs smaller, within
-// what the emulators take: 25 accounts at 8/s (200 msg/s together) and 60
+// what the emulators take: 25 accounts at 8/s (200 msg/s together) and 40
 // slow accounts at 1/s, each job's shards in one submission.
 //
 // Not parallel: it takes the machine's CPU (as the benchmark does), and the
@@ -128,7 +128,7 @@ func TestManyAccounts(t *testing.T) {
 	}
 	sizes := []size{{100, 100, 20}, {400, 5, 1}}
 	if !capsOf(defaultBackend(t)).manyShards {
-		sizes = []size{{25, 48, 8}, {60, 8, 1}}
+		sizes = []size{{25, 48, 8}, {40, 8, 1}}
 	}
 	for _, c := range sizes {
 		t.Run(fmt.Sprintf("%d×%d@%g", c.accounts, c.perAccount, c.rate), func(t *testing.T) {
