@@ -10,7 +10,7 @@ import (
 	"github.com/qunfa/qunfa/internal/store"
 )
 
-const benchBatch = 50
+const benchBatch = 100
 
 // benchStore opens a store in a temp dir with one running job of one shard
 // holding n pending items.

@@ -484,6 +484,22 @@ VALUES (?1, ?2, ?3, 0, 0, 0, 0, '', NULL, NULL, NULL, ?4, ?5, ?6, ?7)`
 VALUES `
 )
 
+// qItemWriteRows is qItemWrite for itemWriteRows items in one statement,
+// itemWriteArgs values each (seq, status, attempts, next_at, cat, code,
+// msg, fin_at, msgid), then the job number and the shard: the cursors on
+// the items and their indexes are opened once for them all.
+var qItemWriteRows = `UPDATE items SET status = v.column2, attempts = v.column3, next_at = v.column4,
+cat = v.column5, code = v.column6, msg = v.column7, fin_at = v.column8, msgid = v.column9
+FROM (VALUES ` + strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?),\n", itemWriteRows-1) + `(?, ?, ?, ?, ?, ?, ?, ?, ?)) AS v
+WHERE items.job_no = ? AND items.shard = ? AND items.seq = v.column1`
+
+// itemWriteRows is how many items one qItemWriteRows statement writes,
+// itemWriteArgs the values each takes.
+const (
+	itemWriteRows = 100
+	itemWriteArgs = 9
+)
+
 // itemInsertRows is how many items one qItemInsertRows statement writes,
 // itemInsertArgs the arguments each takes.
 const (
@@ -501,7 +517,7 @@ var itemInsertRowsQuery = qItemInsertRows +
 
 func (s *Store) prepare(ctx context.Context) error {
 	s.stmts = map[string]*sql.Stmt{}
-	for _, q := range []string{qClaim, qNextDue, qItemState, qItemWrite, qShardGet, qShardPut, qBucketGet, qBucketPut, qItemInsert, itemInsertRowsQuery} {
+	for _, q := range []string{qClaim, qNextDue, qItemState, qItemWrite, qShardGet, qShardPut, qBucketGet, qBucketPut, qItemInsert, itemInsertRowsQuery, qItemWriteRows} {
 		st, err := s.w.PrepareContext(ctx, q)
 		if err != nil {
 			return fmt.Errorf("prepare %q: %w", firstLine(q), err)
