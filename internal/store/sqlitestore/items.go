@@ -229,32 +229,17 @@ func (s *Store) UpdateItems(ctx context.Context, p store.UpdateItemsParams) (sto
 			}
 			state[u.Seq] = next
 		}
-		one, rows := s.stmt(ctx, tx, qItemWrite), s.stmt(ctx, tx, qItemWriteRows)
-		args := make([]any, 0, itemWriteRows*itemWriteArgs+2)
-		for len(changed) > 0 {
-			chunk := changed[:min(len(changed), itemWriteRows)]
-			changed = changed[len(chunk):]
-			args = args[:0]
-			for _, seq := range chunk {
-				st := state[seq]
-				var cat, code, msg any
-				if st.err != nil {
-					cat, code, msg = st.err.Category, st.err.Code, st.err.Message
-				}
-				args = append(args, seq, statusCodes[st.status], st.attempts, st.nextAt, cat, code, msg, st.finAt, nullString(st.msgID))
+		args := make([]any, 0, len(changed)*itemWrites.args)
+		for _, seq := range changed {
+			st := state[seq]
+			var cat, code, msg any
+			if st.err != nil {
+				cat, code, msg = st.err.Category, st.err.Code, st.err.Message
 			}
-			if len(chunk) == itemWriteRows {
-				if _, err := rows.ExecContext(ctx, append(args, no, p.Index)...); err != nil {
-					return fmt.Errorf("update items %s/%d…: %w", p.JobID, chunk[0], err)
-				}
-				continue
-			}
-			for i, seq := range chunk {
-				a := args[i*itemWriteArgs:][:itemWriteArgs]
-				if _, err := one.ExecContext(ctx, a[1], a[2], a[3], a[4], a[5], a[6], no, p.Index, seq, a[7], a[8]); err != nil {
-					return fmt.Errorf("update item %s/%d: %w", p.JobID, seq, err)
-				}
-			}
+			args = append(args, seq, statusCodes[st.status], st.attempts, st.nextAt, cat, code, msg, st.finAt, nullString(st.msgID))
+		}
+		if err := s.execRows(ctx, tx, itemWrites, args, no, p.Index); err != nil {
+			return fmt.Errorf("update items of %s/%d: %w", p.JobID, p.Index, err)
 		}
 		return nil
 	})

@@ -176,39 +176,23 @@ func (s *Store) PutItems(ctx context.Context, p store.PutItemsParams) error {
 		if job.Status != store.JobCreating && job.Status != store.JobStarting {
 			return fmt.Errorf("put items into job %q in status %s: %w", p.JobID, job.Status, store.ErrInvalidTransition)
 		}
-		rows := s.stmt(ctx, tx, itemInsertRowsQuery)
-		one := s.stmt(ctx, tx, qItemInsert)
-		args := make([]any, 0, itemInsertRows*itemInsertArgs)
-		items := p.Items
-		for len(items) > 0 {
-			chunk := items[:min(len(items), itemInsertRows)]
-			items = items[len(chunk):]
-			args = args[:0]
-			for _, it := range chunk {
-				if it.Shard < 0 || (it.Shard >= job.ShardCount && job.Status == store.JobCreating) {
-					return fmt.Errorf("put item %d: %w: shard %d of %d", it.Seq, store.ErrInvalidArgument, it.Shard, job.ShardCount)
-				}
-				var vars any
-				if len(it.Vars) > 0 {
-					b, err := json.Marshal(it.Vars)
-					if err != nil {
-						return fmt.Errorf("put item %d: encode vars: %w", it.Seq, err)
-					}
-					vars = string(b)
-				}
-				args = append(args, no, it.Shard, it.Seq, it.Account, it.To, vars, nullString(it.Ref))
+		args := make([]any, 0, len(p.Items)*itemInserts.args)
+		for _, it := range p.Items {
+			if it.Shard < 0 || (it.Shard >= job.ShardCount && job.Status == store.JobCreating) {
+				return fmt.Errorf("put item %d: %w: shard %d of %d", it.Seq, store.ErrInvalidArgument, it.Shard, job.ShardCount)
 			}
-			if len(chunk) == itemInsertRows {
-				if _, err := rows.ExecContext(ctx, args...); err != nil {
-					return fmt.Errorf("put items %d…%d: %w", chunk[0].Seq, chunk[len(chunk)-1].Seq, err)
+			var vars any
+			if len(it.Vars) > 0 {
+				b, err := json.Marshal(it.Vars)
+				if err != nil {
+					return fmt.Errorf("put item %d: encode vars: %w", it.Seq, err)
 				}
-				continue
+				vars = string(b)
 			}
-			for i, it := range chunk {
-				if _, err := one.ExecContext(ctx, args[i*itemInsertArgs:][:itemInsertArgs]...); err != nil {
-					return fmt.Errorf("put item %d: %w", it.Seq, err)
-				}
-			}
+			args = append(args, no, it.Shard, it.Seq, it.Account, it.To, vars, nullString(it.Ref))
+		}
+		if err := s.execRows(ctx, tx, itemInserts, args); err != nil {
+			return fmt.Errorf("put items of job %q: %w", p.JobID, err)
 		}
 		return nil
 	})

@@ -460,9 +460,6 @@ RETURNING seq, account, to_id, vars, ref, attempts, next_at, cat, code, msg`
 WHERE job_no = ?1 AND shard = ?2 AND status = 0`
 	qItemState = `SELECT seq, status, attempts, next_at, claim, cat, code, msg, fin_at, msgid FROM items
 WHERE job_no = ?1 AND shard = ?2 AND seq IN (SELECT value FROM json_each(?3))`
-	qItemWrite = `UPDATE items NOT INDEXED SET status = ?1, attempts = ?2, next_at = ?3, cat = ?4, code = ?5, msg = ?6,
-fin_at = ?10, msgid = ?11
-WHERE job_no = ?7 AND shard = ?8 AND seq = ?9`
 	qShardGet = `SELECT ` + shardCols + ` FROM shards s JOIN jobs j ON j.no = s.job_no WHERE s.job_no = ?1 AND s.idx = ?2`
 	qShardPut = `UPDATE shards SET status = ?3, pause_reason = ?4, cursor = ?5, last_adv = ?6,
 n_pending = ?7, n_submitted = ?8, n_confirmed = ?9, n_failed = ?10, n_abandoned = ?11,
@@ -472,57 +469,25 @@ WHERE job_no = ?1 AND idx = ?2`
 	qBucketGet = `SELECT tokens, at, warm FROM buckets WHERE name = ?1`
 	qBucketPut = `INSERT INTO buckets (name, tokens, at, warm) VALUES (?1, ?2, ?3, ?4)
 ON CONFLICT (name) DO UPDATE SET tokens = excluded.tokens, at = excluded.at, warm = excluded.warm`
-	qItemInsert = `INSERT OR REPLACE INTO items
-(job_no, shard, seq, status, attempts, next_at, sub_at, claim, cat, code, msg, account, to_id, vars, ref)
-VALUES (?1, ?2, ?3, 0, 0, 0, 0, '', NULL, NULL, NULL, ?4, ?5, ?6, ?7)`
-	// qItemInsertRows is qItemInsert for itemInsertRows items in one
-	// statement: planning writes a million items, and a statement per item
-	// spends a fifth of its time binding and stepping rather than in the
-	// B-trees.
-	qItemInsertRows = `INSERT OR REPLACE INTO items
-(job_no, shard, seq, status, attempts, next_at, sub_at, claim, cat, code, msg, account, to_id, vars, ref)
-VALUES `
 )
-
-// qItemWriteRows is qItemWrite for itemWriteRows items in one statement,
-// itemWriteArgs values each (seq, status, attempts, next_at, cat, code,
-// msg, fin_at, msgid), then the job number and the shard: the cursors on
-// the items and their indexes are opened once for them all.
-var qItemWriteRows = `UPDATE items SET status = v.column2, attempts = v.column3, next_at = v.column4,
-cat = v.column5, code = v.column6, msg = v.column7, fin_at = v.column8, msgid = v.column9
-FROM (VALUES ` + strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?),\n", itemWriteRows-1) + `(?, ?, ?, ?, ?, ?, ?, ?, ?)) AS v
-WHERE items.job_no = ? AND items.shard = ? AND items.seq = v.column1`
-
-// itemWriteRows is how many items one qItemWriteRows statement writes,
-// itemWriteArgs the values each takes.
-const (
-	itemWriteRows = 100
-	itemWriteArgs = 9
-)
-
-// itemInsertRows is how many items one qItemInsertRows statement writes,
-// itemInsertArgs the arguments each takes.
-const (
-	itemInsertRows = 100
-	itemInsertArgs = 7
-)
-
-// itemInsertRowsQuery is qItemInsertRows with the values of
-// itemInsertRows items, itemInsertArgs arguments each (job number, shard,
-// seq, account, to, vars, ref). The parameters are anonymous: the driver
-// looks each numbered one up by name, a cost that grows with their count.
-var itemInsertRowsQuery = qItemInsertRows +
-	strings.Repeat("(?, ?, ?, 0, 0, 0, 0, '', NULL, NULL, NULL, ?, ?, ?, ?),\n", itemInsertRows-1) +
-	"(?, ?, ?, 0, 0, 0, 0, '', NULL, NULL, NULL, ?, ?, ?, ?)"
 
 func (s *Store) prepare(ctx context.Context) error {
 	s.stmts = map[string]*sql.Stmt{}
-	for _, q := range []string{qClaim, qNextDue, qItemState, qItemWrite, qShardGet, qShardPut, qBucketGet, qBucketPut, qItemInsert, itemInsertRowsQuery, qItemWriteRows} {
+	for _, q := range []string{qClaim, qNextDue, qItemState, qShardGet, qShardPut, qBucketGet, qBucketPut} {
 		st, err := s.w.PrepareContext(ctx, q)
 		if err != nil {
 			return fmt.Errorf("prepare %q: %w", firstLine(q), err)
 		}
 		s.stmts[q] = st
+	}
+	for _, m := range []multiRow{itemInserts, itemWrites} {
+		for _, q := range m.queries {
+			st, err := s.w.PrepareContext(ctx, q)
+			if err != nil {
+				return fmt.Errorf("prepare %q: %w", firstLine(q), err)
+			}
+			s.stmts[q] = st
+		}
 	}
 	return nil
 }
