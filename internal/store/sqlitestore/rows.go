@@ -62,8 +62,11 @@ VALUES `, "(?, ?, ?, 0, 0, 0, 0, '', NULL, NULL, NULL, ?, ?, ?, ?)", "", 7)
 
 // itemWrites writes the mutable part of items of one shard (UpdateItems):
 // seq, status, attempts, next_at, cat, code, msg, fin_at and msgid per
-// item, then the job number and the shard.
-var itemWrites = newMultiRow(`UPDATE items SET status = v.column2, attempts = v.column3, next_at = v.column4,
+// item, then the job number and the shard. OR FAIL: a statement that
+// writes many rows and might abort halfway keeps a journal of every page
+// it touches to undo itself, and store.write rolls the whole transaction
+// back on any error anyway.
+var itemWrites = newMultiRow(`UPDATE OR FAIL items SET status = v.column2, attempts = v.column3, next_at = v.column4,
 cat = v.column5, code = v.column6, msg = v.column7, fin_at = v.column8, msgid = v.column9
 FROM (VALUES `, "(?, ?, ?, ?, ?, ?, ?, ?, ?)", `) AS v
 WHERE items.job_no = ? AND items.shard = ? AND items.seq = v.column1`, 9)

@@ -450,7 +450,8 @@ func (s *Store) migrate(ctx context.Context) error {
 
 // Hot statements, prepared once on the write connection.
 const (
-	qClaim = `UPDATE items SET status = 1, claim = ?1, sub_at = ?2, attempts = attempts + 1
+	// qClaim is OR FAIL for the reason itemWrites is: no statement journal.
+	qClaim = `UPDATE OR FAIL items SET status = 1, claim = ?1, sub_at = ?2, attempts = attempts + 1
 WHERE job_no = ?3 AND shard = ?4 AND seq IN (
 	SELECT seq FROM items INDEXED BY items_claim
 	WHERE job_no = ?3 AND shard = ?4 AND status = 0 AND next_at <= ?2
