@@ -461,6 +461,8 @@ RETURNING seq, account, to_id, vars, ref, attempts, next_at, cat, code, msg`
 WHERE job_no = ?1 AND shard = ?2 AND status = 0`
 	qItemState = `SELECT seq, status, attempts, next_at, claim, cat, code, msg, fin_at, msgid FROM items
 WHERE job_no = ?1 AND shard = ?2 AND seq IN (SELECT value FROM json_each(?3))`
+	qItemStateRange = `SELECT seq, status, attempts, next_at, claim, cat, code, msg, fin_at, msgid FROM items
+WHERE job_no = ?1 AND shard = ?2 AND seq BETWEEN ?3 AND ?4`
 	qShardGet = `SELECT ` + shardCols + ` FROM shards s JOIN jobs j ON j.no = s.job_no WHERE s.job_no = ?1 AND s.idx = ?2`
 	qShardPut = `UPDATE shards SET status = ?3, pause_reason = ?4, cursor = ?5, last_adv = ?6,
 n_pending = ?7, n_submitted = ?8, n_confirmed = ?9, n_failed = ?10, n_abandoned = ?11,
@@ -474,7 +476,7 @@ ON CONFLICT (name) DO UPDATE SET tokens = excluded.tokens, at = excluded.at, war
 
 func (s *Store) prepare(ctx context.Context) error {
 	s.stmts = map[string]*sql.Stmt{}
-	for _, q := range []string{qClaim, qNextDue, qItemState, qShardGet, qShardPut, qBucketGet, qBucketPut} {
+	for _, q := range []string{qClaim, qNextDue, qItemState, qItemStateRange, qShardGet, qShardPut, qBucketGet, qBucketPut} {
 		st, err := s.w.PrepareContext(ctx, q)
 		if err != nil {
 			return fmt.Errorf("prepare %q: %w", firstLine(q), err)

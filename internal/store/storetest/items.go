@@ -406,6 +406,31 @@ func testUpdateItemsManyAtOnce(t *testing.T, s store.Store, c Capabilities) {
 			}
 		}
 	}
+
+	// Neighbours with others between them (3, 5, 7), and two far apart
+	// (11, 247): only the items named change.
+	t3 := at(3 * time.Second)
+	res = update(t, s, id, 0, t3,
+		store.ItemUpdate{Seq: 3, From: store.ItemSubmitted, ClaimID: "c1", To: store.ItemConfirmed},
+		store.ItemUpdate{Seq: 5, From: store.ItemFailed, To: store.ItemAbandoned, KeepError: true},
+		store.ItemUpdate{Seq: 7, From: store.ItemSubmitted, ClaimID: "c1", To: store.ItemConfirmed},
+		store.ItemUpdate{Seq: 6, From: store.ItemSubmitted, To: store.ItemConfirmed}, // pending: refused
+	)
+	if got := sortedSeqs(res.Rejected); !slices.Equal(got, []int64{6}) {
+		t.Fatalf("Rejected = %v, want [6]", got)
+	}
+	res = update(t, s, id, 0, t3,
+		store.ItemUpdate{Seq: 11, From: store.ItemSubmitted, ClaimID: "c1", To: store.ItemConfirmed},
+		store.ItemUpdate{Seq: 247, From: store.ItemSubmitted, ClaimID: "c1", To: store.ItemConfirmed},
+	)
+	if len(res.Rejected) != 0 || res.Delta != (store.Counts{Submitted: -2, Confirmed: 2}) {
+		t.Fatalf("UpdateItems(11, 247) = %+v", res)
+	}
+	for _, seq := range []int64{3, 7, 11, 247} {
+		want[seq] = itemState{status: store.ItemConfirmed, attempts: 1}
+	}
+	want[5] = itemState{status: store.ItemAbandoned, attempts: 1, category: store.CategoryPermanent, code: "40005"}
+	checkStates(t, s, id, want)
 }
 
 func testUpdateItemsOtherShard(t *testing.T, s store.Store, _ Capabilities) {
