@@ -33,11 +33,23 @@ type Publisher struct {
 
 var _ alert.Publisher = (*Publisher)(nil)
 
-// Publish stores the deliveries of events.
+// Publish stores the deliveries of events. An event no webhook of its
+// tenant subscribes to costs one listing of the tenant's webhooks and
+// nothing else: a sender publishes the outcomes of every batch, and
+// encoding them for nobody took a tenth of its time.
 func (p *Publisher) Publish(ctx context.Context, events ...alert.Event) error {
 	var errs []error
 	for _, e := range events {
-		if _, ok := fromAlert[e.Type]; !ok {
+		typ, ok := fromAlert[e.Type]
+		if !ok {
+			continue
+		}
+		hooks, err := p.subscribed(ctx, e.Tenant, typ)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if len(hooks) == 0 {
 			continue
 		}
 		src, err := SourceOf(e)
@@ -45,7 +57,7 @@ func (p *Publisher) Publish(ctx context.Context, events ...alert.Event) error {
 			errs = append(errs, err)
 			continue
 		}
-		if _, err := p.Deliver(ctx, src); err != nil {
+		if _, err := p.deliver(ctx, src, hooks); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -56,21 +68,43 @@ func (p *Publisher) Publish(ctx context.Context, events ...alert.Event) error {
 // tenant subscribes to it) and returns how many. Storing the same source
 // again (same ID) stores nothing new.
 func (p *Publisher) Deliver(ctx context.Context, src Source) (int, error) {
+	typ, ok := fromAlert[src.Type]
+	if !ok {
+		return 0, nil
+	}
+	hooks, err := p.subscribed(ctx, src.Tenant, typ)
+	if err != nil || len(hooks) == 0 {
+		return 0, err
+	}
+	return p.deliver(ctx, src, hooks)
+}
+
+// subscribed lists the webhooks of tenant that take events of type typ.
+func (p *Publisher) subscribed(ctx context.Context, tenant string, typ EventType) ([]store.Webhook, error) {
+	hooks, err := p.Store.ListWebhooks(ctx, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("webhooks of %s: %w", tenant, err)
+	}
+	var out []store.Webhook
+	for _, h := range hooks {
+		if slices.Contains(h.Events, string(typ)) && typ.ValidFor(h.Kind) {
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}
+
+// deliver stores one delivery of src per webhook of hooks, all
+// subscribed to its type.
+func (p *Publisher) deliver(ctx context.Context, src Source, hooks []store.Webhook) (int, error) {
 	now := p.now()
 	ev, ok, err := NewEvent(src, now)
 	if err != nil || !ok {
 		return 0, err
 	}
-	hooks, err := p.Store.ListWebhooks(ctx, src.Tenant)
-	if err != nil {
-		return 0, fmt.Errorf("webhooks of %s: %w", src.Tenant, err)
-	}
 	var signed, markdown []byte
 	var ds []store.Delivery
 	for _, h := range hooks {
-		if !slices.Contains(h.Events, string(ev.Type)) || !ev.Type.ValidFor(h.Kind) {
-			continue
-		}
 		var body []byte
 		switch h.Kind {
 		case store.WebhookWeComRobot:

@@ -10,7 +10,7 @@ import (
 	"github.com/qunfa/qunfa/internal/store"
 )
 
-const benchBatch = 50
+const benchBatch = 100
 
 // benchStore opens a store in a temp dir with one running job of one shard
 // holding n pending items.
@@ -120,6 +120,39 @@ func cpuTime(b *testing.B) time.Duration {
 // CPU time spent per item, which stays meaningful on a busy machine.
 func reportItems(b *testing.B, cpu0 time.Duration) {
 	items := float64(b.N * benchBatch)
+	b.ReportMetric(items/b.Elapsed().Seconds(), "items/s")
+	b.ReportMetric(float64(cpuTime(b)-cpu0)/items, "cpu-ns/item")
+}
+
+// BenchmarkPutItems measures planning's store cost per item: writing
+// pages of store.MaxPutItems pending items of one shard.
+func BenchmarkPutItems(b *testing.B) {
+	ctx := b.Context()
+	s, err := Open(ctx, filepath.Join(b.TempDir(), "store.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	n := b.N * store.MaxPutItems
+	if _, err := s.CreateJob(ctx, store.CreateJobParams{Job: store.Job{ID: "bench", Tenant: "t", Total: int64(n), CreatedAt: crashEpoch},
+		Shards: []store.Shard{{Index: 0, Account: "acct", Size: int64(n)}}}); err != nil {
+		b.Fatal(err)
+	}
+	page := make([]store.Item, store.MaxPutItems)
+	b.ResetTimer()
+	cpu0 := cpuTime(b)
+	seq := int64(0)
+	for range b.N {
+		for k := range page {
+			page[k] = store.Item{Seq: seq, Account: "acct", To: fmt.Sprintf("wxid_%012d", seq)}
+			seq++
+		}
+		if err := s.PutItems(ctx, store.PutItemsParams{JobID: "bench", Items: page}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	items := float64(b.N * len(page))
 	b.ReportMetric(items/b.Elapsed().Seconds(), "items/s")
 	b.ReportMetric(float64(cpuTime(b)-cpu0)/items, "cpu-ns/item")
 }

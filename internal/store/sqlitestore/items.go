@@ -156,21 +156,14 @@ func (s *Store) UpdateItems(ctx context.Context, p store.UpdateItemsParams) (sto
 	if len(p.Updates) > maxUpdates {
 		return store.UpdateItemsResult{}, fmt.Errorf("update items: %w: %d updates, at most %d", store.ErrInvalidArgument, len(p.Updates), maxUpdates)
 	}
-	seqs := make([]byte, 0, 8*len(p.Updates)+2)
-	seqs = append(seqs, '[')
-	for i, u := range p.Updates {
+	for _, u := range p.Updates {
 		if _, ok := statusCodes[u.From]; !ok {
 			return store.UpdateItemsResult{}, fmt.Errorf("update item %d: %w: unknown status %q", u.Seq, store.ErrInvalidArgument, u.From)
 		}
 		if _, ok := statusCodes[u.To]; !ok {
 			return store.UpdateItemsResult{}, fmt.Errorf("update item %d: %w: unknown status %q", u.Seq, store.ErrInvalidArgument, u.To)
 		}
-		if i > 0 {
-			seqs = append(seqs, ',')
-		}
-		seqs = strconv.AppendInt(seqs, u.Seq, 10)
 	}
-	seqs = append(seqs, ']')
 
 	res := store.UpdateItemsResult{FailuresDelta: map[string]int64{}}
 	err := s.write(ctx, func(tx *sql.Tx) error {
@@ -178,7 +171,7 @@ func (s *Store) UpdateItems(ctx context.Context, p store.UpdateItemsParams) (sto
 		if err != nil {
 			return fmt.Errorf("update items: %w", err)
 		}
-		state, err := s.itemStates(ctx, tx, no, p.Index, string(seqs))
+		state, err := s.itemStates(ctx, tx, no, p.Index, p.Updates)
 		if err != nil {
 			return fmt.Errorf("update items of %s/%d: %w", p.JobID, p.Index, err)
 		}
@@ -229,17 +222,17 @@ func (s *Store) UpdateItems(ctx context.Context, p store.UpdateItemsParams) (sto
 			}
 			state[u.Seq] = next
 		}
-		w := s.stmt(ctx, tx, qItemWrite)
+		args := make([]any, 0, len(changed)*itemWrites.args)
 		for _, seq := range changed {
 			st := state[seq]
 			var cat, code, msg any
 			if st.err != nil {
 				cat, code, msg = st.err.Category, st.err.Code, st.err.Message
 			}
-			if _, err := w.ExecContext(ctx, statusCodes[st.status], st.attempts, st.nextAt, cat, code, msg, no, p.Index, seq,
-				st.finAt, nullString(st.msgID)); err != nil {
-				return fmt.Errorf("update item %s/%d: %w", p.JobID, seq, err)
-			}
+			args = append(args, seq, statusCodes[st.status], st.attempts, st.nextAt, cat, code, msg, st.finAt, nullString(st.msgID))
+		}
+		if err := s.execRows(ctx, tx, itemWrites, args, no, p.Index); err != nil {
+			return fmt.Errorf("update items of %s/%d: %w", p.JobID, p.Index, err)
 		}
 		return nil
 	})
@@ -256,14 +249,45 @@ func category(e *store.ItemError) string {
 	return e.Category
 }
 
-// itemStates reads the current state of the listed items of a shard.
-func (s *Store) itemStates(ctx context.Context, tx *sql.Tx, no int64, shard int, seqsJSON string) (map[int64]itemState, error) {
-	rows, err := s.stmt(ctx, tx, qItemState).QueryContext(ctx, no, shard, seqsJSON)
+// itemStates reads the current state of the items of a shard listed in
+// ups. A batch's items are mostly neighbours (a claim takes a shard's next
+// pending items in seq order): when the seqs span at most twice as many
+// as there are, one range scan reads them, the few between are skipped;
+// otherwise each is looked up.
+func (s *Store) itemStates(ctx context.Context, tx *sql.Tx, no int64, shard int, ups []store.ItemUpdate) (map[int64]itemState, error) {
+	out := make(map[int64]itemState, len(ups))
+	if len(ups) == 0 {
+		return out, nil
+	}
+	lo, hi := ups[0].Seq, ups[0].Seq
+	for _, u := range ups {
+		lo, hi = min(lo, u.Seq), max(hi, u.Seq)
+	}
+	var rows *sql.Rows
+	var err error
+	var wanted map[int64]bool
+	if hi-lo < 2*int64(len(ups)) {
+		wanted = make(map[int64]bool, len(ups))
+		for _, u := range ups {
+			wanted[u.Seq] = true
+		}
+		rows, err = s.stmt(ctx, tx, qItemStateRange).QueryContext(ctx, no, shard, lo, hi)
+	} else {
+		seqs := make([]byte, 0, 8*len(ups)+2)
+		seqs = append(seqs, '[')
+		for i, u := range ups {
+			if i > 0 {
+				seqs = append(seqs, ',')
+			}
+			seqs = strconv.AppendInt(seqs, u.Seq, 10)
+		}
+		seqs = append(seqs, ']')
+		rows, err = s.stmt(ctx, tx, qItemState).QueryContext(ctx, no, shard, string(seqs))
+	}
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := map[int64]itemState{}
 	for rows.Next() {
 		var (
 			seq            int64
@@ -274,6 +298,9 @@ func (s *Store) itemStates(ctx context.Context, tx *sql.Tx, no int64, shard int,
 		)
 		if err := rows.Scan(&seq, &code, &st.attempts, &st.nextAt, &st.claim, &cat, &ecode, &em, &st.finAt, &msgID); err != nil {
 			return nil, err
+		}
+		if wanted != nil && !wanted[seq] {
+			continue
 		}
 		st.msgID = msgID.String
 		st.status = statusNames[code]

@@ -176,7 +176,7 @@ func (s *Store) PutItems(ctx context.Context, p store.PutItemsParams) error {
 		if job.Status != store.JobCreating && job.Status != store.JobStarting {
 			return fmt.Errorf("put items into job %q in status %s: %w", p.JobID, job.Status, store.ErrInvalidTransition)
 		}
-		ins := s.stmt(ctx, tx, qItemInsert)
+		args := make([]any, 0, len(p.Items)*itemInserts.args)
 		for _, it := range p.Items {
 			if it.Shard < 0 || (it.Shard >= job.ShardCount && job.Status == store.JobCreating) {
 				return fmt.Errorf("put item %d: %w: shard %d of %d", it.Seq, store.ErrInvalidArgument, it.Shard, job.ShardCount)
@@ -189,9 +189,10 @@ func (s *Store) PutItems(ctx context.Context, p store.PutItemsParams) error {
 				}
 				vars = string(b)
 			}
-			if _, err := ins.ExecContext(ctx, no, it.Shard, it.Seq, it.Account, it.To, vars, nullString(it.Ref)); err != nil {
-				return fmt.Errorf("put item %d: %w", it.Seq, err)
-			}
+			args = append(args, no, it.Shard, it.Seq, it.Account, it.To, vars, nullString(it.Ref))
+		}
+		if err := s.execRows(ctx, tx, itemInserts, args); err != nil {
+			return fmt.Errorf("put items of job %q: %w", p.JobID, err)
 		}
 		return nil
 	})

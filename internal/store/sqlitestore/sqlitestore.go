@@ -450,7 +450,8 @@ func (s *Store) migrate(ctx context.Context) error {
 
 // Hot statements, prepared once on the write connection.
 const (
-	qClaim = `UPDATE items SET status = 1, claim = ?1, sub_at = ?2, attempts = attempts + 1
+	// qClaim is OR FAIL for the reason itemWrites is: no statement journal.
+	qClaim = `UPDATE OR FAIL items SET status = 1, claim = ?1, sub_at = ?2, attempts = attempts + 1
 WHERE job_no = ?3 AND shard = ?4 AND seq IN (
 	SELECT seq FROM items INDEXED BY items_claim
 	WHERE job_no = ?3 AND shard = ?4 AND status = 0 AND next_at <= ?2
@@ -460,9 +461,8 @@ RETURNING seq, account, to_id, vars, ref, attempts, next_at, cat, code, msg`
 WHERE job_no = ?1 AND shard = ?2 AND status = 0`
 	qItemState = `SELECT seq, status, attempts, next_at, claim, cat, code, msg, fin_at, msgid FROM items
 WHERE job_no = ?1 AND shard = ?2 AND seq IN (SELECT value FROM json_each(?3))`
-	qItemWrite = `UPDATE items NOT INDEXED SET status = ?1, attempts = ?2, next_at = ?3, cat = ?4, code = ?5, msg = ?6,
-fin_at = ?10, msgid = ?11
-WHERE job_no = ?7 AND shard = ?8 AND seq = ?9`
+	qItemStateRange = `SELECT seq, status, attempts, next_at, claim, cat, code, msg, fin_at, msgid FROM items
+WHERE job_no = ?1 AND shard = ?2 AND seq BETWEEN ?3 AND ?4`
 	qShardGet = `SELECT ` + shardCols + ` FROM shards s JOIN jobs j ON j.no = s.job_no WHERE s.job_no = ?1 AND s.idx = ?2`
 	qShardPut = `UPDATE shards SET status = ?3, pause_reason = ?4, cursor = ?5, last_adv = ?6,
 n_pending = ?7, n_submitted = ?8, n_confirmed = ?9, n_failed = ?10, n_abandoned = ?11,
@@ -472,19 +472,25 @@ WHERE job_no = ?1 AND idx = ?2`
 	qBucketGet = `SELECT tokens, at, warm FROM buckets WHERE name = ?1`
 	qBucketPut = `INSERT INTO buckets (name, tokens, at, warm) VALUES (?1, ?2, ?3, ?4)
 ON CONFLICT (name) DO UPDATE SET tokens = excluded.tokens, at = excluded.at, warm = excluded.warm`
-	qItemInsert = `INSERT OR REPLACE INTO items
-(job_no, shard, seq, status, attempts, next_at, sub_at, claim, cat, code, msg, account, to_id, vars, ref)
-VALUES (?1, ?2, ?3, 0, 0, 0, 0, '', NULL, NULL, NULL, ?4, ?5, ?6, ?7)`
 )
 
 func (s *Store) prepare(ctx context.Context) error {
 	s.stmts = map[string]*sql.Stmt{}
-	for _, q := range []string{qClaim, qNextDue, qItemState, qItemWrite, qShardGet, qShardPut, qBucketGet, qBucketPut, qItemInsert} {
+	for _, q := range []string{qClaim, qNextDue, qItemState, qItemStateRange, qShardGet, qShardPut, qBucketGet, qBucketPut} {
 		st, err := s.w.PrepareContext(ctx, q)
 		if err != nil {
 			return fmt.Errorf("prepare %q: %w", firstLine(q), err)
 		}
 		s.stmts[q] = st
+	}
+	for _, m := range []multiRow{itemInserts, itemWrites} {
+		for _, q := range m.queries {
+			st, err := s.w.PrepareContext(ctx, q)
+			if err != nil {
+				return fmt.Errorf("prepare %q: %w", firstLine(q), err)
+			}
+			s.stmts[q] = st
+		}
 	}
 	return nil
 }

@@ -335,6 +335,104 @@ func testUpdateItems(t *testing.T, s store.Store, _ Capabilities) {
 	}
 }
 
+// testUpdateItemsManyAtOnce records 250 outcomes in one call, as a sender
+// does for the recipients of packed calls: every item gets its own
+// outcome, whatever the size of the batch.
+func testUpdateItemsManyAtOnce(t *testing.T, s store.Store, c Capabilities) {
+	const n = 250
+	p, _ := runningJob(t, s, "tenant-a", 1, n)
+	id := p.Job.ID
+	t1, t2 := at(time.Second), at(2*time.Second)
+	var claimed []store.Item
+	for len(claimed) < n {
+		got := claim(t, s, id, 0, n-len(claimed), t1, "c1")
+		if len(got.Items) == 0 {
+			t.Fatalf("claimed %d of %d items, then none", len(claimed), n)
+		}
+		claimed = append(claimed, got.Items...)
+	}
+	ups := make([]store.ItemUpdate, 0, n)
+	want := map[int64]itemState{}
+	var wantRejected []int64
+	for _, it := range claimed {
+		u := store.ItemUpdate{Seq: it.Seq, From: store.ItemSubmitted, ClaimID: "c1"}
+		switch it.Seq % 4 {
+		case 0:
+			u.To, u.MsgID = store.ItemConfirmed, fmt.Sprintf("msg-%d", it.Seq)
+			want[it.Seq] = itemState{status: store.ItemConfirmed, attempts: 1}
+		case 1:
+			u.To = store.ItemFailed
+			u.Error = &store.ItemError{Category: store.CategoryPermanent, Code: fmt.Sprint(40000 + it.Seq), Message: fmt.Sprintf("bad user %d", it.Seq)}
+			want[it.Seq] = itemState{status: store.ItemFailed, attempts: 1, category: store.CategoryPermanent, code: fmt.Sprint(40000 + it.Seq)}
+		case 2:
+			next := t2.Add(time.Duration(it.Seq) * time.Second)
+			u.To, u.AttemptsDelta, u.NextAttemptAt = store.ItemPending, -1, next
+			u.Error = &store.ItemError{Category: store.CategoryRateLimited, Code: "45009"}
+			want[it.Seq] = itemState{status: store.ItemPending, category: store.CategoryRateLimited, code: "45009", next: next}
+		default:
+			u.ClaimID, u.To = "someone-else", store.ItemConfirmed
+			want[it.Seq] = itemState{status: store.ItemSubmitted, attempts: 1}
+			wantRejected = append(wantRejected, it.Seq)
+		}
+		ups = append(ups, u)
+	}
+	res := update(t, s, id, 0, t2, ups...)
+	if got := sortedSeqs(res.Rejected); !slices.Equal(got, wantRejected) {
+		t.Fatalf("Rejected = %v, want %v", got, wantRejected)
+	}
+	var wantDelta store.Counts
+	for _, st := range want {
+		wantDelta.Move(store.ItemSubmitted, st.status)
+	}
+	if res.Delta != wantDelta {
+		t.Fatalf("Delta = %+v, want %+v", res.Delta, wantDelta)
+	}
+	if wantF := map[string]int64{store.CategoryPermanent: wantDelta.Failed}; !sameFailures(res.FailuresDelta, wantF) {
+		t.Fatalf("FailuresDelta = %v, want %v", nonZero(res.FailuresDelta), wantF)
+	}
+	checkStates(t, s, id, want)
+	for seq, it := range itemBySeq(t, s, id) {
+		switch seq % 4 {
+		case 0:
+			if c.NoItemOutcomes {
+				continue
+			}
+			if it.MsgID != fmt.Sprintf("msg-%d", seq) || !it.FinishedAt.Equal(t2) {
+				t.Fatalf("confirmed item %d: msgid %q, finished at %v; want msg-%d, %v", seq, it.MsgID, it.FinishedAt, seq, t2)
+			}
+		case 1:
+			if it.Error.Message != fmt.Sprintf("bad user %d", seq) {
+				t.Fatalf("failed item %d: message %q", seq, it.Error.Message)
+			}
+		}
+	}
+
+	// Neighbours with others between them (3, 5, 7), and two far apart
+	// (11, 247): only the items named change.
+	t3 := at(3 * time.Second)
+	res = update(t, s, id, 0, t3,
+		store.ItemUpdate{Seq: 3, From: store.ItemSubmitted, ClaimID: "c1", To: store.ItemConfirmed},
+		store.ItemUpdate{Seq: 5, From: store.ItemFailed, To: store.ItemAbandoned, KeepError: true},
+		store.ItemUpdate{Seq: 7, From: store.ItemSubmitted, ClaimID: "c1", To: store.ItemConfirmed},
+		store.ItemUpdate{Seq: 6, From: store.ItemSubmitted, To: store.ItemConfirmed}, // pending: refused
+	)
+	if got := sortedSeqs(res.Rejected); !slices.Equal(got, []int64{6}) {
+		t.Fatalf("Rejected = %v, want [6]", got)
+	}
+	res = update(t, s, id, 0, t3,
+		store.ItemUpdate{Seq: 11, From: store.ItemSubmitted, ClaimID: "c1", To: store.ItemConfirmed},
+		store.ItemUpdate{Seq: 247, From: store.ItemSubmitted, ClaimID: "c1", To: store.ItemConfirmed},
+	)
+	if len(res.Rejected) != 0 || res.Delta != (store.Counts{Submitted: -2, Confirmed: 2}) {
+		t.Fatalf("UpdateItems(11, 247) = %+v", res)
+	}
+	for _, seq := range []int64{3, 7, 11, 247} {
+		want[seq] = itemState{status: store.ItemConfirmed, attempts: 1}
+	}
+	want[5] = itemState{status: store.ItemAbandoned, attempts: 1, category: store.CategoryPermanent, code: "40005"}
+	checkStates(t, s, id, want)
+}
+
 func testUpdateItemsOtherShard(t *testing.T, s store.Store, _ Capabilities) {
 	p, _ := runningJob(t, s, "tenant-a", 2, 3)
 	id := p.Job.ID

@@ -215,8 +215,14 @@ func testPutItems(t *testing.T, s store.Store, _ Capabilities) {
 	if err := s.PutItems(ctx, store.PutItemsParams{JobID: p.Job.ID, Items: items}); err != nil {
 		t.Fatalf("PutItems(%d items): %v", len(items), err)
 	}
-	// Redo an interrupted submit: rewrite part of the snapshot.
-	if err := s.PutItems(ctx, store.PutItemsParams{JobID: p.Job.ID, Items: items[100:200]}); err != nil {
+	// Redo an interrupted submit: rewrite part of the snapshot (150 items,
+	// an odd size), each with what the redo computed this time.
+	for i := 100; i < 250; i++ {
+		items[i].To += "-redone"
+		items[i].Vars = map[string]string{"name": "Redone " + items[i].To}
+		items[i].Ref = fmt.Sprintf("ref-%d", i)
+	}
+	if err := s.PutItems(ctx, store.PutItemsParams{JobID: p.Job.ID, Items: items[100:250]}); err != nil {
 		t.Fatalf("PutItems(rewrite): %v", err)
 	}
 	got := listAll(t, s, store.ListItemsParams{JobID: p.Job.ID, Limit: 150})
@@ -226,7 +232,7 @@ func testPutItems(t *testing.T, s store.Store, _ Capabilities) {
 	for i, it := range got {
 		w := items[i]
 		if it.JobID != w.JobID || it.Seq != w.Seq || it.Shard != w.Shard || it.Account != w.Account || it.To != w.To ||
-			!maps.Equal(it.Vars, w.Vars) || it.Status != store.ItemPending || it.Attempts != 0 || it.ClaimID != "" || it.Error != nil {
+			!maps.Equal(it.Vars, w.Vars) || it.Ref != w.Ref || it.Status != store.ItemPending || it.Attempts != 0 || it.ClaimID != "" || it.Error != nil {
 			t.Fatalf("item %d = %+v, want %+v pending with no attempts", w.Seq, it, w)
 		}
 	}

@@ -268,6 +268,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"ClaimItems", testClaimItems},
 		{"ClaimItemsConcurrent", testClaimItemsConcurrent},
 		{"UpdateItems", testUpdateItems},
+		{"UpdateItemsManyAtOnce", testUpdateItemsManyAtOnce},
 		{"UpdateItemsOtherShard", testUpdateItemsOtherShard},
 		{"ListItems", testListItems},
 		{"ListSubmittedItems", testListSubmittedItems},
