@@ -206,11 +206,16 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 		Timeouts: httpcall.Timeouts{Connect: cfg.ProviderConnectTimeout, Response: cfg.ProviderTimeout}})
 	if cfg.TenantSecretPrefix != "" {
 		// WeCom application accounts: each tenant's application secret
-		// is <prefix>wecom-app/<tenant>.
+		// is <prefix>wecom-app/<tenant>/provider.
 		appCreds := credcache.New(smcreds.New(c.SecretsManager, smcreds.Config{
 			TenantPrefix: cfg.TenantSecretPrefix + string(provider.KindWecomApp) + "/",
 		}), credcache.Options{Clock: clk, Log: log})
-		app, err := wecomapp.New(wecomapp.Config{Credentials: appCreds, Owners: st, Clock: clk, Logger: log,
+		// An application's own secret, when it has one, goes first:
+		// <prefix>wecom-app/accounts/<corpid>.<agentid>/provider.
+		appAccountCreds := credcache.New(smcreds.New(c.SecretsManager, smcreds.Config{
+			TenantPrefix: cfg.TenantSecretPrefix + string(provider.KindWecomApp) + "/accounts/",
+		}), credcache.Options{Clock: clk, Log: log})
+		app, err := wecomapp.New(wecomapp.Config{AccountCredentials: appAccountCreds, Credentials: appCreds, Owners: st, Clock: clk, Logger: log,
 			Timeouts: httpcall.Timeouts{Connect: cfg.ProviderConnectTimeout, Response: cfg.ProviderTimeout}})
 		if err != nil {
 			return nil, fmt.Errorf("provider: %w", err)

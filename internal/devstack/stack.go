@@ -294,8 +294,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 		return nil, fmt.Errorf("provider: %w", err)
 	}
 	// WeCom application accounts reach the same provider URL locally; the
-	// application secrets are files of their own (<dir>/wecom-app/default,
-	// <dir>/wecom-app/tenants/<tenant>).
+	// application secrets are files of their own: an application's own
+	// <dir>/wecom-app/accounts/<corpid>.<agentid>, else its tenant's
+	// <dir>/wecom-app/tenants/<tenant>, else <dir>/wecom-app/default.
 	// With the stack's own mock, any secret does.
 	appSecret := ""
 	if s.Mock != nil {
@@ -303,7 +304,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 	}
 	appCreds := credcache.New(filecreds.New(filecreds.Config{Dir: filepath.Join(cfg.DataDir, ProviderCredentialsDir, string(provider.KindWecomApp)), Default: appSecret}),
 		credcache.Options{TTL: 30 * time.Second, Clock: clk, Log: log})
-	wecomApp, err := wecomapp.New(wecomapp.Config{BaseURL: providerURL, Credentials: appCreds, Owners: st, Clock: clk, Logger: log,
+	appAccountCreds := credcache.New(filecreds.New(filecreds.Config{Dir: filepath.Join(cfg.DataDir, ProviderCredentialsDir, string(provider.KindWecomApp)), Accounts: true}),
+		credcache.Options{TTL: 30 * time.Second, Clock: clk, Log: log})
+	wecomApp, err := wecomapp.New(wecomapp.Config{BaseURL: providerURL, AccountCredentials: appAccountCreds, Credentials: appCreds, Owners: st, Clock: clk, Logger: log,
 		Timeouts: httpcall.Timeouts{Response: cfg.ProviderTimeout}})
 	if err != nil {
 		s.Close()
