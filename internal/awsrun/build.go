@@ -33,6 +33,7 @@ import (
 	"github.com/qunfa/qunfa/internal/provider/credcache"
 	"github.com/qunfa/qunfa/internal/provider/httpcall"
 	"github.com/qunfa/qunfa/internal/provider/httpprovider"
+	"github.com/qunfa/qunfa/internal/provider/accesstoken"
 	"github.com/qunfa/qunfa/internal/provider/smcreds"
 	"github.com/qunfa/qunfa/internal/provider/wechatmp"
 	"github.com/qunfa/qunfa/internal/provider/wecomapi"
@@ -147,10 +148,12 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 		// Provider events settle items (store, queue and clock only).
 		Events: &reconcile.Reconciler{Store: st, MsgCalls: st, Queue: q, Clock: clk, Log: log, Alerts: alerts}}
 	if cfg.fn.reads(EnvTenantSecretPrefix) && cfg.TenantSecretPrefix != "" && !cfg.fn.Provider && c.SecretsManager != nil {
-		// WeChat callback tokens: <prefix>wechat-mp-callback/<tenant>/provider.
-		deps.CallbackTokens = credcache.New(smcreds.New(c.SecretsManager, smcreds.Config{
-			TenantPrefix: cfg.TenantSecretPrefix + "wechat-mp-callback/",
-		}), credcache.Options{Clock: clk, Log: log})
+		// Callback secrets: <prefix>wechat-mp-callback/ and
+		// <prefix>wecom-app-callback/ hold the tokens, <tenant>/provider or
+		// an account's own accounts/<account>/provider; their aes/ the
+		// EncodingAESKeys alike.
+		deps.WechatCallbacks = smCallbackSecrets(c.SecretsManager, cfg.TenantSecretPrefix+"wechat-mp-callback/", clk, log)
+		deps.WecomCallbacks = smCallbackSecrets(c.SecretsManager, cfg.TenantSecretPrefix+"wecom-app-callback/", clk, log)
 	}
 	if cfg.fn.reads(EnvCampaignRulePrefix) {
 		rules, err := ebscheduler.New(c.EventBridge, ebscheduler.Config{RulePrefix: cfg.CampaignRulePrefix, TargetARN: cfg.CampaignTarget,
@@ -303,4 +306,16 @@ func Run(fn Function, handlerFor func(core *Core, log *slog.Logger) any) {
 	}
 	log.Info("ready", slog.Any("config", cfg))
 	lambda.Start(handler(handlerFor(core, log), current, log))
+}
+
+// smCallbackSecrets reads one provider's callback secrets from Secrets
+// Manager under prefix (see api.CallbackSecrets).
+func smCallbackSecrets(sm smcreds.API, prefix string, clk clock.Clock, log *slog.Logger) api.CallbackSecrets {
+	secrets := func(p string) provider.Credentials {
+		return credcache.New(smcreds.New(sm, smcreds.Config{TenantPrefix: p}), credcache.Options{Clock: clk, Log: log})
+	}
+	return api.CallbackSecrets{
+		Token:  accesstoken.Lookup{Accounts: secrets(prefix + "accounts/"), Tenants: secrets(prefix)},
+		AESKey: accesstoken.Lookup{Accounts: secrets(prefix + "aes/accounts/"), Tenants: secrets(prefix + "aes/")},
+	}
 }

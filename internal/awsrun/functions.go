@@ -164,8 +164,9 @@ type Function struct {
 	// Secrets lists the secretsmanager actions on the provider secrets
 	// (the default one and the tenants' ones under the prefix).
 	Secrets []string
-	// CallbackSecrets lists the secretsmanager actions on the tenants'
-	// WeChat callback tokens only (<prefix>wechat-mp-callback/<tenant>/provider).
+	// CallbackSecrets lists the secretsmanager actions on the callback
+	// secrets only: <prefix>wechat-mp-callback/ and
+	// <prefix>wecom-app-callback/, each …/provider.
 	CallbackSecrets []string
 	// Events lists the events actions on the alert bus (PutEvents).
 	Events []string

@@ -30,6 +30,7 @@ import (
 	"github.com/qunfa/qunfa/internal/provider"
 	"github.com/qunfa/qunfa/internal/provider/accountroute"
 	"github.com/qunfa/qunfa/internal/provider/credcache"
+	"github.com/qunfa/qunfa/internal/provider/accesstoken"
 	"github.com/qunfa/qunfa/internal/provider/filecreds"
 	"github.com/qunfa/qunfa/internal/provider/httpcall"
 	"github.com/qunfa/qunfa/internal/provider/httpprovider"
@@ -134,9 +135,27 @@ func (c Config) withDefaults() Config {
 // {"token": "..."} or the bare token).
 const ProviderCredentialsDir = "provider-credentials"
 
-// CallbackTokenDir, in ProviderCredentialsDir, holds the WeChat callback
-// tokens: default, tenants/<tenant>.
-const CallbackTokenDir = "wechat-mp-callback"
+// WechatCallbackDir and WecomCallbackDir, in ProviderCredentialsDir, hold
+// the callback tokens of WeChat (Official Accounts) and of WeCom
+// applications: an account's own accounts/<account> (":" spelled "."),
+// else its tenant's tenants/<tenant>, else default; their aes
+// subdirectory holds the EncodingAESKeys the same way.
+const (
+	WechatCallbackDir = "wechat-mp-callback"
+	WecomCallbackDir  = "wecom-app-callback"
+)
+
+// callbackSecrets reads one provider's callback secrets from dir.
+func callbackSecrets(dir string, clk clock.Clock, log *slog.Logger) api.CallbackSecrets {
+	files := func(d string, accounts bool) provider.Credentials {
+		return credcache.New(filecreds.New(filecreds.Config{Dir: d, Accounts: accounts}), credcache.Options{TTL: 30 * time.Second, Clock: clk, Log: log})
+	}
+	aes := filepath.Join(dir, "aes")
+	return api.CallbackSecrets{
+		Token:  accesstoken.Lookup{Accounts: files(dir, true), Tenants: files(dir, false)},
+		AESKey: accesstoken.Lookup{Accounts: files(aes, true), Tenants: files(aes, false)},
+	}
+}
 
 // SeriesFlush is how often the local stack writes the per-minute series
 // (the dashboard's charts lag the work by at most this).
@@ -175,10 +194,10 @@ type Stack struct {
 	Control    *control.Controller
 	Sender     *sender.Sender
 	Reconciler *reconcile.Reconciler
-	// CallbackTokens gives the WeChat callback token of a tenant:
-	// <data>/provider-credentials/wechat-mp-callback/{default,tenants/<tenant>}
-	// (POST /v1/callbacks/wechat-mp/{account} verifies events with it).
-	CallbackTokens provider.Credentials
+	// WechatCallbacks and WecomCallbacks are the callback secrets of the
+	// accounts (WechatCallbackDir, WecomCallbackDir): the callback routes
+	// verify and open events with them.
+	WechatCallbacks, WecomCallbacks api.CallbackSecrets
 	// Campaigns fires due scheduled campaigns (campaigns.go).
 	Campaigns *campaign.Campaigns
 	// Feed keeps the latest alerts for the dashboard; alerts also go to
@@ -375,8 +394,8 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 		// frees the lease a killed pass held (openAWS).
 		s.Reconciler.Holder = reconcilerHolder(cfg.DataDir)
 	}
-	s.CallbackTokens = credcache.New(filecreds.New(filecreds.Config{Dir: filepath.Join(cfg.DataDir, ProviderCredentialsDir, CallbackTokenDir)}),
-		credcache.Options{TTL: 30 * time.Second, Clock: clk, Log: log})
+	s.WechatCallbacks = callbackSecrets(filepath.Join(cfg.DataDir, ProviderCredentialsDir, WechatCallbackDir), clk, log)
+	s.WecomCallbacks = callbackSecrets(filepath.Join(cfg.DataDir, ProviderCredentialsDir, WecomCallbackDir), clk, log)
 	s.Campaigns = s.newCampaigns()
 	s.APIURL = "http://" + cfg.Addr
 	return s, nil
