@@ -146,7 +146,8 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 	deps := api.Deps{Store: st, Submitter: core.Submitter, Control: core.Control, Clock: clk, Logger: log,
 		PlatformTokenHash: cfg.PlatformTokenHash,
 		// Provider events settle items (store, queue and clock only).
-		Events: &reconcile.Reconciler{Store: st, MsgCalls: st, Queue: q, Clock: clk, Log: log, Alerts: alerts}}
+		Events: &reconcile.Reconciler{Store: st, MsgCalls: st, Queue: q, Clock: clk, Log: log, Alerts: alerts,
+			Outcomes: ebalert.New(c.EventBridge, cfg.AlertBus)}}
 	if cfg.fn.reads(EnvTenantSecretPrefix) && cfg.TenantSecretPrefix != "" && !cfg.fn.Provider && c.SecretsManager != nil {
 		// Callback secrets: <prefix>wechat-mp-callback/ and
 		// <prefix>wecom-app-callback/ hold the tokens, <tenant>/provider or
@@ -257,6 +258,8 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 	core.Reconciler = &reconcile.Reconciler{
 		Store: core.Series, MsgCalls: st, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts, Gauges: core.Metrics,
 		StaleAfter: cfg.StaleAfter, SettleAfter: cfg.SettleAfter, Plans: core.Submitter,
+		// Items a look-up settles: their outcomes go to the bus, as the sender's.
+		Outcomes: ebalert.New(c.EventBridge, cfg.AlertBus),
 		// Finished jobs' item records get their expiry (the table's TTL).
 		Expirer: st, Retention: cfg.ItemRetention,
 	}

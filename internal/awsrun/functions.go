@@ -229,8 +229,9 @@ var (
 		Events:            alerts,
 		CampaignRules:     []string{EventsRemoveTargets, EventsDeleteRule},
 		CampaignSchedules: []string{SchedulerCreateSchedule, SchedulerUpdateSchedule, SchedulerDeleteSchedule},
-		// WeChat callbacks (/v1/callbacks/wechat-mp/{account}) verify their
-		// signature with the owning tenant's callback token.
+		// Provider callbacks (/v1/callbacks/wechat-mp/{account},
+		// /v1/callbacks/wecom-app/{account}) verify and open events with
+		// the account's or its tenant's callback token and EncodingAESKey.
 		CallbackSecrets: secrets,
 	}
 	// Sender works shard turns from the FIFO work queue.
