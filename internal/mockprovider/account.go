@@ -55,6 +55,10 @@ type Behaviour struct {
 	// without their MASSSENDJOBFINISH event reaching the callback URL
 	// (message/mass/get still answers).
 	LoseMassCallbacks bool `json:"lose_mass_callbacks,omitempty"`
+	// LoseTemplateCallbacks (wechat-mp protocol): the app's template
+	// messages are delivered without their TEMPLATESENDJOBFINISH event
+	// reaching the callback URL.
+	LoseTemplateCallbacks bool `json:"lose_template_callbacks,omitempty"`
 }
 
 // GatewayError makes a share of an account's calls answer Status (5xx)
@@ -108,11 +112,15 @@ type behaviourPatch struct {
 	StatusLookup    *bool            `json:"status_lookup"`
 	MemberLimit     *int             `json:"member_limit_per_min"`
 	LoseCallbacks   *bool            `json:"lose_mass_callbacks"`
+	LoseTemplate    *bool            `json:"lose_template_callbacks"`
 }
 
 func (p behaviourPatch) apply(b Behaviour) Behaviour {
 	if p.LoseCallbacks != nil {
 		b.LoseMassCallbacks = *p.LoseCallbacks
+	}
+	if p.LoseTemplate != nil {
+		b.LoseTemplateCallbacks = *p.LoseTemplate
 	}
 	if p.RatePerSec != nil {
 		b.RatePerSec = *p.RatePerSec

@@ -2,6 +2,7 @@ package mockprovider
 
 import (
 	"encoding/json"
+	"encoding/xml"
 	"io"
 	"net/http"
 	"strings"
@@ -22,6 +23,10 @@ import (
 //     account's rate: 45009 (WeChat's daily quota answer). An invalid
 //     OpenID: 40003; the text is data.content.value (47003 when absent).
 //     Answer {"errcode": 0, "errmsg": "ok", "msgid": 200228332} (a number).
+//     A delivered message's TEMPLATESENDJOBFINISH event (Status
+//     "success", FromUserName the OpenID) is POSTed to the callback URL of
+//     the app as the mass sends' are (Config.WechatCallbackURL), unless
+//     the app's behaviour loses them (lose_template_callbacks).
 
 // WechatTemplateMessage is the body of cgi-bin/message/template/send.
 type WechatTemplateMessage struct {
@@ -97,7 +102,25 @@ func (m *Mock) handleWechatTemplateSend(w http.ResponseWriter, r *http.Request) 
 		writeJSON(w, http.StatusOK, apiError{code, errmsg(code)})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"errcode": 0, "errmsg": "ok", "msgid": m.numericMsgID()})
+	id := m.numericMsgID()
+	if !m.account(app).behaviour.Load().LoseTemplateCallbacks {
+		body, _ := xml.Marshal(templateEventXML{ToUserName: app, FromUserName: msg.ToUser, CreateTime: m.cfg.Clock.Now().Unix(),
+			MsgType: "event", Event: "TEMPLATESENDJOBFINISH", MsgID: id, Status: "success"})
+		m.postWechatEvent(app, id, body, &m.templateEvents)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"errcode": 0, "errmsg": "ok", "msgid": id})
+}
+
+// templateEventXML is WeChat's TEMPLATESENDJOBFINISH event.
+type templateEventXML struct {
+	XMLName      xml.Name `xml:"xml"`
+	ToUserName   string   `xml:"ToUserName"`
+	FromUserName string   `xml:"FromUserName"`
+	CreateTime   int64    `xml:"CreateTime"`
+	MsgType      string   `xml:"MsgType"`
+	Event        string   `xml:"Event"`
+	MsgID        int64    `xml:"MsgID"`
+	Status       string   `xml:"Status"`
 }
 
 // numericMsgID is a message id as WeChat gives it: a number.
