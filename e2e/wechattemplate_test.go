@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +22,8 @@ import (
 // are lost, and its items — templates have no look-up — go to review
 // after the settle delay, are never sent again, and complete the job once
 // an operator resolves them. Every recipient is delivered exactly once by
-// the mock's log.
+// the mock's log, and a webhook receives the items.outcomes of the items
+// the events confirmed.
 func TestWechatTemplateEncryptedCallbacks(t *testing.T) {
 	t.Parallel()
 	const (
@@ -33,7 +36,12 @@ func TestWechatTemplateEncryptedCallbacks(t *testing.T) {
 	addr := freeAddr(t)
 	m := startMock(t, "--protocol", "wechat-mp", "--wechat-callback-url", "http://"+addr+"/v1/callbacks/wechat-mp/{appid}",
 		"--wechat-callback-token", "cb-token", "--wechat-callback-aes-key", aesKey, "--wechat-callback-delay", "300ms")
-	d := startDev(t, m, devOptions{Addr: addr, ProviderTimeout: 500 * time.Millisecond, ReconcileEvery: time.Second})
+	d := startDev(t, m, devOptions{Addr: addr, ProviderTimeout: 500 * time.Millisecond, ReconcileEvery: time.Second,
+		Extra: []string{"--allow-private-urls", "--webhook-retry-base", "200ms"}})
+	const hookSecret = "e2e-template-hook-secret-0123456789"
+	recv := startReceiver(t, hookSecret, 0)
+	d.decode(d.call("POST", "/v1/webhooks", nil, mustJSON(t, map[string]any{
+		"url": recv.URL, "secret": hookSecret, "events": []string{"items.outcomes"}})), http.StatusCreated, &api.Webhook{})
 	// The AppSecret and the callback token are the tenant's (default);
 	// the EncodingAESKey is each app's own.
 	creds := filepath.Join(d.dataDir, "provider-credentials")
@@ -101,6 +109,42 @@ func TestWechatTemplateEncryptedCallbacks(t *testing.T) {
 	}
 	if settled != n {
 		t.Errorf("%d events settled items, want %d (one per template message)", settled, n)
+	}
+
+	// The events' outcomes reach the webhook: each confirmed item once,
+	// with its msgid; none of the items under review.
+	byTo := map[string]int{}
+	okHooks := poll(20*time.Second, 100*time.Millisecond, func() bool {
+		clear(byTo)
+		for _, req := range recv.received() {
+			var ev struct {
+				Type string `json:"type"`
+				Data struct {
+					JobID string `json:"job_id"`
+					Items []struct {
+						To, Status, MsgID string
+					} `json:"items"`
+				} `json:"data"`
+			}
+			if json.Unmarshal(req.body, &ev) != nil || ev.Type != "items.outcomes" || ev.Data.JobID != job.ID {
+				continue
+			}
+			for _, o := range ev.Data.Items {
+				if o.Status != "confirmed" || o.MsgID == "" || !strings.HasPrefix(o.To, "o-"+called+"-") {
+					t.Errorf("outcome %+v: want a confirmed item of the called app with its msgid", o)
+				}
+				byTo[o.To]++
+			}
+		}
+		return len(byTo) == n
+	})
+	if !okHooks {
+		t.Fatalf("items.outcomes named %d of the %d items the events confirmed", len(byTo), n)
+	}
+	for to, c := range byTo {
+		if c != 1 {
+			t.Errorf("%s in %d outcomes, want 1", to, c)
+		}
 	}
 
 	// Nothing under review is sent again; the operator resolves them.
