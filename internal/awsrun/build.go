@@ -147,7 +147,7 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 		PlatformTokenHash: cfg.PlatformTokenHash,
 		// Provider events settle items (store, queue and clock only).
 		Events: &reconcile.Reconciler{Store: st, MsgCalls: st, Queue: q, Clock: clk, Log: log, Alerts: alerts,
-			Outcomes: ebalert.New(c.EventBridge, cfg.AlertBus)}}
+			Outcomes: ebalert.New(c.EventBridge, cfg.AlertBus), Items: st}}
 	if cfg.fn.reads(EnvTenantSecretPrefix) && cfg.TenantSecretPrefix != "" && !cfg.fn.Provider && c.SecretsManager != nil {
 		// Callback secrets: <prefix>wechat-mp-callback/ and
 		// <prefix>wecom-app-callback/ hold the tokens, <tenant>/provider or
@@ -259,7 +259,7 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 		Store: core.Series, MsgCalls: st, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts, Gauges: core.Metrics,
 		StaleAfter: cfg.StaleAfter, SettleAfter: cfg.SettleAfter, Plans: core.Submitter,
 		// Items a look-up settles: their outcomes go to the bus, as the sender's.
-		Outcomes: ebalert.New(c.EventBridge, cfg.AlertBus),
+		Outcomes: ebalert.New(c.EventBridge, cfg.AlertBus), Items: st,
 		// Finished jobs' item records get their expiry (the table's TTL).
 		Expirer: st, Retention: cfg.ItemRetention,
 	}

@@ -241,6 +241,7 @@ type Store interface {
 	store.TenantStore
 	store.WebhookStore
 	store.MsgCallStore
+	store.ItemGetter
 }
 
 // Open opens the data directory and builds every component, without
@@ -383,7 +384,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 		Config: cfg.Sender, Alerts: alerts, Outcomes: hooks, Metrics: s.Metrics, MsgCalls: st,
 		Breakers: &breaker.Breakers{Store: st, Clock: clk, Alerts: alerts, Log: log}}
 	s.Reconciler = &reconcile.Reconciler{
-		Store: s.Series, MsgCalls: st, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts, Outcomes: hooks, Gauges: s.Metrics,
+		Store: s.Series, MsgCalls: st, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts, Outcomes: hooks, Items: st, Gauges: s.Metrics,
 		// A call lasts at most connect + 2 × response timeout: never look up
 		// an item whose call may still be in flight.
 		StaleAfter: cfg.StaleAfter, SettleAfter: 3*time.Second + 2*cfg.ProviderTimeout + 5*time.Second,

@@ -98,19 +98,33 @@ func (r *Reconciler) SettleMsgCall(ctx context.Context, account, msgID string, s
 	return n, nil
 }
 
-// callItems reads the items of c still submitted under its claim (the
-// shard's submitted items, paged until every one of c's is found) and the
-// tenant of their job.
+// callItems reads the items of c still submitted under its claim (by seq
+// with Items, else from the shard's submitted items, paged until every
+// one of c's is found) and the tenant of their job.
 func (r *Reconciler) callItems(ctx context.Context, c store.MsgCall) (string, map[int64]store.Item, error) {
 	v, err := r.Store.GetJob(ctx, c.JobID)
 	if err != nil {
 		return "", nil, fmt.Errorf("read job %s: %w", c.JobID, err)
 	}
+	items := make(map[int64]store.Item, len(c.Seqs))
+	if r.Items != nil {
+		for start := 0; start < len(c.Seqs); start += store.MaxPutItems {
+			got, err := r.Items.GetItems(ctx, store.GetItemsParams{JobID: c.JobID, Shard: c.Shard, Seqs: c.Seqs[start:min(start+store.MaxPutItems, len(c.Seqs))]})
+			if err != nil {
+				return "", nil, fmt.Errorf("read the items of %s/%s: %w", c.Account, c.MsgID, err)
+			}
+			for _, it := range got {
+				if it.Status == store.ItemSubmitted && it.ClaimID == c.ClaimID {
+					items[it.Seq] = it
+				}
+			}
+		}
+		return v.Job.Tenant, items, nil
+	}
 	want := make(map[int64]bool, len(c.Seqs))
 	for _, seq := range c.Seqs {
 		want[seq] = true
 	}
-	items := make(map[int64]store.Item, len(c.Seqs))
 	shard := c.Shard
 	p := store.ListItemsParams{JobID: c.JobID, Status: store.ItemSubmitted, Shard: &shard, Limit: store.MaxPutItems}
 	for {

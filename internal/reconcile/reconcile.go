@@ -78,6 +78,9 @@ type Reconciler struct {
 	// a provider event made final (nil: none), as the sender's Outcomes
 	// does for the items its calls made final.
 	Outcomes alert.Publisher
+	// Items reads the items a provider event settles, for their outcomes
+	// (nil: their shard's submitted items are listed instead).
+	Items store.ItemGetter
 	// Gauges receives the oldest-submitted and oldest-stuck-shard ages
 	// (nil: none).
 	Gauges Gauges

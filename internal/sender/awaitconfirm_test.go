@@ -153,8 +153,19 @@ func TestProviderEventSettlesItsCallOnce(t *testing.T) {
 // a provider event's (confirmed or failed, each item once, a duplicate
 // event publishing nothing) and a look-up's by message id, with the
 // recipient, ref and message id; items sent under review publish none.
+// The event's items are read by seq, or, without an ItemGetter, from
+// their shard's listing.
 func TestOutcomesOfItemsSettledByEventsAndLookUps(t *testing.T) {
+	for _, bySeq := range []bool{true, false} {
+		t.Run(fmt.Sprintf("bySeq=%v", bySeq), func(t *testing.T) { testOutcomesOfSettledItems(t, bySeq) })
+	}
+}
+
+func testOutcomesOfSettledItems(t *testing.T, bySeq bool) {
 	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 20})
+	if bySeq {
+		p.reconciler.Items = p.store
+	}
 	p.account("wx-a", 1000, 1000, 0, 10)
 	mp := &massProvider{Provider: p.sender.Provider, sent: map[string]bool{}}
 	p.sender.Provider, p.reconciler.Provider = mp, mp
