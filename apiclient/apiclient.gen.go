@@ -1889,7 +1889,7 @@ type ClientInterface interface {
 
 	// WechatCallbackCheck WeChat's server check of the callback URL
 	//
-	// No bearer token: authenticated by WeChat's signature with the account's callback token, its own or else its owner tenant's (qunfa dev: <data>/provider-credentials/wechat-mp-callback/{accounts/<account>,tenants/<tenant>,default}, the EncodingAESKey in its aes/ alike; AWS: the secrets <prefix>wechat-mp-callback/{accounts/<account>,<tenant>}/provider and <prefix>wechat-mp-callback/aes/…; an account's ":" is spelled "."). A signed check is answered with echostr (WeChat signs the check plainly in every message mode).
+	// No bearer token: authenticated by WeChat's signature with the account's callback token: its own, else its app's (the AppID before any ":"), else its owner tenant's, else the default (qunfa dev: <data>/provider-credentials/wechat-mp-callback/{accounts/<account>,tenants/<tenant>,default}, the EncodingAESKey in its aes/ alike; AWS: the secrets <prefix>wechat-mp-callback/{accounts/<account>,<tenant>}/provider and <prefix>wechat-mp-callback/aes/…; an account's ":" is spelled "."). A signed check is answered with echostr (WeChat signs the check plainly in every message mode).
 	//
 	// Corresponds with GET /v1/callbacks/wechat-mp/{account} (the `WechatCallbackCheck` operationId).
 	WechatCallbackCheck(ctx context.Context, account AccountID, params *WechatCallbackCheckParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1905,7 +1905,7 @@ type ClientInterface interface {
 
 	// WecomCallbackCheck WeCom's check of an application's callback URL
 	//
-	// No bearer token: echostr is encrypted for the corp (the account's CorpID, before ":") and signed with the application's callback token and EncodingAESKey, its own or else its owner tenant's (qunfa dev: <data>/provider-credentials/wecom-app-callback/{accounts/<corpid>.<agentid>,tenants/<tenant>,default}, the EncodingAESKey in its aes/ alike; AWS: <prefix>wecom-app-callback/{accounts/<corpid>.<agentid>,<tenant>}/provider and <prefix>wecom-app-callback/aes/…). A verified check is answered with echostr's plaintext; anything else is refused (403).
+	// No bearer token: echostr is encrypted for the corp (the account's CorpID, before ":") and signed with the application's callback token and EncodingAESKey: its own, else its corp's (the CorpID), else its owner tenant's, else the default (qunfa dev: <data>/provider-credentials/wecom-app-callback/{accounts/<corpid>.<agentid>,tenants/<tenant>,default}, the EncodingAESKey in its aes/ alike; AWS: <prefix>wecom-app-callback/{accounts/<corpid>.<agentid>,<tenant>}/provider and <prefix>wecom-app-callback/aes/…). A verified check is answered with echostr's plaintext; anything else is refused (403).
 	//
 	// Corresponds with GET /v1/callbacks/wecom-app/{account} (the `WecomCallbackCheck` operationId).
 	WecomCallbackCheck(ctx context.Context, account AccountID, params *WecomCallbackCheckParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2424,7 +2424,7 @@ func (c *Client) ListAudit(ctx context.Context, params *ListAuditParams, reqEdit
 
 // WechatCallbackCheck WeChat's server check of the callback URL
 //
-// No bearer token: authenticated by WeChat's signature with the account's callback token, its own or else its owner tenant's (qunfa dev: <data>/provider-credentials/wechat-mp-callback/{accounts/<account>,tenants/<tenant>,default}, the EncodingAESKey in its aes/ alike; AWS: the secrets <prefix>wechat-mp-callback/{accounts/<account>,<tenant>}/provider and <prefix>wechat-mp-callback/aes/…; an account's ":" is spelled "."). A signed check is answered with echostr (WeChat signs the check plainly in every message mode).
+// No bearer token: authenticated by WeChat's signature with the account's callback token: its own, else its app's (the AppID before any ":"), else its owner tenant's, else the default (qunfa dev: <data>/provider-credentials/wechat-mp-callback/{accounts/<account>,tenants/<tenant>,default}, the EncodingAESKey in its aes/ alike; AWS: the secrets <prefix>wechat-mp-callback/{accounts/<account>,<tenant>}/provider and <prefix>wechat-mp-callback/aes/…; an account's ":" is spelled "."). A signed check is answered with echostr (WeChat signs the check plainly in every message mode).
 //
 // Corresponds with GET /v1/callbacks/wechat-mp/{account} (the `WechatCallbackCheck` operationId).
 func (c *Client) WechatCallbackCheck(ctx context.Context, account AccountID, params *WechatCallbackCheckParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2460,7 +2460,7 @@ func (c *Client) WechatCallbackEventWithBody(ctx context.Context, account Accoun
 
 // WecomCallbackCheck WeCom's check of an application's callback URL
 //
-// No bearer token: echostr is encrypted for the corp (the account's CorpID, before ":") and signed with the application's callback token and EncodingAESKey, its own or else its owner tenant's (qunfa dev: <data>/provider-credentials/wecom-app-callback/{accounts/<corpid>.<agentid>,tenants/<tenant>,default}, the EncodingAESKey in its aes/ alike; AWS: <prefix>wecom-app-callback/{accounts/<corpid>.<agentid>,<tenant>}/provider and <prefix>wecom-app-callback/aes/…). A verified check is answered with echostr's plaintext; anything else is refused (403).
+// No bearer token: echostr is encrypted for the corp (the account's CorpID, before ":") and signed with the application's callback token and EncodingAESKey: its own, else its corp's (the CorpID), else its owner tenant's, else the default (qunfa dev: <data>/provider-credentials/wecom-app-callback/{accounts/<corpid>.<agentid>,tenants/<tenant>,default}, the EncodingAESKey in its aes/ alike; AWS: <prefix>wecom-app-callback/{accounts/<corpid>.<agentid>,<tenant>}/provider and <prefix>wecom-app-callback/aes/…). A verified check is answered with echostr's plaintext; anything else is refused (403).
 //
 // Corresponds with GET /v1/callbacks/wecom-app/{account} (the `WecomCallbackCheck` operationId).
 func (c *Client) WecomCallbackCheck(ctx context.Context, account AccountID, params *WecomCallbackCheckParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5817,7 +5817,7 @@ type ClientWithResponsesInterface interface {
 
 	// WechatCallbackCheckWithResponse WeChat's server check of the callback URL
 	//
-	// No bearer token: authenticated by WeChat's signature with the account's callback token, its own or else its owner tenant's (qunfa dev: <data>/provider-credentials/wechat-mp-callback/{accounts/<account>,tenants/<tenant>,default}, the EncodingAESKey in its aes/ alike; AWS: the secrets <prefix>wechat-mp-callback/{accounts/<account>,<tenant>}/provider and <prefix>wechat-mp-callback/aes/…; an account's ":" is spelled "."). A signed check is answered with echostr (WeChat signs the check plainly in every message mode).
+	// No bearer token: authenticated by WeChat's signature with the account's callback token: its own, else its app's (the AppID before any ":"), else its owner tenant's, else the default (qunfa dev: <data>/provider-credentials/wechat-mp-callback/{accounts/<account>,tenants/<tenant>,default}, the EncodingAESKey in its aes/ alike; AWS: the secrets <prefix>wechat-mp-callback/{accounts/<account>,<tenant>}/provider and <prefix>wechat-mp-callback/aes/…; an account's ":" is spelled "."). A signed check is answered with echostr (WeChat signs the check plainly in every message mode).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5835,7 +5835,7 @@ type ClientWithResponsesInterface interface {
 
 	// WecomCallbackCheckWithResponse WeCom's check of an application's callback URL
 	//
-	// No bearer token: echostr is encrypted for the corp (the account's CorpID, before ":") and signed with the application's callback token and EncodingAESKey, its own or else its owner tenant's (qunfa dev: <data>/provider-credentials/wecom-app-callback/{accounts/<corpid>.<agentid>,tenants/<tenant>,default}, the EncodingAESKey in its aes/ alike; AWS: <prefix>wecom-app-callback/{accounts/<corpid>.<agentid>,<tenant>}/provider and <prefix>wecom-app-callback/aes/…). A verified check is answered with echostr's plaintext; anything else is refused (403).
+	// No bearer token: echostr is encrypted for the corp (the account's CorpID, before ":") and signed with the application's callback token and EncodingAESKey: its own, else its corp's (the CorpID), else its owner tenant's, else the default (qunfa dev: <data>/provider-credentials/wecom-app-callback/{accounts/<corpid>.<agentid>,tenants/<tenant>,default}, the EncodingAESKey in its aes/ alike; AWS: <prefix>wecom-app-callback/{accounts/<corpid>.<agentid>,<tenant>}/provider and <prefix>wecom-app-callback/aes/…). A verified check is answered with echostr's plaintext; anything else is refused (403).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -10405,7 +10405,7 @@ func (c *ClientWithResponses) ListAuditWithResponse(ctx context.Context, params 
 
 // WechatCallbackCheckWithResponse WeChat's server check of the callback URL
 //
-// No bearer token: authenticated by WeChat's signature with the account's callback token, its own or else its owner tenant's (qunfa dev: <data>/provider-credentials/wechat-mp-callback/{accounts/<account>,tenants/<tenant>,default}, the EncodingAESKey in its aes/ alike; AWS: the secrets <prefix>wechat-mp-callback/{accounts/<account>,<tenant>}/provider and <prefix>wechat-mp-callback/aes/…; an account's ":" is spelled "."). A signed check is answered with echostr (WeChat signs the check plainly in every message mode).
+// No bearer token: authenticated by WeChat's signature with the account's callback token: its own, else its app's (the AppID before any ":"), else its owner tenant's, else the default (qunfa dev: <data>/provider-credentials/wechat-mp-callback/{accounts/<account>,tenants/<tenant>,default}, the EncodingAESKey in its aes/ alike; AWS: the secrets <prefix>wechat-mp-callback/{accounts/<account>,<tenant>}/provider and <prefix>wechat-mp-callback/aes/…; an account's ":" is spelled "."). A signed check is answered with echostr (WeChat signs the check plainly in every message mode).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -10435,7 +10435,7 @@ func (c *ClientWithResponses) WechatCallbackEventWithBodyWithResponse(ctx contex
 
 // WecomCallbackCheckWithResponse WeCom's check of an application's callback URL
 //
-// No bearer token: echostr is encrypted for the corp (the account's CorpID, before ":") and signed with the application's callback token and EncodingAESKey, its own or else its owner tenant's (qunfa dev: <data>/provider-credentials/wecom-app-callback/{accounts/<corpid>.<agentid>,tenants/<tenant>,default}, the EncodingAESKey in its aes/ alike; AWS: <prefix>wecom-app-callback/{accounts/<corpid>.<agentid>,<tenant>}/provider and <prefix>wecom-app-callback/aes/…). A verified check is answered with echostr's plaintext; anything else is refused (403).
+// No bearer token: echostr is encrypted for the corp (the account's CorpID, before ":") and signed with the application's callback token and EncodingAESKey: its own, else its corp's (the CorpID), else its owner tenant's, else the default (qunfa dev: <data>/provider-credentials/wecom-app-callback/{accounts/<corpid>.<agentid>,tenants/<tenant>,default}, the EncodingAESKey in its aes/ alike; AWS: <prefix>wecom-app-callback/{accounts/<corpid>.<agentid>,<tenant>}/provider and <prefix>wecom-app-callback/aes/…). A verified check is answered with echostr's plaintext; anything else is refused (403).
 //
 // Returns a wrapper object for the known response body format(s).
 //
