@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,12 +19,14 @@ import (
 // qunfa dev, their delivery told by TEMPLATESENDJOBFINISH events that the
 // mock POSTs encrypted (WeChat's safe mode: AES with the app's
 // EncodingAESKey, msg_signature). One app's events arrive and confirm its
-// items, each under the msgid its send answered; the other app's events
+// items, each under the msgid its send answered, but for two users who
+// block its templates: their events fail them (permanent,
+// template_user_block) and nothing reaches them; the other app's events
 // are lost, and its items — templates have no look-up — go to review
-// after the settle delay, are never sent again, and complete the job once
-// an operator resolves them. Every recipient is delivered exactly once by
-// the mock's log, and a webhook receives the items.outcomes of the items
-// the events confirmed.
+// after the settle delay, are never sent again, and finish the job
+// (partial: two failed) once an operator resolves them. Every other
+// recipient is delivered exactly once by the mock's log, and a webhook
+// receives the items.outcomes of the items the events settled.
 func TestWechatTemplateEncryptedCallbacks(t *testing.T) {
 	t.Parallel()
 	const (
@@ -60,6 +63,8 @@ func TestWechatTemplateEncryptedCallbacks(t *testing.T) {
 		}
 	}
 	m.setAccount(lost, map[string]any{"lose_template_callbacks": true})
+	blocked := []string{"o-" + called + "-003", "o-" + called + "-011"}
+	m.setAccount(called, map[string]any{"template_blocked_openids": blocked})
 	var rcs []recipient
 	for _, app := range []string{called, lost} {
 		acct := app + ":tmpl-shipped"
@@ -76,7 +81,7 @@ func TestWechatTemplateEncryptedCallbacks(t *testing.T) {
 	// app's wait under review.
 	var review []api.Item
 	j, ok := d.waitJob(job.ID, 60*time.Second, func(j api.Job) bool {
-		if j.Counts.Confirmed != n || j.Counts.Submitted != n {
+		if j.Counts.Confirmed != n-2 || j.Counts.Failed != 2 || j.Counts.Submitted != n {
 			return false
 		}
 		review = review[:0]
@@ -88,7 +93,12 @@ func TestWechatTemplateEncryptedCallbacks(t *testing.T) {
 		return len(review) == n
 	})
 	if !ok || j.Status != "running" {
-		t.Fatalf("job %s counts %+v, %d under review: want %d confirmed by events and %d under review", j.Status, j.Counts, len(review), n, n)
+		t.Fatalf("job %s counts %+v, %d under review: want %d confirmed and 2 failed by events, %d under review", j.Status, j.Counts, len(review), n-2, n)
+	}
+	for _, it := range d.items(job.ID, url.Values{"status": {"failed"}}) {
+		if !slices.Contains(blocked, it.To) || it.Error == nil || it.Error.Category != "permanent" || it.Error.Code != "template_user_block" {
+			t.Errorf("failed item %+v: want a blocking user's, permanent template_user_block", it)
+		}
 	}
 	for _, it := range d.items(job.ID, url.Values{"status": {"confirmed"}}) {
 		if it.Account != called+":tmpl-shipped" || it.MsgID == "" {
@@ -111,8 +121,9 @@ func TestWechatTemplateEncryptedCallbacks(t *testing.T) {
 		t.Errorf("%d events settled items, want %d (one per template message)", settled, n)
 	}
 
-	// The events' outcomes reach the webhook: each confirmed item once,
-	// with its msgid; none of the items under review.
+	// The events' outcomes reach the webhook: each item once, confirmed
+	// with its msgid or failed with its code; none of the items under
+	// review.
 	byTo := map[string]int{}
 	okHooks := poll(20*time.Second, 100*time.Millisecond, func() bool {
 		clear(byTo)
@@ -122,7 +133,7 @@ func TestWechatTemplateEncryptedCallbacks(t *testing.T) {
 				Data struct {
 					JobID string `json:"job_id"`
 					Items []struct {
-						To, Status, MsgID string
+						To, Status, MsgID, Code string
 					} `json:"items"`
 				} `json:"data"`
 			}
@@ -130,8 +141,12 @@ func TestWechatTemplateEncryptedCallbacks(t *testing.T) {
 				continue
 			}
 			for _, o := range ev.Data.Items {
-				if o.Status != "confirmed" || o.MsgID == "" || !strings.HasPrefix(o.To, "o-"+called+"-") {
-					t.Errorf("outcome %+v: want a confirmed item of the called app with its msgid", o)
+				want := "confirmed"
+				if slices.Contains(blocked, o.To) {
+					want = "failed"
+				}
+				if o.Status != want || (want == "confirmed" && o.MsgID == "") || (want == "failed" && o.Code != "template_user_block") || !strings.HasPrefix(o.To, "o-"+called+"-") {
+					t.Errorf("outcome %+v: want the called app's item %s", o, want)
 				}
 				byTo[o.To]++
 			}
@@ -139,7 +154,7 @@ func TestWechatTemplateEncryptedCallbacks(t *testing.T) {
 		return len(byTo) == n
 	})
 	if !okHooks {
-		t.Fatalf("items.outcomes named %d of the %d items the events confirmed", len(byTo), n)
+		t.Fatalf("items.outcomes named %d of the %d items the events settled", len(byTo), n)
 	}
 	for to, c := range byTo {
 		if c != 1 {
@@ -159,7 +174,7 @@ func TestWechatTemplateEncryptedCallbacks(t *testing.T) {
 		}
 	}
 	final := d.waitFinal(job.ID, 30*time.Second)
-	if final.Status != "completed" || final.Counts.Confirmed != int64(len(rcs)) {
+	if final.Status != "partial" || final.Counts.Confirmed != int64(len(rcs)-2) || final.Counts.Failed != 2 {
 		t.Fatalf("job %s: %s, counts %+v, failures %v", job.ID, final.Status, final.Counts, final.Failures)
 	}
 	got := map[deliveryKey]int{}
@@ -170,11 +185,15 @@ func TestWechatTemplateEncryptedCallbacks(t *testing.T) {
 		}
 	}
 	for _, r := range rcs {
-		if c := got[deliveryKey{r.Account, r.To}]; c != 1 {
-			t.Errorf("%s/%s delivered %d times, want exactly once", r.Account, r.To, c)
+		want := 1
+		if slices.Contains(blocked, r.To) {
+			want = 0
+		}
+		if c := got[deliveryKey{r.Account, r.To}]; c != want {
+			t.Errorf("%s/%s delivered %d times, want %d", r.Account, r.To, c, want)
 		}
 	}
-	if len(got) != len(rcs) {
-		t.Errorf("the log names %d recipients, the job %d", len(got), len(rcs))
+	if len(got) != len(rcs)-2 {
+		t.Errorf("the log names %d recipients, want %d", len(got), len(rcs)-2)
 	}
 }

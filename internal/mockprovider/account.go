@@ -59,6 +59,11 @@ type Behaviour struct {
 	// messages are delivered without their TEMPLATESENDJOBFINISH event
 	// reaching the callback URL.
 	LoseTemplateCallbacks bool `json:"lose_template_callbacks,omitempty"`
+	// TemplateBlockedOpenIDs (wechat-mp protocol, on the appid) are users
+	// who block the app's template messages: a send to one is answered
+	// with a msgid but not delivered (nor logged), and its
+	// TEMPLATESENDJOBFINISH says "failed:user block".
+	TemplateBlockedOpenIDs []string `json:"template_blocked_openids,omitempty"`
 }
 
 // GatewayError makes a share of an account's calls answer Status (5xx)
@@ -113,6 +118,7 @@ type behaviourPatch struct {
 	MemberLimit     *int             `json:"member_limit_per_min"`
 	LoseCallbacks   *bool            `json:"lose_mass_callbacks"`
 	LoseTemplate    *bool            `json:"lose_template_callbacks"`
+	TemplateBlocked *[]string        `json:"template_blocked_openids"`
 }
 
 func (p behaviourPatch) apply(b Behaviour) Behaviour {
@@ -121,6 +127,9 @@ func (p behaviourPatch) apply(b Behaviour) Behaviour {
 	}
 	if p.LoseTemplate != nil {
 		b.LoseTemplateCallbacks = *p.LoseTemplate
+	}
+	if p.TemplateBlocked != nil {
+		b.TemplateBlockedOpenIDs = *p.TemplateBlocked
 	}
 	if p.RatePerSec != nil {
 		b.RatePerSec = *p.RatePerSec
