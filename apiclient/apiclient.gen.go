@@ -527,6 +527,24 @@ func (e WebhookKind) Valid() bool {
 	}
 }
 
+// Defines values for WechatCallbackEventParamsEncryptType.
+const (
+	Aes WechatCallbackEventParamsEncryptType = "aes"
+	Raw WechatCallbackEventParamsEncryptType = "raw"
+)
+
+// Valid indicates whether the value is a known member of the WechatCallbackEventParamsEncryptType enum.
+func (e WechatCallbackEventParamsEncryptType) Valid() bool {
+	switch e {
+	case Aes:
+		return true
+	case Raw:
+		return true
+	default:
+		return false
+	}
+}
+
 // Account A sending account and its limits.
 type Account struct {
 	Account string `json:"account"`
@@ -1607,10 +1625,38 @@ type WechatCallbackCheckParams struct {
 
 // WechatCallbackEventParams defines parameters for WechatCallbackEvent.
 type WechatCallbackEventParams struct {
-	// Signature Hex SHA-1 of the account's callback token, timestamp and nonce, sorted and joined (WeChat's 接入指南).
-	Signature string `form:"signature" json:"signature"`
-	Timestamp string `form:"timestamp" json:"timestamp"`
-	Nonce     string `form:"nonce" json:"nonce"`
+	// Signature Plain events: hex SHA-1 of the account's callback token, timestamp and nonce, sorted and joined (WeChat's 接入指南).
+	Signature *string `form:"signature,omitempty" json:"signature,omitempty"`
+	Timestamp string  `form:"timestamp" json:"timestamp"`
+	Nonce     string  `form:"nonce" json:"nonce"`
+
+	// EncryptType "aes": the body is encrypted (<xml><ToUserName/><Encrypt/></xml>).
+	EncryptType *WechatCallbackEventParamsEncryptType `form:"encrypt_type,omitempty" json:"encrypt_type,omitempty"`
+
+	// MsgSignature Encrypted events: hex SHA-1 of the callback token, timestamp, nonce and the body's Encrypt, sorted and joined (WXBizMsgCrypt).
+	MsgSignature *string `form:"msg_signature,omitempty" json:"msg_signature,omitempty"`
+}
+
+// WechatCallbackEventParamsEncryptType defines parameters for WechatCallbackEvent.
+type WechatCallbackEventParamsEncryptType string
+
+// WecomCallbackCheckParams defines parameters for WecomCallbackCheck.
+type WecomCallbackCheckParams struct {
+	// MsgSignature Hex SHA-1 of the account's callback token, timestamp, nonce and the encrypted text (echostr or the body's Encrypt), sorted and joined (WXBizMsgCrypt).
+	MsgSignature string `form:"msg_signature" json:"msg_signature"`
+	Timestamp    string `form:"timestamp" json:"timestamp"`
+	Nonce        string `form:"nonce" json:"nonce"`
+
+	// Echostr The encrypted check text.
+	Echostr string `form:"echostr" json:"echostr"`
+}
+
+// WecomCallbackEventParams defines parameters for WecomCallbackEvent.
+type WecomCallbackEventParams struct {
+	// MsgSignature Hex SHA-1 of the account's callback token, timestamp, nonce and the encrypted text (echostr or the body's Encrypt), sorted and joined (WXBizMsgCrypt).
+	MsgSignature string `form:"msg_signature" json:"msg_signature"`
+	Timestamp    string `form:"timestamp" json:"timestamp"`
+	Nonce        string `form:"nonce" json:"nonce"`
 }
 
 // ListJobsParams defines parameters for ListJobs.
@@ -1843,19 +1889,35 @@ type ClientInterface interface {
 
 	// WechatCallbackCheck WeChat's server check of the callback URL
 	//
-	// No bearer token: authenticated by WeChat's signature with the callback token of the tenant owning the account (qunfa dev: <data>/provider-credentials/wechat-mp-callback/{default,tenants/<tenant>}; AWS: the secret <prefix>wechat-mp-callback/<tenant>). A signed check is answered with echostr.
+	// No bearer token: authenticated by WeChat's signature with the account's callback token: its own, else its app's (the AppID before any ":"), else its owner tenant's, else the default (qunfa dev: <data>/provider-credentials/wechat-mp-callback/{accounts/<account>,tenants/<tenant>,default}, the EncodingAESKey in its aes/ alike; AWS: the secrets <prefix>wechat-mp-callback/{accounts/<account>,<tenant>}/provider and <prefix>wechat-mp-callback/aes/…; an account's ":" is spelled "."). A signed check is answered with echostr (WeChat signs the check plainly in every message mode).
 	//
 	// Corresponds with GET /v1/callbacks/wechat-mp/{account} (the `WechatCallbackCheck` operationId).
 	WechatCallbackCheck(ctx context.Context, account AccountID, params *WechatCallbackCheckParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// WechatCallbackEventWithBody A WeChat Official Account event (MASSSENDJOBFINISH settles a mass send)
+	// WechatCallbackEventWithBody A WeChat Official Account event, plain or encrypted (MASSSENDJOBFINISH settles a mass send, TEMPLATESENDJOBFINISH a template message)
 	//
-	// No bearer token: authenticated by WeChat's signature (as for the GET check); an unsigned or wrongly signed event is refused (403) and changes nothing. A MASSSENDJOBFINISH event settles the items of the wechat-mp-mass call accepted under its MsgID: "send success" without errors confirms them, SentCount 0 fails them, anything else (some sent, some not, which ones untold) puts them under review; they are never resent. Other events, unknown MsgIDs, duplicates and late events change nothing and are answered "success".
+	// No bearer token. A plain event is authenticated by `signature` (as for the GET check); an encrypted one (`encrypt_type=aes`, WeChat's safe and compatible modes) by `msg_signature`, the SHA-1 of the token, timestamp, nonce and Encrypt, and it must decrypt with the account's EncodingAESKey to a message for its AppID (the account before any ":"). An unsigned, wrongly signed or undecryptable event is refused (403) and changes nothing. A MASSSENDJOBFINISH event settles the items of the wechat-mp-mass call accepted under its MsgID: "send success" without errors confirms them, SentCount 0 fails them, anything else (some sent, some not, which ones untold) puts them under review; they are never resent. A TEMPLATESENDJOBFINISH event settles the wechat-mp-template item sent under its MsgID: "success" confirms it, "failed:user block" fails it (permanent, code template_user_block), "failed: system failed" fails it as a dead letter an operator may redrive (exhausted, code template_system_failed), any other status puts it under review. Events of an app's template accounts (<appid>:<template_id>) come to the URL of its AppID or of any of its accounts. Other events, unknown MsgIDs, duplicates and late events change nothing and are answered "success".
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/callbacks/wechat-mp/{account} (the `WechatCallbackEvent` operationId).
 	WechatCallbackEventWithBody(ctx context.Context, account AccountID, params *WechatCallbackEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// WecomCallbackCheck WeCom's check of an application's callback URL
+	//
+	// No bearer token: echostr is encrypted for the corp (the account's CorpID, before ":") and signed with the application's callback token and EncodingAESKey: its own, else its corp's (the CorpID), else its owner tenant's, else the default (qunfa dev: <data>/provider-credentials/wecom-app-callback/{accounts/<corpid>.<agentid>,tenants/<tenant>,default}, the EncodingAESKey in its aes/ alike; AWS: <prefix>wecom-app-callback/{accounts/<corpid>.<agentid>,<tenant>}/provider and <prefix>wecom-app-callback/aes/…). A verified check is answered with echostr's plaintext; anything else is refused (403).
+	//
+	// Corresponds with GET /v1/callbacks/wecom-app/{account} (the `WecomCallbackCheck` operationId).
+	WecomCallbackCheck(ctx context.Context, account AccountID, params *WecomCallbackCheckParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// WecomCallbackEventWithBody A WeCom application's encrypted event (none confirms a message)
+	//
+	// No bearer token: the body <xml><ToUserName/><AgentID/><Encrypt/></xml> is verified by msg_signature and decrypted for the account's CorpID with its callback secrets (as for the GET check); anything else is refused (403) and changes nothing. WeCom sends no event about an application message's delivery (the send's answer, listing invaliduser, is its only confirmation): a verified event is logged and answered with an empty 200, and changes nothing.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/callbacks/wecom-app/{account} (the `WecomCallbackEvent` operationId).
+	WecomCallbackEventWithBody(ctx context.Context, account AccountID, params *WecomCallbackEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListCampaigns List the tenant's campaigns, ordered by id
 	//
@@ -2362,7 +2424,7 @@ func (c *Client) ListAudit(ctx context.Context, params *ListAuditParams, reqEdit
 
 // WechatCallbackCheck WeChat's server check of the callback URL
 //
-// No bearer token: authenticated by WeChat's signature with the callback token of the tenant owning the account (qunfa dev: <data>/provider-credentials/wechat-mp-callback/{default,tenants/<tenant>}; AWS: the secret <prefix>wechat-mp-callback/<tenant>). A signed check is answered with echostr.
+// No bearer token: authenticated by WeChat's signature with the account's callback token: its own, else its app's (the AppID before any ":"), else its owner tenant's, else the default (qunfa dev: <data>/provider-credentials/wechat-mp-callback/{accounts/<account>,tenants/<tenant>,default}, the EncodingAESKey in its aes/ alike; AWS: the secrets <prefix>wechat-mp-callback/{accounts/<account>,<tenant>}/provider and <prefix>wechat-mp-callback/aes/…; an account's ":" is spelled "."). A signed check is answered with echostr (WeChat signs the check plainly in every message mode).
 //
 // Corresponds with GET /v1/callbacks/wechat-mp/{account} (the `WechatCallbackCheck` operationId).
 func (c *Client) WechatCallbackCheck(ctx context.Context, account AccountID, params *WechatCallbackCheckParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2377,15 +2439,51 @@ func (c *Client) WechatCallbackCheck(ctx context.Context, account AccountID, par
 	return c.Client.Do(req)
 }
 
-// WechatCallbackEventWithBody A WeChat Official Account event (MASSSENDJOBFINISH settles a mass send)
+// WechatCallbackEventWithBody A WeChat Official Account event, plain or encrypted (MASSSENDJOBFINISH settles a mass send, TEMPLATESENDJOBFINISH a template message)
 //
-// No bearer token: authenticated by WeChat's signature (as for the GET check); an unsigned or wrongly signed event is refused (403) and changes nothing. A MASSSENDJOBFINISH event settles the items of the wechat-mp-mass call accepted under its MsgID: "send success" without errors confirms them, SentCount 0 fails them, anything else (some sent, some not, which ones untold) puts them under review; they are never resent. Other events, unknown MsgIDs, duplicates and late events change nothing and are answered "success".
+// No bearer token. A plain event is authenticated by `signature` (as for the GET check); an encrypted one (`encrypt_type=aes`, WeChat's safe and compatible modes) by `msg_signature`, the SHA-1 of the token, timestamp, nonce and Encrypt, and it must decrypt with the account's EncodingAESKey to a message for its AppID (the account before any ":"). An unsigned, wrongly signed or undecryptable event is refused (403) and changes nothing. A MASSSENDJOBFINISH event settles the items of the wechat-mp-mass call accepted under its MsgID: "send success" without errors confirms them, SentCount 0 fails them, anything else (some sent, some not, which ones untold) puts them under review; they are never resent. A TEMPLATESENDJOBFINISH event settles the wechat-mp-template item sent under its MsgID: "success" confirms it, "failed:user block" fails it (permanent, code template_user_block), "failed: system failed" fails it as a dead letter an operator may redrive (exhausted, code template_system_failed), any other status puts it under review. Events of an app's template accounts (<appid>:<template_id>) come to the URL of its AppID or of any of its accounts. Other events, unknown MsgIDs, duplicates and late events change nothing and are answered "success".
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/callbacks/wechat-mp/{account} (the `WechatCallbackEvent` operationId).
 func (c *Client) WechatCallbackEventWithBody(ctx context.Context, account AccountID, params *WechatCallbackEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewWechatCallbackEventRequestWithBody(c.Server, account, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// WecomCallbackCheck WeCom's check of an application's callback URL
+//
+// No bearer token: echostr is encrypted for the corp (the account's CorpID, before ":") and signed with the application's callback token and EncodingAESKey: its own, else its corp's (the CorpID), else its owner tenant's, else the default (qunfa dev: <data>/provider-credentials/wecom-app-callback/{accounts/<corpid>.<agentid>,tenants/<tenant>,default}, the EncodingAESKey in its aes/ alike; AWS: <prefix>wecom-app-callback/{accounts/<corpid>.<agentid>,<tenant>}/provider and <prefix>wecom-app-callback/aes/…). A verified check is answered with echostr's plaintext; anything else is refused (403).
+//
+// Corresponds with GET /v1/callbacks/wecom-app/{account} (the `WecomCallbackCheck` operationId).
+func (c *Client) WecomCallbackCheck(ctx context.Context, account AccountID, params *WecomCallbackCheckParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewWecomCallbackCheckRequest(c.Server, account, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// WecomCallbackEventWithBody A WeCom application's encrypted event (none confirms a message)
+//
+// No bearer token: the body <xml><ToUserName/><AgentID/><Encrypt/></xml> is verified by msg_signature and decrypted for the account's CorpID with its callback secrets (as for the GET check); anything else is refused (403) and changes nothing. WeCom sends no event about an application message's delivery (the send's answer, listing invaliduser, is its only confirmation): a verified event is logged and answered with an empty 200, and changes nothing.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/callbacks/wecom-app/{account} (the `WecomCallbackEvent` operationId).
+func (c *Client) WecomCallbackEventWithBody(ctx context.Context, account AccountID, params *WecomCallbackEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewWecomCallbackEventRequestWithBody(c.Server, account, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3714,7 +3812,191 @@ func NewWechatCallbackEventRequestWithBody(server string, account AccountID, par
 		// per the OpenAPI spec (e.g. "color=blue,black,brown").
 		var rawQueryFragments []string
 
-		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "signature", params.Signature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+		if params.Signature != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "signature", *params.Signature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "timestamp", params.Timestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "nonce", params.Nonce, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.EncryptType != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "encrypt_type", *params.EncryptType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.MsgSignature != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "msg_signature", *params.MsgSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewWecomCallbackCheckRequest constructs an http.Request for the WecomCallbackCheck method
+func NewWecomCallbackCheckRequest(server string, account AccountID, params *WecomCallbackCheckParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "account", account, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/callbacks/wecom-app/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "msg_signature", params.MsgSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "timestamp", params.Timestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "nonce", params.Nonce, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "echostr", params.Echostr, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewWecomCallbackEventRequestWithBody constructs an http.Request for the WecomCallbackEvent method, with any body, and a specified content type
+func NewWecomCallbackEventRequestWithBody(server string, account AccountID, params *WecomCallbackEventParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "account", account, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/callbacks/wecom-app/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "msg_signature", params.MsgSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 			return nil, err
 		} else {
 			for _, qp := range strings.Split(queryFrag, "&") {
@@ -5535,21 +5817,39 @@ type ClientWithResponsesInterface interface {
 
 	// WechatCallbackCheckWithResponse WeChat's server check of the callback URL
 	//
-	// No bearer token: authenticated by WeChat's signature with the callback token of the tenant owning the account (qunfa dev: <data>/provider-credentials/wechat-mp-callback/{default,tenants/<tenant>}; AWS: the secret <prefix>wechat-mp-callback/<tenant>). A signed check is answered with echostr.
+	// No bearer token: authenticated by WeChat's signature with the account's callback token: its own, else its app's (the AppID before any ":"), else its owner tenant's, else the default (qunfa dev: <data>/provider-credentials/wechat-mp-callback/{accounts/<account>,tenants/<tenant>,default}, the EncodingAESKey in its aes/ alike; AWS: the secrets <prefix>wechat-mp-callback/{accounts/<account>,<tenant>}/provider and <prefix>wechat-mp-callback/aes/…; an account's ":" is spelled "."). A signed check is answered with echostr (WeChat signs the check plainly in every message mode).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/callbacks/wechat-mp/{account} (the `WechatCallbackCheck` operationId).
 	WechatCallbackCheckWithResponse(ctx context.Context, account AccountID, params *WechatCallbackCheckParams, reqEditors ...RequestEditorFn) (*WechatCallbackCheckResponse, error)
 
-	// WechatCallbackEventWithBodyWithResponse A WeChat Official Account event (MASSSENDJOBFINISH settles a mass send)
+	// WechatCallbackEventWithBodyWithResponse A WeChat Official Account event, plain or encrypted (MASSSENDJOBFINISH settles a mass send, TEMPLATESENDJOBFINISH a template message)
 	//
-	// No bearer token: authenticated by WeChat's signature (as for the GET check); an unsigned or wrongly signed event is refused (403) and changes nothing. A MASSSENDJOBFINISH event settles the items of the wechat-mp-mass call accepted under its MsgID: "send success" without errors confirms them, SentCount 0 fails them, anything else (some sent, some not, which ones untold) puts them under review; they are never resent. Other events, unknown MsgIDs, duplicates and late events change nothing and are answered "success".
+	// No bearer token. A plain event is authenticated by `signature` (as for the GET check); an encrypted one (`encrypt_type=aes`, WeChat's safe and compatible modes) by `msg_signature`, the SHA-1 of the token, timestamp, nonce and Encrypt, and it must decrypt with the account's EncodingAESKey to a message for its AppID (the account before any ":"). An unsigned, wrongly signed or undecryptable event is refused (403) and changes nothing. A MASSSENDJOBFINISH event settles the items of the wechat-mp-mass call accepted under its MsgID: "send success" without errors confirms them, SentCount 0 fails them, anything else (some sent, some not, which ones untold) puts them under review; they are never resent. A TEMPLATESENDJOBFINISH event settles the wechat-mp-template item sent under its MsgID: "success" confirms it, "failed:user block" fails it (permanent, code template_user_block), "failed: system failed" fails it as a dead letter an operator may redrive (exhausted, code template_system_failed), any other status puts it under review. Events of an app's template accounts (<appid>:<template_id>) come to the URL of its AppID or of any of its accounts. Other events, unknown MsgIDs, duplicates and late events change nothing and are answered "success".
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/callbacks/wechat-mp/{account} (the `WechatCallbackEvent` operationId).
 	WechatCallbackEventWithBodyWithResponse(ctx context.Context, account AccountID, params *WechatCallbackEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*WechatCallbackEventResponse, error)
+
+	// WecomCallbackCheckWithResponse WeCom's check of an application's callback URL
+	//
+	// No bearer token: echostr is encrypted for the corp (the account's CorpID, before ":") and signed with the application's callback token and EncodingAESKey: its own, else its corp's (the CorpID), else its owner tenant's, else the default (qunfa dev: <data>/provider-credentials/wecom-app-callback/{accounts/<corpid>.<agentid>,tenants/<tenant>,default}, the EncodingAESKey in its aes/ alike; AWS: <prefix>wecom-app-callback/{accounts/<corpid>.<agentid>,<tenant>}/provider and <prefix>wecom-app-callback/aes/…). A verified check is answered with echostr's plaintext; anything else is refused (403).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/callbacks/wecom-app/{account} (the `WecomCallbackCheck` operationId).
+	WecomCallbackCheckWithResponse(ctx context.Context, account AccountID, params *WecomCallbackCheckParams, reqEditors ...RequestEditorFn) (*WecomCallbackCheckResponse, error)
+
+	// WecomCallbackEventWithBodyWithResponse A WeCom application's encrypted event (none confirms a message)
+	//
+	// No bearer token: the body <xml><ToUserName/><AgentID/><Encrypt/></xml> is verified by msg_signature and decrypted for the account's CorpID with its callback secrets (as for the GET check); anything else is refused (403) and changes nothing. WeCom sends no event about an application message's delivery (the send's answer, listing invaliduser, is its only confirmation): a verified event is logged and answered with an empty 200, and changes nothing.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/callbacks/wecom-app/{account} (the `WecomCallbackEvent` operationId).
+	WecomCallbackEventWithBodyWithResponse(ctx context.Context, account AccountID, params *WecomCallbackEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*WecomCallbackEventResponse, error)
 
 	// ListCampaignsWithResponse List the tenant's campaigns, ordered by id
 	//
@@ -6571,6 +6871,116 @@ func (r WechatCallbackEventResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r WechatCallbackEventResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type WecomCallbackCheckResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r WecomCallbackCheckResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r WecomCallbackCheckResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r WecomCallbackCheckResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r WecomCallbackCheckResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r WecomCallbackCheckResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r WecomCallbackCheckResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type WecomCallbackEventResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r WecomCallbackEventResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r WecomCallbackEventResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r WecomCallbackEventResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r WecomCallbackEventResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r WecomCallbackEventResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r WecomCallbackEventResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r WecomCallbackEventResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r WecomCallbackEventResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -9995,7 +10405,7 @@ func (c *ClientWithResponses) ListAuditWithResponse(ctx context.Context, params 
 
 // WechatCallbackCheckWithResponse WeChat's server check of the callback URL
 //
-// No bearer token: authenticated by WeChat's signature with the callback token of the tenant owning the account (qunfa dev: <data>/provider-credentials/wechat-mp-callback/{default,tenants/<tenant>}; AWS: the secret <prefix>wechat-mp-callback/<tenant>). A signed check is answered with echostr.
+// No bearer token: authenticated by WeChat's signature with the account's callback token: its own, else its app's (the AppID before any ":"), else its owner tenant's, else the default (qunfa dev: <data>/provider-credentials/wechat-mp-callback/{accounts/<account>,tenants/<tenant>,default}, the EncodingAESKey in its aes/ alike; AWS: the secrets <prefix>wechat-mp-callback/{accounts/<account>,<tenant>}/provider and <prefix>wechat-mp-callback/aes/…; an account's ":" is spelled "."). A signed check is answered with echostr (WeChat signs the check plainly in every message mode).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -10008,9 +10418,9 @@ func (c *ClientWithResponses) WechatCallbackCheckWithResponse(ctx context.Contex
 	return ParseWechatCallbackCheckResponse(rsp)
 }
 
-// WechatCallbackEventWithBodyWithResponse A WeChat Official Account event (MASSSENDJOBFINISH settles a mass send)
+// WechatCallbackEventWithBodyWithResponse A WeChat Official Account event, plain or encrypted (MASSSENDJOBFINISH settles a mass send, TEMPLATESENDJOBFINISH a template message)
 //
-// No bearer token: authenticated by WeChat's signature (as for the GET check); an unsigned or wrongly signed event is refused (403) and changes nothing. A MASSSENDJOBFINISH event settles the items of the wechat-mp-mass call accepted under its MsgID: "send success" without errors confirms them, SentCount 0 fails them, anything else (some sent, some not, which ones untold) puts them under review; they are never resent. Other events, unknown MsgIDs, duplicates and late events change nothing and are answered "success".
+// No bearer token. A plain event is authenticated by `signature` (as for the GET check); an encrypted one (`encrypt_type=aes`, WeChat's safe and compatible modes) by `msg_signature`, the SHA-1 of the token, timestamp, nonce and Encrypt, and it must decrypt with the account's EncodingAESKey to a message for its AppID (the account before any ":"). An unsigned, wrongly signed or undecryptable event is refused (403) and changes nothing. A MASSSENDJOBFINISH event settles the items of the wechat-mp-mass call accepted under its MsgID: "send success" without errors confirms them, SentCount 0 fails them, anything else (some sent, some not, which ones untold) puts them under review; they are never resent. A TEMPLATESENDJOBFINISH event settles the wechat-mp-template item sent under its MsgID: "success" confirms it, "failed:user block" fails it (permanent, code template_user_block), "failed: system failed" fails it as a dead letter an operator may redrive (exhausted, code template_system_failed), any other status puts it under review. Events of an app's template accounts (<appid>:<template_id>) come to the URL of its AppID or of any of its accounts. Other events, unknown MsgIDs, duplicates and late events change nothing and are answered "success".
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10021,6 +10431,36 @@ func (c *ClientWithResponses) WechatCallbackEventWithBodyWithResponse(ctx contex
 		return nil, err
 	}
 	return ParseWechatCallbackEventResponse(rsp)
+}
+
+// WecomCallbackCheckWithResponse WeCom's check of an application's callback URL
+//
+// No bearer token: echostr is encrypted for the corp (the account's CorpID, before ":") and signed with the application's callback token and EncodingAESKey: its own, else its corp's (the CorpID), else its owner tenant's, else the default (qunfa dev: <data>/provider-credentials/wecom-app-callback/{accounts/<corpid>.<agentid>,tenants/<tenant>,default}, the EncodingAESKey in its aes/ alike; AWS: <prefix>wecom-app-callback/{accounts/<corpid>.<agentid>,<tenant>}/provider and <prefix>wecom-app-callback/aes/…). A verified check is answered with echostr's plaintext; anything else is refused (403).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/callbacks/wecom-app/{account} (the `WecomCallbackCheck` operationId).
+func (c *ClientWithResponses) WecomCallbackCheckWithResponse(ctx context.Context, account AccountID, params *WecomCallbackCheckParams, reqEditors ...RequestEditorFn) (*WecomCallbackCheckResponse, error) {
+	rsp, err := c.WecomCallbackCheck(ctx, account, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseWecomCallbackCheckResponse(rsp)
+}
+
+// WecomCallbackEventWithBodyWithResponse A WeCom application's encrypted event (none confirms a message)
+//
+// No bearer token: the body <xml><ToUserName/><AgentID/><Encrypt/></xml> is verified by msg_signature and decrypted for the account's CorpID with its callback secrets (as for the GET check); anything else is refused (403) and changes nothing. WeCom sends no event about an application message's delivery (the send's answer, listing invaliduser, is its only confirmation): a verified event is logged and answered with an empty 200, and changes nothing.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/callbacks/wecom-app/{account} (the `WecomCallbackEvent` operationId).
+func (c *ClientWithResponses) WecomCallbackEventWithBodyWithResponse(ctx context.Context, account AccountID, params *WecomCallbackEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*WecomCallbackEventResponse, error) {
+	rsp, err := c.WecomCallbackEventWithBody(ctx, account, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseWecomCallbackEventResponse(rsp)
 }
 
 // ListCampaignsWithResponse List the tenant's campaigns, ordered by id
@@ -11231,6 +11671,89 @@ func ParseWechatCallbackEventResponse(rsp *http.Response) (*WechatCallbackEventR
 	}
 
 	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseWecomCallbackCheckResponse parses an HTTP response from a WecomCallbackCheckWithResponse call
+func ParseWecomCallbackCheckResponse(rsp *http.Response) (*WecomCallbackCheckResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &WecomCallbackCheckResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseWecomCallbackEventResponse parses an HTTP response from a WecomCallbackEventWithResponse call
+func ParseWecomCallbackEventResponse(rsp *http.Response) (*WecomCallbackEventResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &WecomCallbackEventResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		break // No content-type
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
 		var dest BadRequest
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {

@@ -65,9 +65,15 @@ func TestGeneratedClientDrivesEveryOperation(t *testing.T) {
 	echo := "e"
 	cc, err := cl.WechatCallbackCheckWithResponse(ctx, "wx-app", &apiclient.WechatCallbackCheckParams{Signature: "00", Timestamp: "1", Nonce: "n", Echostr: &echo})
 	want("wechatCallbackCheck", cc, err, 403)
-	ce, err := cl.WechatCallbackEventWithBodyWithResponse(ctx, "wx-app", &apiclient.WechatCallbackEventParams{Signature: "00", Timestamp: "1", Nonce: "n"},
+	sig := "00"
+	ce, err := cl.WechatCallbackEventWithBodyWithResponse(ctx, "wx-app", &apiclient.WechatCallbackEventParams{Signature: &sig, Timestamp: "1", Nonce: "n"},
 		"text/xml", strings.NewReader("<xml><Event>MASSSENDJOBFINISH</Event><MsgID>1</MsgID></xml>"))
 	want("wechatCallbackEvent", ce, err, 403)
+	wk, err := cl.WecomCallbackCheckWithResponse(ctx, "ww-corp:1000002", &apiclient.WecomCallbackCheckParams{MsgSignature: "00", Timestamp: "1", Nonce: "n", Echostr: "e"})
+	want("wecomCallbackCheck", wk, err, 403)
+	we, err := cl.WecomCallbackEventWithBodyWithResponse(ctx, "ww-corp:1000002", &apiclient.WecomCallbackEventParams{MsgSignature: "00", Timestamp: "1", Nonce: "n"},
+		"text/xml", strings.NewReader("<xml><Encrypt>AAAA</Encrypt></xml>"))
+	want("wecomCallbackEvent", we, err, 403)
 
 	// Accounts.
 	rate, burst, reserve := 2.0, 2.0, 0.5

@@ -128,7 +128,7 @@ func runDev(ctx context.Context, args []string, record func(*flag.FlagSet)) erro
 	defer stack.Close()
 	handler := api.New(api.Deps{Store: stack.Store, Submitter: stack.Submitter, Control: stack.Control, Logger: log,
 		AllowPrivateURLs: cfg.AllowPrivateURLs, PlatformTokenHash: api.HashToken(stack.AdminToken), GrantOnPut: *grantOnPut,
-		Events: stack.Reconciler, CallbackTokens: stack.CallbackTokens})
+		Events: stack.Reconciler, WechatCallbacks: stack.WechatCallbacks, WecomCallbacks: stack.WecomCallbacks})
 
 	served := make(chan error, 1)
 	go func() { served <- stack.Serve(ctx, handler) }()

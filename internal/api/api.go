@@ -28,7 +28,7 @@ import (
 	"github.com/qunfa/qunfa/internal/control"
 	"github.com/qunfa/qunfa/internal/dashboard"
 	"github.com/qunfa/qunfa/internal/netguard"
-	"github.com/qunfa/qunfa/internal/provider"
+	"github.com/qunfa/qunfa/internal/provider/accesstoken"
 	"github.com/qunfa/qunfa/internal/store"
 	"github.com/qunfa/qunfa/internal/submit"
 )
@@ -78,9 +78,19 @@ type Deps struct {
 	// Events settles items by providers' callbacks (nil: callbacks of
 	// events answer 503).
 	Events ProviderEvents
-	// CallbackTokens gives the WeChat callback token of the tenant owning
-	// an account (nil or none: no callback verifies). Never logged.
-	CallbackTokens provider.Credentials
+	// WechatCallbacks and WecomCallbacks hold the secrets that verify and
+	// open the WeChat (Official Account) and WeCom callbacks (zero: no
+	// callback of that provider verifies). Never logged.
+	WechatCallbacks, WecomCallbacks CallbackSecrets
+}
+
+// CallbackSecrets are one provider's callback secrets: Token signs its
+// callbacks and AESKey (the EncodingAESKey) encrypts them. Each is the
+// account's own (Accounts, by accesstoken.AccountKey) when it has one,
+// else its owner tenant's (Tenants, or the default one); the API fills in
+// the owners.
+type CallbackSecrets struct {
+	Token, AESKey accesstoken.Lookup
 }
 
 func (d Deps) withDefaults() Deps {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/qunfa/qunfa/internal/api"
 	"github.com/qunfa/qunfa/internal/provider"
+	"github.com/qunfa/qunfa/internal/provider/accesstoken"
 	"github.com/qunfa/qunfa/internal/provider/wechatmp"
 	"github.com/qunfa/qunfa/internal/reconcile"
 	"github.com/qunfa/qunfa/internal/store"
@@ -80,7 +81,7 @@ func TestWechatCallbacks(t *testing.T) {
 	ev := &eventsRecorder{}
 	s := newStack(t, func(d *api.Deps) {
 		d.Events = ev
-		d.CallbackTokens = tenantTokens{"tenant-a": "tok-a", "tenant-b": "tok-b"}
+		d.WechatCallbacks = api.CallbackSecrets{Token: accesstoken.Lookup{Tenants: tenantTokens{"tenant-a": "tok-a", "tenant-b": "tok-b"}}}
 	})
 	path := "/v1/callbacks/wechat-mp/acct-a"
 	if r := s.do("GET", path+signedQuery("tok-a", "echo-123"), "", nil); r.status != 200 || string(r.body) != "echo-123" {

@@ -8,15 +8,19 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/qunfa/qunfa/internal/provider/wxcrypt"
+
 	"github.com/qunfa/qunfa/internal/api"
 	"github.com/qunfa/qunfa/internal/api/apispec"
 	"github.com/qunfa/qunfa/internal/breaker"
+	"github.com/qunfa/qunfa/internal/provider/accesstoken"
 	"github.com/qunfa/qunfa/internal/store"
 )
 
@@ -182,8 +186,35 @@ func TestOpenAPIConformance(t *testing.T) {
 	// Provider callbacks: signed by the provider, no token.
 	cb := newStack(t, func(d *api.Deps) {
 		d.Events = &eventsRecorder{}
-		d.CallbackTokens = tenantTokens{"tenant-a": "tok-a", "tenant-b": failToken}
+		d.WechatCallbacks = api.CallbackSecrets{Token: accesstoken.Lookup{Tenants: tenantTokens{"tenant-a": "tok-a", "tenant-b": failToken}}}
 	})
+	wc := newStack(t, func(d *api.Deps) {
+		d.Events = &eventsRecorder{}
+		d.WecomCallbacks = api.CallbackSecrets{
+			Token:  accesstoken.Lookup{Tenants: tenantTokens{"tenant-a": "tok-a", "tenant-b": failToken}},
+			AESKey: accesstoken.Lookup{Tenants: tenantTokens{"tenant-a": aesKeyA}},
+		}
+	})
+	wcA, wcB := "/v1/callbacks/wecom-app/acct-a", "/v1/callbacks/wecom-app/"+tenantBAccounts[0]
+	wecomQ, wecomBody := encrypted(t, "tok-a", aesKeyA, "acct-a", []byte("<xml><MsgType>event</MsgType><Event>enter_agent</Event></xml>"), nil)
+	echoQ := func(token string) string {
+		q, _ := url.ParseQuery(wecomQ[1:])
+		cr, _ := wxcrypt.New(token, aesKeyA, "acct-a")
+		enc, _ := cr.Encrypt([]byte("echo-1"), [16]byte{})
+		q.Set("echostr", enc)
+		q.Set("msg_signature", cr.Sign(q.Get("timestamp"), q.Get("nonce"), enc))
+		return "?" + q.Encode()
+	}
+	c.run(wc,
+		specCall{method: "GET", path: wcA + echoQ("tok-a"), want: 200},
+		specCall{method: "GET", path: wcA + echoQ("tok-x"), want: 403},
+		specCall{method: "GET", path: wcB + echoQ("tok-a"), want: 503},
+		specCall{method: "POST", path: wcA + wecomQ, body: wecomBody, headers: []string{"Content-Type", "text/xml"}, want: 200},
+		specCall{method: "POST", path: wcA + wecomQ, body: "<xml", headers: []string{"Content-Type", "text/xml"}, want: 400},
+		specCall{method: "POST", path: wcA + "?timestamp=1&nonce=2", body: wecomBody, headers: []string{"Content-Type", "text/xml"}, want: 403},
+		specCall{method: "POST", path: wcA + wecomQ, body: strings.Repeat("x", 70<<10), headers: []string{"Content-Type", "text/xml"}, want: 413},
+		specCall{method: "POST", path: wcB + wecomQ, body: wecomBody, headers: []string{"Content-Type", "text/xml"}, want: 503},
+	)
 	cbA, cbB := "/v1/callbacks/wechat-mp/acct-a", "/v1/callbacks/wechat-mp/"+tenantBAccounts[0]
 	xmlBody := []string{"Content-Type", "text/xml"}
 	c.run(cb,

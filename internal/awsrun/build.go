@@ -29,6 +29,7 @@ import (
 	"github.com/qunfa/qunfa/internal/control"
 	"github.com/qunfa/qunfa/internal/metrics"
 	"github.com/qunfa/qunfa/internal/provider"
+	"github.com/qunfa/qunfa/internal/provider/accesstoken"
 	"github.com/qunfa/qunfa/internal/provider/accountroute"
 	"github.com/qunfa/qunfa/internal/provider/credcache"
 	"github.com/qunfa/qunfa/internal/provider/httpcall"
@@ -145,12 +146,15 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 	deps := api.Deps{Store: st, Submitter: core.Submitter, Control: core.Control, Clock: clk, Logger: log,
 		PlatformTokenHash: cfg.PlatformTokenHash,
 		// Provider events settle items (store, queue and clock only).
-		Events: &reconcile.Reconciler{Store: st, MsgCalls: st, Queue: q, Clock: clk, Log: log, Alerts: alerts}}
+		Events: &reconcile.Reconciler{Store: st, MsgCalls: st, Queue: q, Clock: clk, Log: log, Alerts: alerts,
+			Outcomes: ebalert.New(c.EventBridge, cfg.AlertBus), Items: st}}
 	if cfg.fn.reads(EnvTenantSecretPrefix) && cfg.TenantSecretPrefix != "" && !cfg.fn.Provider && c.SecretsManager != nil {
-		// WeChat callback tokens: <prefix>wechat-mp-callback/<tenant>/provider.
-		deps.CallbackTokens = credcache.New(smcreds.New(c.SecretsManager, smcreds.Config{
-			TenantPrefix: cfg.TenantSecretPrefix + "wechat-mp-callback/",
-		}), credcache.Options{Clock: clk, Log: log})
+		// Callback secrets: <prefix>wechat-mp-callback/ and
+		// <prefix>wecom-app-callback/ hold the tokens, <tenant>/provider or
+		// an account's own accounts/<account>/provider; their aes/ the
+		// EncodingAESKeys alike.
+		deps.WechatCallbacks = smCallbackSecrets(c.SecretsManager, cfg.TenantSecretPrefix+"wechat-mp-callback/", clk, log)
+		deps.WecomCallbacks = smCallbackSecrets(c.SecretsManager, cfg.TenantSecretPrefix+"wecom-app-callback/", clk, log)
 	}
 	if cfg.fn.reads(EnvCampaignRulePrefix) {
 		rules, err := ebscheduler.New(c.EventBridge, ebscheduler.Config{RulePrefix: cfg.CampaignRulePrefix, TargetARN: cfg.CampaignTarget,
@@ -206,11 +210,16 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 		Timeouts: httpcall.Timeouts{Connect: cfg.ProviderConnectTimeout, Response: cfg.ProviderTimeout}})
 	if cfg.TenantSecretPrefix != "" {
 		// WeCom application accounts: each tenant's application secret
-		// is <prefix>wecom-app/<tenant>.
+		// is <prefix>wecom-app/<tenant>/provider.
 		appCreds := credcache.New(smcreds.New(c.SecretsManager, smcreds.Config{
 			TenantPrefix: cfg.TenantSecretPrefix + string(provider.KindWecomApp) + "/",
 		}), credcache.Options{Clock: clk, Log: log})
-		app, err := wecomapp.New(wecomapp.Config{Credentials: appCreds, Owners: st, Clock: clk, Logger: log,
+		// An application's own secret, when it has one, goes first:
+		// <prefix>wecom-app/accounts/<corpid>.<agentid>/provider.
+		appAccountCreds := credcache.New(smcreds.New(c.SecretsManager, smcreds.Config{
+			TenantPrefix: cfg.TenantSecretPrefix + string(provider.KindWecomApp) + "/accounts/",
+		}), credcache.Options{Clock: clk, Log: log})
+		app, err := wecomapp.New(wecomapp.Config{AccountCredentials: appAccountCreds, Credentials: appCreds, Owners: st, Clock: clk, Logger: log,
 			Timeouts: httpcall.Timeouts{Connect: cfg.ProviderConnectTimeout, Response: cfg.ProviderTimeout}})
 		if err != nil {
 			return nil, fmt.Errorf("provider: %w", err)
@@ -249,6 +258,8 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 	core.Reconciler = &reconcile.Reconciler{
 		Store: core.Series, MsgCalls: st, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts, Gauges: core.Metrics,
 		StaleAfter: cfg.StaleAfter, SettleAfter: cfg.SettleAfter, Plans: core.Submitter,
+		// Items a look-up settles: their outcomes go to the bus, as the sender's.
+		Outcomes: ebalert.New(c.EventBridge, cfg.AlertBus), Items: st,
 		// Finished jobs' item records get their expiry (the table's TTL).
 		Expirer: st, Retention: cfg.ItemRetention,
 	}
@@ -298,4 +309,16 @@ func Run(fn Function, handlerFor func(core *Core, log *slog.Logger) any) {
 	}
 	log.Info("ready", slog.Any("config", cfg))
 	lambda.Start(handler(handlerFor(core, log), current, log))
+}
+
+// smCallbackSecrets reads one provider's callback secrets from Secrets
+// Manager under prefix (see api.CallbackSecrets).
+func smCallbackSecrets(sm smcreds.API, prefix string, clk clock.Clock, log *slog.Logger) api.CallbackSecrets {
+	secrets := func(p string) provider.Credentials {
+		return credcache.New(smcreds.New(sm, smcreds.Config{TenantPrefix: p}), credcache.Options{Clock: clk, Log: log})
+	}
+	return api.CallbackSecrets{
+		Token:  accesstoken.Lookup{Accounts: secrets(prefix + "accounts/"), Tenants: secrets(prefix)},
+		AESKey: accesstoken.Lookup{Accounts: secrets(prefix + "aes/accounts/"), Tenants: secrets(prefix + "aes/")},
+	}
 }

@@ -164,8 +164,9 @@ type Function struct {
 	// Secrets lists the secretsmanager actions on the provider secrets
 	// (the default one and the tenants' ones under the prefix).
 	Secrets []string
-	// CallbackSecrets lists the secretsmanager actions on the tenants'
-	// WeChat callback tokens only (<prefix>wechat-mp-callback/<tenant>/provider).
+	// CallbackSecrets lists the secretsmanager actions on the callback
+	// secrets only: <prefix>wechat-mp-callback/ and
+	// <prefix>wecom-app-callback/, each …/provider.
 	CallbackSecrets []string
 	// Events lists the events actions on the alert bus (PutEvents).
 	Events []string
@@ -228,8 +229,9 @@ var (
 		Events:            alerts,
 		CampaignRules:     []string{EventsRemoveTargets, EventsDeleteRule},
 		CampaignSchedules: []string{SchedulerCreateSchedule, SchedulerUpdateSchedule, SchedulerDeleteSchedule},
-		// WeChat callbacks (/v1/callbacks/wechat-mp/{account}) verify their
-		// signature with the owning tenant's callback token.
+		// Provider callbacks (/v1/callbacks/wechat-mp/{account},
+		// /v1/callbacks/wecom-app/{account}) verify and open events with
+		// the account's or its tenant's callback token and EncodingAESKey.
 		CallbackSecrets: secrets,
 	}
 	// Sender works shard turns from the FIFO work queue.

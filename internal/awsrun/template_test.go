@@ -338,9 +338,13 @@ var providerSecretARNs = []string{
 	"sub:arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:" + tenantSecretPrefix + "*/provider-??????",
 }
 
-// callbackTokenARN is the resource of the api function's GetSecretValue:
-// the tenants' WeChat callback tokens, not their provider secrets.
-const callbackTokenARN = "sub:arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:" + tenantSecretPrefix + "wechat-mp-callback/*/provider-??????"
+// callbackSecretARNs are the resources of the api function's
+// GetSecretValue: the WeChat and WeCom callback secrets, not the provider
+// secrets.
+var callbackSecretARNs = []string{
+	"sub:arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:" + tenantSecretPrefix + "wechat-mp-callback/*/provider-??????",
+	"sub:arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:" + tenantSecretPrefix + "wecom-app-callback/*/provider-??????",
+}
 
 // checkPolicy: the function's role has one inline policy granting exactly
 // the declared actions: logs on its own log group, DynamoDB on the table
@@ -395,7 +399,7 @@ func checkPolicy(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 			wild := strings.ContainsAny(strings.TrimPrefix(r, "sub:"), "*?")
 			if wild && !(svc == "events:rules" && r == campaignRuleARN) && !(svc == "secretsmanager" && slices.Contains(providerSecretARNs, r)) &&
 				!(svc == "scheduler" && r == campaignScheduleARN) &&
-				!(svc == "secretsmanager:callbacks" && r == callbackTokenARN) {
+				!(svc == "secretsmanager:callbacks" && slices.Contains(callbackSecretARNs, r)) {
 				t.Errorf("wildcard resource %s", r)
 			}
 			resources[svc] = append(resources[svc], r)
@@ -418,7 +422,7 @@ func checkPolicy(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 		{"sqs:failed", failedInvocations(fn), []string{"getatt:FailedInvocationsQueue.Arn"}},
 		{"scheduler", fn.CampaignSchedules, []string{campaignScheduleARN}},
 		{"iam", passRole(fn), []string{"getatt:SchedulerRole.Arn"}},
-		{"secretsmanager:callbacks", fn.CallbackSecrets, []string{callbackTokenARN}},
+		{"secretsmanager:callbacks", fn.CallbackSecrets, callbackSecretARNs},
 	}
 	for _, c := range checks {
 		if got, want := sorted(actions[c.svc]), sorted(c.actions); !slices.Equal(got, want) {

@@ -28,6 +28,7 @@ import (
 	"github.com/qunfa/qunfa/internal/metrics/prom"
 	"github.com/qunfa/qunfa/internal/mockprovider"
 	"github.com/qunfa/qunfa/internal/provider"
+	"github.com/qunfa/qunfa/internal/provider/accesstoken"
 	"github.com/qunfa/qunfa/internal/provider/accountroute"
 	"github.com/qunfa/qunfa/internal/provider/credcache"
 	"github.com/qunfa/qunfa/internal/provider/filecreds"
@@ -134,9 +135,27 @@ func (c Config) withDefaults() Config {
 // {"token": "..."} or the bare token).
 const ProviderCredentialsDir = "provider-credentials"
 
-// CallbackTokenDir, in ProviderCredentialsDir, holds the WeChat callback
-// tokens: default, tenants/<tenant>.
-const CallbackTokenDir = "wechat-mp-callback"
+// WechatCallbackDir and WecomCallbackDir, in ProviderCredentialsDir, hold
+// the callback tokens of WeChat (Official Accounts) and of WeCom
+// applications: an account's own accounts/<account> (":" spelled "."),
+// else its tenant's tenants/<tenant>, else default; their aes
+// subdirectory holds the EncodingAESKeys the same way.
+const (
+	WechatCallbackDir = "wechat-mp-callback"
+	WecomCallbackDir  = "wecom-app-callback"
+)
+
+// callbackSecrets reads one provider's callback secrets from dir.
+func callbackSecrets(dir string, clk clock.Clock, log *slog.Logger) api.CallbackSecrets {
+	files := func(d string, accounts bool) provider.Credentials {
+		return credcache.New(filecreds.New(filecreds.Config{Dir: d, Accounts: accounts}), credcache.Options{TTL: 30 * time.Second, Clock: clk, Log: log})
+	}
+	aes := filepath.Join(dir, "aes")
+	return api.CallbackSecrets{
+		Token:  accesstoken.Lookup{Accounts: files(dir, true), Tenants: files(dir, false)},
+		AESKey: accesstoken.Lookup{Accounts: files(aes, true), Tenants: files(aes, false)},
+	}
+}
 
 // SeriesFlush is how often the local stack writes the per-minute series
 // (the dashboard's charts lag the work by at most this).
@@ -175,10 +194,10 @@ type Stack struct {
 	Control    *control.Controller
 	Sender     *sender.Sender
 	Reconciler *reconcile.Reconciler
-	// CallbackTokens gives the WeChat callback token of a tenant:
-	// <data>/provider-credentials/wechat-mp-callback/{default,tenants/<tenant>}
-	// (POST /v1/callbacks/wechat-mp/{account} verifies events with it).
-	CallbackTokens provider.Credentials
+	// WechatCallbacks and WecomCallbacks are the callback secrets of the
+	// accounts (WechatCallbackDir, WecomCallbackDir): the callback routes
+	// verify and open events with them.
+	WechatCallbacks, WecomCallbacks api.CallbackSecrets
 	// Campaigns fires due scheduled campaigns (campaigns.go).
 	Campaigns *campaign.Campaigns
 	// Feed keeps the latest alerts for the dashboard; alerts also go to
@@ -222,6 +241,7 @@ type Store interface {
 	store.TenantStore
 	store.WebhookStore
 	store.MsgCallStore
+	store.ItemGetter
 }
 
 // Open opens the data directory and builds every component, without
@@ -294,8 +314,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 		return nil, fmt.Errorf("provider: %w", err)
 	}
 	// WeCom application accounts reach the same provider URL locally; the
-	// application secrets are files of their own (<dir>/wecom-app/default,
-	// <dir>/wecom-app/tenants/<tenant>).
+	// application secrets are files of their own: an application's own
+	// <dir>/wecom-app/accounts/<corpid>.<agentid>, else its tenant's
+	// <dir>/wecom-app/tenants/<tenant>, else <dir>/wecom-app/default.
 	// With the stack's own mock, any secret does.
 	appSecret := ""
 	if s.Mock != nil {
@@ -303,7 +324,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 	}
 	appCreds := credcache.New(filecreds.New(filecreds.Config{Dir: filepath.Join(cfg.DataDir, ProviderCredentialsDir, string(provider.KindWecomApp)), Default: appSecret}),
 		credcache.Options{TTL: 30 * time.Second, Clock: clk, Log: log})
-	wecomApp, err := wecomapp.New(wecomapp.Config{BaseURL: providerURL, Credentials: appCreds, Owners: st, Clock: clk, Logger: log,
+	appAccountCreds := credcache.New(filecreds.New(filecreds.Config{Dir: filepath.Join(cfg.DataDir, ProviderCredentialsDir, string(provider.KindWecomApp)), Accounts: true}),
+		credcache.Options{TTL: 30 * time.Second, Clock: clk, Log: log})
+	wecomApp, err := wecomapp.New(wecomapp.Config{BaseURL: providerURL, AccountCredentials: appAccountCreds, Credentials: appCreds, Owners: st, Clock: clk, Logger: log,
 		Timeouts: httpcall.Timeouts{Response: cfg.ProviderTimeout}})
 	if err != nil {
 		s.Close()
@@ -361,7 +384,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 		Config: cfg.Sender, Alerts: alerts, Outcomes: hooks, Metrics: s.Metrics, MsgCalls: st,
 		Breakers: &breaker.Breakers{Store: st, Clock: clk, Alerts: alerts, Log: log}}
 	s.Reconciler = &reconcile.Reconciler{
-		Store: s.Series, MsgCalls: st, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts, Gauges: s.Metrics,
+		Store: s.Series, MsgCalls: st, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts, Outcomes: hooks, Items: st, Gauges: s.Metrics,
 		// A call lasts at most connect + 2 × response timeout: never look up
 		// an item whose call may still be in flight.
 		StaleAfter: cfg.StaleAfter, SettleAfter: 3*time.Second + 2*cfg.ProviderTimeout + 5*time.Second,
@@ -372,8 +395,8 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 		// frees the lease a killed pass held (openAWS).
 		s.Reconciler.Holder = reconcilerHolder(cfg.DataDir)
 	}
-	s.CallbackTokens = credcache.New(filecreds.New(filecreds.Config{Dir: filepath.Join(cfg.DataDir, ProviderCredentialsDir, CallbackTokenDir)}),
-		credcache.Options{TTL: 30 * time.Second, Clock: clk, Log: log})
+	s.WechatCallbacks = callbackSecrets(filepath.Join(cfg.DataDir, ProviderCredentialsDir, WechatCallbackDir), clk, log)
+	s.WecomCallbacks = callbackSecrets(filepath.Join(cfg.DataDir, ProviderCredentialsDir, WecomCallbackDir), clk, log)
 	s.Campaigns = s.newCampaigns()
 	s.APIURL = "http://" + cfg.Addr
 	return s, nil

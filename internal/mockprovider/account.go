@@ -55,6 +55,15 @@ type Behaviour struct {
 	// without their MASSSENDJOBFINISH event reaching the callback URL
 	// (message/mass/get still answers).
 	LoseMassCallbacks bool `json:"lose_mass_callbacks,omitempty"`
+	// LoseTemplateCallbacks (wechat-mp protocol): the app's template
+	// messages are delivered without their TEMPLATESENDJOBFINISH event
+	// reaching the callback URL.
+	LoseTemplateCallbacks bool `json:"lose_template_callbacks,omitempty"`
+	// TemplateBlockedOpenIDs (wechat-mp protocol, on the appid) are users
+	// who block the app's template messages: a send to one is answered
+	// with a msgid but not delivered (nor logged), and its
+	// TEMPLATESENDJOBFINISH says "failed:user block".
+	TemplateBlockedOpenIDs []string `json:"template_blocked_openids,omitempty"`
 }
 
 // GatewayError makes a share of an account's calls answer Status (5xx)
@@ -108,11 +117,19 @@ type behaviourPatch struct {
 	StatusLookup    *bool            `json:"status_lookup"`
 	MemberLimit     *int             `json:"member_limit_per_min"`
 	LoseCallbacks   *bool            `json:"lose_mass_callbacks"`
+	LoseTemplate    *bool            `json:"lose_template_callbacks"`
+	TemplateBlocked *[]string        `json:"template_blocked_openids"`
 }
 
 func (p behaviourPatch) apply(b Behaviour) Behaviour {
 	if p.LoseCallbacks != nil {
 		b.LoseMassCallbacks = *p.LoseCallbacks
+	}
+	if p.LoseTemplate != nil {
+		b.LoseTemplateCallbacks = *p.LoseTemplate
+	}
+	if p.TemplateBlocked != nil {
+		b.TemplateBlockedOpenIDs = *p.TemplateBlocked
 	}
 	if p.RatePerSec != nil {
 		b.RatePerSec = *p.RatePerSec

@@ -66,12 +66,17 @@ type Config struct {
 	// the wecom-app protocol (0: none; WeCom's is 30).
 	MemberLimitPerMin int
 	// WechatCallbackURL is where the wechat-mp protocol POSTs each mass
-	// send's MASSSENDJOBFINISH event, "{appid}" replaced by the app (empty:
-	// no events), signed with WechatCallbackToken, WechatCallbackDelay
-	// after the send (default 1 s), retried 3 times until answered 200.
-	WechatCallbackURL   string
-	WechatCallbackToken string
-	WechatCallbackDelay time.Duration
+	// send's MASSSENDJOBFINISH event and each delivered template
+	// message's TEMPLATESENDJOBFINISH event, "{appid}" replaced by the app
+	// (empty: no events), signed with WechatCallbackToken,
+	// WechatCallbackDelay after the send (default 1 s), retried 3 times
+	// until answered 200. With WechatCallbackAESKey (an EncodingAESKey)
+	// the events go out in WeChat's safe mode: encrypted for the AppID,
+	// encrypt_type=aes and msg_signature in the query.
+	WechatCallbackURL    string
+	WechatCallbackToken  string
+	WechatCallbackAESKey string
+	WechatCallbackDelay  time.Duration
 }
 
 // Protocols the mock speaks.
@@ -134,10 +139,11 @@ type Mock struct {
 	msgPrefix string
 	msgSeq    atomic.Uint64
 	mass      massJobs // wechat-mp mass sends by msg_id
-	// callbacks tracks MASSSENDJOBFINISH posts in flight; massEvents
-	// counts those answered 200.
-	callbacks  sync.WaitGroup
-	massEvents atomic.Int64
+	// callbacks tracks event posts in flight; massEvents and
+	// templateEvents count those answered 200.
+	callbacks      sync.WaitGroup
+	massEvents     atomic.Int64
+	templateEvents atomic.Int64
 
 	closing   chan struct{}
 	closed    atomic.Bool

@@ -3,6 +3,7 @@ package mockprovider
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha1"
 	"encoding/hex"
 	"encoding/json"
@@ -16,7 +17,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/qunfa/qunfa/internal/provider/wxcrypt"
 )
 
 // The wechat-mp protocol also speaks Official Account mass send by OpenID
@@ -215,12 +219,36 @@ func (m *Mock) handleWechatCustomSend(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"errcode": 0, "errmsg": "ok"})
 }
 
-// postMassEvent delivers a finished mass send's MASSSENDJOBFINISH event
-// to the callback URL as WeChat does: XML, signed in the query, retried
-// up to 3 times until answered 200.
+// postMassEvent delivers a finished mass send's MASSSENDJOBFINISH event.
 func (m *Mock) postMassEvent(id int64, job massJob) {
-	if m.cfg.WechatCallbackURL == "" || m.account(job.app).behaviour.Load().LoseMassCallbacks {
+	if m.account(job.app).behaviour.Load().LoseMassCallbacks {
 		return
+	}
+	status := "send success"
+	if job.sent == 0 {
+		status = "send fail"
+	}
+	body, _ := xml.Marshal(massEventXML{ToUserName: job.app, FromUserName: "mphelper", CreateTime: m.cfg.Clock.Now().Unix(),
+		MsgType: "event", Event: "MASSSENDJOBFINISH", MsgID: id, Status: status, TotalCount: job.sent + job.errorCount,
+		FilterCount: job.sent + job.errorCount, SentCount: job.sent, ErrorCount: job.errorCount})
+	m.postWechatEvent(job.app, id, body, &m.massEvents)
+}
+
+// postWechatEvent delivers an app's event to the callback URL as WeChat
+// does: XML, signed in the query (encrypted in safe mode), WechatCallbackDelay
+// after the send, retried up to 3 times until answered 200; delivered
+// counts the answered ones.
+func (m *Mock) postWechatEvent(app string, id int64, body []byte, delivered *atomic.Int64) {
+	if m.cfg.WechatCallbackURL == "" {
+		return
+	}
+	var crypt *wxcrypt.Crypt
+	if m.cfg.WechatCallbackAESKey != "" {
+		var err error
+		if crypt, err = wxcrypt.New(m.cfg.WechatCallbackToken, m.cfg.WechatCallbackAESKey, app); err != nil {
+			m.cfg.Logger.Error("mock wechat callback secrets are invalid", slog.Any("err", err))
+			return
+		}
 	}
 	m.callbacks.Add(1)
 	go func() {
@@ -238,21 +266,27 @@ func (m *Mock) postMassEvent(id int64, job massJob) {
 		if delay <= 0 {
 			delay = time.Second
 		}
-		status := "send success"
-		if job.sent == 0 {
-			status = "send fail"
-		}
-		body, _ := xml.Marshal(massEventXML{ToUserName: job.app, FromUserName: "mphelper", CreateTime: m.cfg.Clock.Now().Unix(),
-			MsgType: "event", Event: "MASSSENDJOBFINISH", MsgID: id, Status: status, TotalCount: job.sent + job.errorCount,
-			FilterCount: job.sent + job.errorCount, SentCount: job.sent, ErrorCount: job.errorCount})
-		target := strings.ReplaceAll(m.cfg.WechatCallbackURL, "{appid}", url.PathEscape(job.app))
+		target := strings.ReplaceAll(m.cfg.WechatCallbackURL, "{appid}", url.PathEscape(app))
 		for range 3 {
 			if m.wait(ctx, delay) != nil {
 				return
 			}
 			ts, nonce := strconv.FormatInt(m.cfg.Clock.Now().Unix(), 10), strconv.FormatUint(m.msgSeq.Add(1), 10)
 			q := url.Values{"timestamp": {ts}, "nonce": {nonce}, "signature": {wechatSignature(m.cfg.WechatCallbackToken, ts, nonce)}}
-			req, err := http.NewRequestWithContext(ctx, http.MethodPost, target+"?"+q.Encode(), bytes.NewReader(body))
+			post := body
+			if crypt != nil {
+				var random [16]byte
+				_, _ = rand.Read(random[:])
+				enc, err := crypt.Encrypt(body, random)
+				if err != nil {
+					m.cfg.Logger.Error("mock wechat callback not encrypted", slog.Any("err", err))
+					return
+				}
+				q.Set("encrypt_type", "aes")
+				q.Set("msg_signature", crypt.Sign(ts, nonce, enc))
+				post, _ = xml.Marshal(wxcrypt.Envelope{ToUserName: app, Encrypt: enc})
+			}
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, target+"?"+q.Encode(), bytes.NewReader(post))
 			if err != nil {
 				m.cfg.Logger.Error("mock wechat callback URL is invalid", slog.Any("err", err))
 				return
@@ -263,7 +297,7 @@ func (m *Mock) postMassEvent(id int64, job massJob) {
 				_, _ = io.Copy(io.Discard, resp.Body)
 				_ = resp.Body.Close()
 				if resp.StatusCode == http.StatusOK {
-					m.massEvents.Add(1)
+					delivered.Add(1)
 					return
 				}
 				err = fmt.Errorf("answered %d", resp.StatusCode)
@@ -275,6 +309,10 @@ func (m *Mock) postMassEvent(id int64, job massJob) {
 
 // MassEventsDelivered counts the MASSSENDJOBFINISH events answered 200.
 func (m *Mock) MassEventsDelivered() int64 { return m.massEvents.Load() }
+
+// TemplateEventsDelivered counts the TEMPLATESENDJOBFINISH events
+// answered 200.
+func (m *Mock) TemplateEventsDelivered() int64 { return m.templateEvents.Load() }
 
 // massEventXML is WeChat's MASSSENDJOBFINISH event.
 type massEventXML struct {

@@ -2,8 +2,10 @@ package mockprovider
 
 import (
 	"encoding/json"
+	"encoding/xml"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -22,6 +24,12 @@ import (
 //     account's rate: 45009 (WeChat's daily quota answer). An invalid
 //     OpenID: 40003; the text is data.content.value (47003 when absent).
 //     Answer {"errcode": 0, "errmsg": "ok", "msgid": 200228332} (a number).
+//     A delivered message's TEMPLATESENDJOBFINISH event (Status
+//     "success", FromUserName the OpenID) is POSTed to the callback URL of
+//     the app as the mass sends' are (Config.WechatCallbackURL), unless
+//     the app's behaviour loses them (lose_template_callbacks). A send to
+//     one of the app's template_blocked_openids is answered with a msgid,
+//     not delivered, and its event says "failed:user block".
 
 // WechatTemplateMessage is the body of cgi-bin/message/template/send.
 type WechatTemplateMessage struct {
@@ -74,6 +82,13 @@ func (m *Mock) handleWechatTemplateSend(w http.ResponseWriter, r *http.Request) 
 		writeJSON(w, http.StatusOK, apiError{47003, "argument invalid! data.content.value empty"})
 		return
 	}
+	if b := m.account(app).behaviour.Load(); slices.Contains(b.TemplateBlockedOpenIDs, msg.ToUser) {
+		// Accepted, never delivered: the event tells.
+		id := m.numericMsgID()
+		m.postTemplateEvent(app, msg.ToUser, id, "failed:user block")
+		writeJSON(w, http.StatusOK, map[string]any{"errcode": 0, "errmsg": "ok", "msgid": id})
+		return
+	}
 	res, err := m.send(r.Context(), sendCall{guid: app + ":" + msg.TemplateID, toIDs: []string{msg.ToUser}, keys: []string{""},
 		content: content, wholeCallRate: true})
 	if err != nil {
@@ -97,7 +112,32 @@ func (m *Mock) handleWechatTemplateSend(w http.ResponseWriter, r *http.Request) 
 		writeJSON(w, http.StatusOK, apiError{code, errmsg(code)})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"errcode": 0, "errmsg": "ok", "msgid": m.numericMsgID()})
+	id := m.numericMsgID()
+	m.postTemplateEvent(app, msg.ToUser, id, "success")
+	writeJSON(w, http.StatusOK, map[string]any{"errcode": 0, "errmsg": "ok", "msgid": id})
+}
+
+// postTemplateEvent posts a template message's TEMPLATESENDJOBFINISH,
+// unless the app loses its events.
+func (m *Mock) postTemplateEvent(app, openID string, id int64, status string) {
+	if m.account(app).behaviour.Load().LoseTemplateCallbacks {
+		return
+	}
+	body, _ := xml.Marshal(templateEventXML{ToUserName: app, FromUserName: openID, CreateTime: m.cfg.Clock.Now().Unix(),
+		MsgType: "event", Event: "TEMPLATESENDJOBFINISH", MsgID: id, Status: status})
+	m.postWechatEvent(app, id, body, &m.templateEvents)
+}
+
+// templateEventXML is WeChat's TEMPLATESENDJOBFINISH event.
+type templateEventXML struct {
+	XMLName      xml.Name `xml:"xml"`
+	ToUserName   string   `xml:"ToUserName"`
+	FromUserName string   `xml:"FromUserName"`
+	CreateTime   int64    `xml:"CreateTime"`
+	MsgType      string   `xml:"MsgType"`
+	Event        string   `xml:"Event"`
+	MsgID        int64    `xml:"MsgID"`
+	Status       string   `xml:"Status"`
 }
 
 // numericMsgID is a message id as WeChat gives it: a number.

@@ -73,6 +73,11 @@ type RecipientResult struct {
 	// final result comes later (a provider event, or a look-up by MsgID):
 	// the item stays submitted until then.
 	AwaitConfirm bool
+	// EventAccount is the account the provider's events name the call
+	// under, when not the call's own (WeChat names a template account
+	// "<appid>:<template_id>" by its AppID): the message id is recorded
+	// under it.
+	EventAccount string
 }
 
 // StatusRequest asks about one message key.

@@ -1,9 +1,12 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
+	"time"
 
 	"github.com/qunfa/qunfa/internal/alert"
 	"github.com/qunfa/qunfa/internal/store"
@@ -40,6 +43,15 @@ func (r *Reconciler) SettleMsgCall(ctx context.Context, account, msgID string, s
 	}
 	now := r.Clock.Now()
 	k := shardKey{c.JobID, c.Shard}
+	var tenant string
+	var items map[int64]store.Item
+	if r.Outcomes != nil && s.To != store.ItemSubmitted {
+		// Who the items went to, for their outcomes: read before they
+		// leave submitted.
+		if tenant, items, err = r.callItems(ctx, c); err != nil {
+			return 0, err
+		}
+	}
 	n := 0
 	for start := 0; start < len(c.Seqs); start += store.MaxPutItems {
 		seqs := c.Seqs[start:min(start+store.MaxPutItems, len(c.Seqs))]
@@ -61,6 +73,12 @@ func (r *Reconciler) SettleMsgCall(ctx context.Context, account, msgID string, s
 			return n, fmt.Errorf("fold settled counts of shard %s/%d: %w", k.job, k.shard, err)
 		}
 		n += len(seqs) - len(res.Rejected)
+		if items != nil {
+			r.publishOutcomes(ctx, tenant, c.JobID, ups, res.Rejected, func(seq int64) (store.Item, bool) {
+				it, ok := items[seq]
+				return it, ok
+			}, now)
+		}
 	}
 	if n == 0 {
 		return 0, nil
@@ -78,4 +96,78 @@ func (r *Reconciler) SettleMsgCall(ctx context.Context, account, msgID string, s
 		return n, err
 	}
 	return n, nil
+}
+
+// callItems reads the items of c still submitted under its claim (by seq
+// with Items, else from the shard's submitted items, paged until every
+// one of c's is found) and the tenant of their job.
+func (r *Reconciler) callItems(ctx context.Context, c store.MsgCall) (string, map[int64]store.Item, error) {
+	v, err := r.Store.GetJob(ctx, c.JobID)
+	if err != nil {
+		return "", nil, fmt.Errorf("read job %s: %w", c.JobID, err)
+	}
+	items := make(map[int64]store.Item, len(c.Seqs))
+	if r.Items != nil {
+		for start := 0; start < len(c.Seqs); start += store.MaxPutItems {
+			got, err := r.Items.GetItems(ctx, store.GetItemsParams{JobID: c.JobID, Shard: c.Shard, Seqs: c.Seqs[start:min(start+store.MaxPutItems, len(c.Seqs))]})
+			if err != nil {
+				return "", nil, fmt.Errorf("read the items of %s/%s: %w", c.Account, c.MsgID, err)
+			}
+			for _, it := range got {
+				if it.Status == store.ItemSubmitted && it.ClaimID == c.ClaimID {
+					items[it.Seq] = it
+				}
+			}
+		}
+		return v.Job.Tenant, items, nil
+	}
+	want := make(map[int64]bool, len(c.Seqs))
+	for _, seq := range c.Seqs {
+		want[seq] = true
+	}
+	shard := c.Shard
+	p := store.ListItemsParams{JobID: c.JobID, Status: store.ItemSubmitted, Shard: &shard, Limit: store.MaxPutItems}
+	for {
+		page, err := r.Store.ListItems(ctx, p)
+		if err != nil {
+			return "", nil, fmt.Errorf("read the items of %s/%s: %w", c.Account, c.MsgID, err)
+		}
+		for _, it := range page.Items {
+			if want[it.Seq] && it.ClaimID == c.ClaimID {
+				items[it.Seq] = it
+			}
+		}
+		if page.NextCursor == "" || len(items) == len(want) {
+			return v.Job.Tenant, items, nil
+		}
+		p.Cursor = page.NextCursor
+	}
+}
+
+// publishOutcomes publishes the items that ups made final (those not
+// rejected) as one ItemOutcomes event of the job.
+func (r *Reconciler) publishOutcomes(ctx context.Context, tenant, jobID string, ups []store.ItemUpdate, rejected []int64,
+	item func(seq int64) (store.Item, bool), now time.Time) {
+	var out []alert.ItemOutcome
+	for _, u := range ups {
+		switch u.To {
+		case store.ItemConfirmed, store.ItemFailed, store.ItemAbandoned:
+		default:
+			continue
+		}
+		it, ok := item(u.Seq)
+		if !ok || slices.Contains(rejected, u.Seq) {
+			continue
+		}
+		o := alert.ItemOutcome{Seq: u.Seq, Account: it.Account, To: it.To, Ref: it.Ref, Status: string(u.To), MsgID: cmp.Or(u.MsgID, it.MsgID), At: now}
+		if u.Error != nil {
+			o.Category, o.Code = u.Error.Category, u.Error.Code
+		}
+		out = append(out, o)
+	}
+	if len(out) == 0 {
+		return
+	}
+	alert.Emit(ctx, r.Outcomes, r.log(), alert.Event{Type: alert.ItemOutcomes, Tenant: tenant, Time: now,
+		Detail: alert.ItemOutcomesDetail{JobID: jobID, Items: out}})
 }

@@ -74,6 +74,13 @@ type Reconciler struct {
 	// Alerts receives ItemsNeedReview, CountsMismatch and JobFinished
 	// events (nil: none).
 	Alerts alert.Publisher
+	// Outcomes receives an ItemOutcomes event for the items a look-up or
+	// a provider event made final (nil: none), as the sender's Outcomes
+	// does for the items its calls made final.
+	Outcomes alert.Publisher
+	// Items reads the items a provider event settles, for their outcomes
+	// (nil: their shard's submitted items are listed instead).
+	Items store.ItemGetter
 	// Gauges receives the oldest-submitted and oldest-stuck-shard ages
 	// (nil: none).
 	Gauges Gauges
@@ -246,6 +253,9 @@ type lookup struct {
 	status provider.Status
 	err    error
 	skip   bool // already under review: no look-up
+	// msgID is the provider's message id it was looked up by (""
+	// none): a confirmed item keeps it.
+	msgID string
 }
 
 // settle resolves items left submitted, page by page from cursor, until
@@ -330,7 +340,7 @@ func (r *Reconciler) lookUp(ctx context.Context, items []store.Item) []lookup {
 				case err != nil:
 					out[i].err = err
 				case id != "":
-					req.MsgID = id
+					req.MsgID, out[i].msgID = id, id
 					out[i].status, out[i].err = r.Provider.Status(ctx, req)
 				}
 			}
@@ -365,11 +375,13 @@ func (r *Reconciler) writePage(ctx context.Context, rep *Report, touched map[str
 	updates := map[shardKey][]store.ItemUpdate{}
 	var order []shardKey
 	review := map[string]int{}
+	looked := map[itemKey]store.Item{}
 	for _, l := range results {
 		if l.skip {
 			continue
 		}
 		it := l.it
+		looked[itemKey{shardKey{it.JobID, it.Shard}, it.Seq}] = it
 		u := store.ItemUpdate{Seq: it.Seq, From: store.ItemSubmitted, ClaimID: it.ClaimID}
 		switch {
 		case errors.Is(l.err, provider.ErrStatusUnsupported):
@@ -383,7 +395,7 @@ func (r *Reconciler) writePage(ctx context.Context, rep *Report, touched map[str
 			r.log().Warn("status look-up failed; will retry", slog.String("job", it.JobID), slog.Int64("seq", it.Seq), slog.Any("err", l.err))
 			continue
 		case l.status == provider.StatusDelivered:
-			u.To = store.ItemConfirmed
+			u.To, u.MsgID = store.ItemConfirmed, l.msgID
 			rep.Confirmed++
 		default:
 			st, err := job(it.JobID)
@@ -413,9 +425,20 @@ func (r *Reconciler) writePage(ctx context.Context, rep *Report, touched map[str
 	for _, k := range order {
 		ups := updates[k]
 		for start := 0; start < len(ups); start += store.MaxPutItems {
-			repended, err := r.apply(ctx, k, ups[start:min(start+store.MaxPutItems, len(ups))], now)
+			chunk := ups[start:min(start+store.MaxPutItems, len(ups))]
+			repended, rejected, err := r.apply(ctx, k, chunk, now)
 			if err != nil {
 				return err
+			}
+			if r.Outcomes != nil {
+				st, err := job(k.job)
+				if err != nil {
+					return err
+				}
+				r.publishOutcomes(ctx, st.tenant, k.job, chunk, rejected, func(seq int64) (store.Item, bool) {
+					it, ok := looked[itemKey{k, seq}]
+					return it, ok
+				}, now)
 			}
 			if len(repended) > 0 {
 				if err := r.afterRepend(ctx, k, repended, now); err != nil {
@@ -442,30 +465,35 @@ func (r *Reconciler) writePage(ctx context.Context, rep *Report, touched map[str
 	return nil
 }
 
+// itemKey names an item across jobs.
+type itemKey struct {
+	shard shardKey
+	seq   int64
+}
+
 // apply writes one chunk of item updates of a shard, marking the shard
 // dirty first so that a crash before the fold is repaired by a recount,
 // and returns the seqs it moved to pending.
-func (r *Reconciler) apply(ctx context.Context, k shardKey, ups []store.ItemUpdate, now time.Time) ([]int64, error) {
+func (r *Reconciler) apply(ctx context.Context, k shardKey, ups []store.ItemUpdate, now time.Time) (repended, rejected []int64, err error) {
 	sh, err := store.BeginOutsideTurn(ctx, r.Store, k.job, k.shard)
 	if err != nil {
-		return nil, fmt.Errorf("mark shard %s/%d dirty: %w", k.job, k.shard, err)
+		return nil, nil, fmt.Errorf("mark shard %s/%d dirty: %w", k.job, k.shard, err)
 	}
 	res, err := r.Store.UpdateItems(ctx, store.UpdateItemsParams{JobID: k.job, Index: k.shard, Updates: ups, At: now})
 	if err != nil {
 		r.repairCounts(ctx, k)
-		return nil, fmt.Errorf("settle items of shard %s/%d: %w", k.job, k.shard, err)
+		return nil, nil, fmt.Errorf("settle items of shard %s/%d: %w", k.job, k.shard, err)
 	}
 	if _, err := store.FoldOutsideTurn(ctx, r.Store, sh, res.Delta, res.FailuresDelta); err != nil {
 		r.repairCounts(ctx, k)
-		return nil, fmt.Errorf("fold settled counts of shard %s/%d: %w", k.job, k.shard, err)
+		return nil, nil, fmt.Errorf("fold settled counts of shard %s/%d: %w", k.job, k.shard, err)
 	}
-	var repended []int64
 	for _, u := range ups {
 		if u.To == store.ItemPending && !slices.Contains(res.Rejected, u.Seq) {
 			repended = append(repended, u.Seq)
 		}
 	}
-	return repended, nil
+	return repended, res.Rejected, nil
 }
 
 // repairCounts makes a shard's counts true from its items after a settle

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qunfa/qunfa/internal/alert"
 	"github.com/qunfa/qunfa/internal/provider"
 	"github.com/qunfa/qunfa/internal/reconcile"
 	"github.com/qunfa/qunfa/internal/sender"
@@ -145,5 +146,102 @@ func TestProviderEventSettlesItsCallOnce(t *testing.T) {
 	v := p.driveUntil(clk, func(v store.JobView) bool { return store.JobFinal(v.Job.Status) }, job.Job.ID)
 	if c := v.Counts(); c.Confirmed != 20 || c.Failed != 10 || c.Submitted != 0 || mp.calls != 3 {
 		t.Fatalf("job %s counts %+v after %d calls, want 20 confirmed, 10 failed by 3 calls", v.Job.Status, c, mp.calls)
+	}
+}
+
+// Items made final outside the sender publish their items.outcomes too:
+// a provider event's (confirmed or failed, each item once, a duplicate
+// event publishing nothing) and a look-up's by message id, with the
+// recipient, ref and message id; items sent under review publish none.
+// The event's items are read by seq, or, without an ItemGetter, from
+// their shard's listing.
+func TestOutcomesOfItemsSettledByEventsAndLookUps(t *testing.T) {
+	for _, bySeq := range []bool{true, false} {
+		t.Run(fmt.Sprintf("bySeq=%v", bySeq), func(t *testing.T) { testOutcomesOfSettledItems(t, bySeq) })
+	}
+}
+
+func testOutcomesOfSettledItems(t *testing.T, bySeq bool) {
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 20})
+	if bySeq {
+		p.reconciler.Items = p.store
+	}
+	p.account("wx-a", 1000, 1000, 0, 10)
+	mp := &massProvider{Provider: p.sender.Provider, sent: map[string]bool{}}
+	p.sender.Provider, p.reconciler.Provider = mp, mp
+	p.sender.MsgCalls, p.reconciler.MsgCalls = p.store, p.store
+	outcomes := &alertRecorder{}
+	p.reconciler.Outcomes = outcomes
+	rs := recipients([]string{"wx-a"}, 40)
+	for i := range rs {
+		rs[i].Ref = "ref-" + rs[i].To
+	}
+	job := p.submit(submit.Request{Template: "hi", Recipients: rs}, "mass-outcomes")
+	ctx := context.Background()
+	for range 10 {
+		p.step(ctx)
+		clk.Advance(100 * time.Millisecond)
+	}
+	calls, err := p.store.ListMsgCalls(ctx, job.Job.ID)
+	if err != nil || len(calls) < 4 {
+		t.Fatalf("recorded calls = %d, %v; want 4 or more of at most 10 items", len(calls), err)
+	}
+	failed := reconcile.Settlement{To: store.ItemFailed, Error: &store.ItemError{Category: "permanent", Code: "send_fail", Message: "none sent"}}
+	review := reconcile.Settlement{To: store.ItemSubmitted, Error: &store.ItemError{Message: "some sent"}}
+	for _, c := range []struct {
+		call store.MsgCall
+		s    reconcile.Settlement
+	}{{calls[0], reconcile.Settlement{To: store.ItemConfirmed}}, {calls[1], failed}, {calls[1], failed}, {calls[2], review}} {
+		if _, err := p.reconciler.SettleMsgCall(ctx, c.call.Account, c.call.MsgID, c.s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The other calls' events are lost: the look-up by their msg ids confirms them.
+	clk.Advance(31 * time.Second)
+	if _, err := p.reconciler.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]alert.ItemOutcome{}
+	for _, e := range outcomes.of(alert.ItemOutcomes) {
+		d := e.Detail.(alert.ItemOutcomesDetail)
+		if e.Tenant != tenant || d.JobID != job.Job.ID {
+			t.Fatalf("event %+v", e)
+		}
+		for _, o := range d.Items {
+			if _, dup := seen[o.Seq]; dup {
+				t.Fatalf("seq %d published twice", o.Seq)
+			}
+			seen[o.Seq] = o
+		}
+	}
+	byCall := map[int64]int{}
+	for i, c := range calls {
+		for _, seq := range c.Seqs {
+			byCall[seq] = i
+		}
+	}
+	n := 0
+	for _, it := range p.items(job.Job.ID) {
+		o, ok := seen[it.Seq]
+		switch call := byCall[it.Seq]; {
+		case call == 2:
+			if ok || it.Status != store.ItemSubmitted {
+				t.Errorf("item %d under review: %s, outcome %+v; want none", it.Seq, it.Status, o)
+			}
+			continue
+		case !ok:
+			t.Errorf("item %d (%s, call %d) has no outcome", it.Seq, it.Status, call)
+			continue
+		}
+		n++
+		if o.To != it.To || o.Ref != "ref-"+it.To || o.Account != "wx-a" || o.Status != string(it.Status) || o.MsgID != calls[byCall[it.Seq]].MsgID {
+			t.Errorf("outcome %+v of item %+v", o, it)
+		}
+		if it.Status == store.ItemFailed && (o.Category != "permanent" || o.Code != "send_fail") {
+			t.Errorf("failed item's outcome %+v", o)
+		}
+	}
+	if want := 40 - len(calls[2].Seqs); n != want {
+		t.Fatalf("%d outcomes, want %d (confirmed and failed by events, confirmed by look-ups)", n, want)
 	}
 }

@@ -1,6 +1,7 @@
 package sender
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -404,7 +405,7 @@ func (tr *turn) recordMsgCalls(ctx context.Context, calls []*pendingCall, now ti
 			}
 			mc, ok := byID[rr.MsgID]
 			if !ok {
-				mc = &store.MsgCall{Account: it.Account, MsgID: rr.MsgID, JobID: it.JobID, Shard: it.Shard, ClaimID: pc.claimID, At: now}
+				mc = &store.MsgCall{Account: cmp.Or(rr.EventAccount, it.Account), MsgID: rr.MsgID, JobID: it.JobID, Shard: it.Shard, ClaimID: pc.claimID, At: now}
 				byID[rr.MsgID] = mc
 				order = append(order, rr.MsgID)
 			}

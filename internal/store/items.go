@@ -193,3 +193,21 @@ type ListSubmittedItemsParams struct {
 	Cursor          string
 	Limit           int
 }
+
+// GetItemsParams names items of one shard by seq.
+type GetItemsParams struct {
+	JobID string
+	Shard int
+	// Seqs are at most MaxPutItems seqs, in any order.
+	Seqs []int64
+}
+
+// ItemGetter reads items by seq: the reconciler reads the items a provider
+// event settles (who they went to, for their outcomes) without listing
+// their shard. Both adapters implement it and storetest proves them.
+type ItemGetter interface {
+	// GetItems returns the items of p.Seqs in seq order; a seq with no
+	// item in the shard is left out. ErrNotFound: no such job;
+	// ErrInvalidArgument: more than MaxPutItems seqs.
+	GetItems(ctx context.Context, p GetItemsParams) ([]Item, error)
+}

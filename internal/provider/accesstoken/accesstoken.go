@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -45,6 +46,73 @@ func Secret(ctx context.Context, creds provider.Credentials, fallback string, ow
 		return "", "", err
 	}
 	return tenant, secret, nil
+}
+
+// AccountKey is the name an account's own credential is stored under:
+// the account with ":" spelled "." ("<corpid>:<agentid>" is the file
+// accounts/<corpid>.<agentid> locally, the secret
+// <prefix>accounts/<corpid>.<agentid>/provider on AWS).
+func AccountKey(account string) string { return strings.ReplaceAll(account, ":", ".") }
+
+// Lookup finds the credential of an account: its own (Accounts, by
+// AccountKey) when it has one, else its owner tenant's (Tenants, which
+// gives the default credential to a tenant without its own).
+type Lookup struct {
+	// Accounts holds the accounts' own credentials (nil: none;
+	// provider.ErrNoCredentials for an account without one).
+	Accounts provider.Credentials
+	// Tenants holds the tenants' credentials and the default one.
+	Tenants provider.Credentials
+	// Owners maps an account to its tenant (nil: the default tenant).
+	Owners Owners
+}
+
+// Source is where a credential was found; a refused one is reported
+// back to it (Invalidate) and read again (Reread) from the same place.
+type Source struct {
+	creds provider.Credentials
+	name  string
+	// Tenant is the account's owner ("" for the default tenant or an
+	// account's own credential).
+	Tenant string
+}
+
+// Find returns the account's credential ("" when there is none at all)
+// and where it was found.
+func (l Lookup) Find(ctx context.Context, account string) (string, Source, error) {
+	if l.Accounts != nil {
+		key := AccountKey(account)
+		secret, err := l.Accounts.Token(ctx, key)
+		switch {
+		case err == nil:
+			return secret, Source{creds: l.Accounts, name: key}, nil
+		case !errors.Is(err, provider.ErrNoCredentials):
+			return "", Source{}, fmt.Errorf("credential of account %s: %w", account, err)
+		}
+	}
+	if l.Tenants == nil {
+		return "", Source{}, nil
+	}
+	tenant, secret, err := Secret(ctx, l.Tenants, "", l.Owners, account)
+	if err != nil {
+		return "", Source{}, err
+	}
+	return secret, Source{creds: l.Tenants, name: tenant, Tenant: tenant}, nil
+}
+
+// Invalidate reports secret as refused to where it came from.
+func (s Source) Invalidate(ctx context.Context, secret string) {
+	if s.creds != nil {
+		s.creds.Invalidate(ctx, s.name, secret)
+	}
+}
+
+// Reread reads the credential again from where it came from.
+func (s Source) Reread(ctx context.Context) (string, error) {
+	if s.creds == nil {
+		return "", provider.ErrNoCredentials
+	}
+	return s.creds.Token(ctx, s.name)
 }
 
 // Cache holds access tokens by app id and secret (a rotated secret gets

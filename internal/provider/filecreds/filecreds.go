@@ -4,6 +4,8 @@
 // that file is absent, the token given by the environment
 // (QUNFA_PROVIDER_TOKEN). A file holds JSON {"token": "..."} or the bare
 // token. Files are read at each Token: wrap the adapter in credcache.
+// With Config.Accounts the names are accounts (accesstoken.AccountKey):
+// the file <Dir>/accounts/<name>, and no default.
 package filecreds
 
 import (
@@ -28,6 +30,10 @@ type Config struct {
 	// Default is the default token when Dir has no default file (from the
 	// environment; empty: none).
 	Default string
+	// Accounts: the names are accounts, each file <Dir>/accounts/<name>;
+	// an account without one has no credential of its own (the default
+	// file and Default are not read).
+	Accounts bool
 }
 
 // Files reads provider tokens from files.
@@ -42,14 +48,21 @@ const maxFile = 64 << 10
 // Token reads the tenant's file, else the default file, else the default
 // token; ErrNoCredentials when there is none.
 func (f *Files) Token(_ context.Context, tenant string) (string, error) {
+	scope := "tenants"
+	if f.cfg.Accounts {
+		scope = "accounts"
+	}
 	if f.cfg.Dir != "" && safeName(tenant) {
-		tok, err := readToken(filepath.Join(f.cfg.Dir, "tenants", tenant))
+		tok, err := readToken(filepath.Join(f.cfg.Dir, scope, tenant))
 		if err == nil {
 			return tok, nil
 		}
 		if !errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("provider credentials of tenant %q: %w", tenant, err)
+			return "", fmt.Errorf("provider credentials of %s %q: %w", strings.TrimSuffix(scope, "s"), tenant, err)
 		}
+	}
+	if f.cfg.Accounts {
+		return "", provider.ErrNoCredentials
 	}
 	if f.cfg.Dir != "" {
 		tok, err := readToken(filepath.Join(f.cfg.Dir, "default"))

@@ -52,3 +52,22 @@ func TestFiles(t *testing.T) {
 		t.Errorf("nothing anywhere: err = %v, want ErrNoCredentials", err)
 	}
 }
+
+// Accounts' own files never fall back to the default: an account without
+// one has no credential of its own (its tenant's is asked next).
+func TestAccountFiles(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "default"), "file-default")
+	write(t, filepath.Join(dir, "tenants", "ww1.1000002"), "a-tenant-file")
+	write(t, filepath.Join(dir, "accounts", "ww1.1000002"), `{"token": "own"}`)
+	f := filecreds.New(filecreds.Config{Dir: dir, Default: "env-token", Accounts: true})
+	if got, err := f.Token(ctx, "ww1.1000002"); err != nil || got != "own" {
+		t.Fatalf("own file: %q, %v", got, err)
+	}
+	for _, name := range []string{"ww2.1000002", "", "../default"} {
+		if got, err := f.Token(ctx, name); !errors.Is(err, provider.ErrNoCredentials) {
+			t.Errorf("Token(%q) = %q, %v; want ErrNoCredentials", name, got, err)
+		}
+	}
+}

@@ -89,3 +89,58 @@ func MassEventXML(e Event) ([]byte, error) {
 	e.MsgType, e.Event = "event", EventMassSendJobFinish
 	return xml.Marshal(e)
 }
+
+// EventTemplateSendJobFinish is the event of a template message's
+// delivery ("模板消息: 事件推送"), about the msgid its send answered.
+const EventTemplateSendJobFinish = "TEMPLATESENDJOBFINISH"
+
+// Template delivery statuses as WeChat words them.
+const (
+	TemplateStatusSuccess      = "success"
+	TemplateStatusUserBlock    = "failed:user block"
+	TemplateStatusSystemFailed = "failed: system failed"
+)
+
+// TemplateOutcome is what a TEMPLATESENDJOBFINISH event says of its item.
+type TemplateOutcome string
+
+// Template outcomes.
+const (
+	// TemplateDelivered: "success".
+	TemplateDelivered TemplateOutcome = "delivered"
+	// TemplateRefused: "failed:user block", the user refuses the
+	// account's template messages: sending again would be refused too.
+	TemplateRefused TemplateOutcome = "refused"
+	// TemplateNotDelivered: "failed: system failed", WeChat did not
+	// deliver it for another reason: not delivered, and not retried by
+	// itself.
+	TemplateNotDelivered TemplateOutcome = "not_delivered"
+	// TemplateUnknown: a status WeChat does not document.
+	TemplateUnknown TemplateOutcome = "unknown"
+)
+
+// TemplateOutcome reads a TEMPLATESENDJOBFINISH event's Status (spaces
+// after "failed:" as WeChat varies them).
+func (e Event) TemplateOutcome() TemplateOutcome {
+	st := strings.ToLower(strings.TrimSpace(e.Status))
+	switch {
+	case st == TemplateStatusSuccess:
+		return TemplateDelivered
+	case !strings.HasPrefix(st, "failed:"):
+		return TemplateUnknown
+	}
+	switch strings.TrimSpace(strings.TrimPrefix(st, "failed:")) {
+	case "user block":
+		return TemplateRefused
+	case "system failed":
+		return TemplateNotDelivered
+	}
+	return TemplateUnknown
+}
+
+// TemplateEventXML is the body WeChat posts when a template message's
+// delivery is known.
+func TemplateEventXML(e Event) ([]byte, error) {
+	e.MsgType, e.Event = "event", EventTemplateSendJobFinish
+	return xml.Marshal(e)
+}

@@ -5,9 +5,12 @@
 // token (cgi-bin/token, client_credential) is cached for its lifetime and
 // fetched again at once when a call answers 40001, 40014, 41001 or 42001.
 //
-// Template messages take no message key and have no status look-up (their
-// final result comes as a TEMPLATESENDJOBFINISH event, which qunfa does
-// not receive yet): an item whose answer is lost goes to review. 45009 is
+// Template messages take no message key and have no status look-up: an
+// accepted send answers a msgid and its delivery comes later as a
+// TEMPLATESENDJOBFINISH event about it (WeChat names the app by its
+// AppID), so the item stays submitted (RecipientResult.AwaitConfirm)
+// until the event settles it; without one, and for an answer that is
+// lost, it goes to review after the settle delay, never resent. 45009 is
 // WeChat's daily quota: RateLimited, so the shard slows down and retries
 // without using attempts.
 package wechatmp
@@ -145,7 +148,14 @@ func (t *Template) Send(ctx context.Context, req provider.SendRequest) (provider
 	if err != nil {
 		return provider.SendResult{}, fmt.Errorf("%w: encode: %v", ErrInvalidRequest, err)
 	}
-	return t.api.send(ctx, req.Account, appID, "/cgi-bin/message/template/send", body, 1)
+	res, err := t.api.send(ctx, req.Account, appID, "/cgi-bin/message/template/send", body, 1)
+	for i, r := range res.Recipients {
+		if r.Accepted && r.MsgID != "" {
+			// Delivered or not: TEMPLATESENDJOBFINISH tells.
+			res.Recipients[i].AwaitConfirm, res.Recipients[i].EventAccount = true, appID
+		}
+	}
+	return res, err
 }
 
 // api is what the Official Account adapters share: credentials, the

@@ -101,8 +101,8 @@ func TestTemplateTokenIsCachedAndQuotaIsRateLimited(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, to := range []string{"openid-1", "openid-2"} {
-		if r := send(to); !r.Accepted || r.MsgID == "" {
-			t.Fatalf("send to %s: %+v, want accepted with a numeric msgid", to, r)
+		if r := send(to); !r.Accepted || r.MsgID == "" || !r.AwaitConfirm || r.EventAccount != "wx-quota" {
+			t.Fatalf("send to %s: %+v, want accepted with a numeric msgid, awaiting TEMPLATESENDJOBFINISH for app wx-quota", to, r)
 		}
 	}
 	if r := send("openid-3"); r.Accepted || r.Category != provider.RateLimited || r.Code != "45009" {

@@ -3,7 +3,8 @@
 // recipients' UserIDs joined by "|" in touser, up to 1,000 per call.
 //
 // An account is "<corpid>:<agentid>" (the application); its secret (the
-// application's corpsecret) is the account owner's provider credential
+// application's corpsecret) is the account's own credential when it has
+// one (Config.AccountCredentials), else its owner tenant's
 // (provider.Credentials, per tenant). The access token from
 // cgi-bin/gettoken is cached for its lifetime (expires_in, less a
 // margin) and fetched again at once when a call answers 40014, 42001 or
@@ -50,8 +51,12 @@ const DefaultBaseURL = "https://qyapi.weixin.qq.com"
 type Config struct {
 	// BaseURL is the API root (default DefaultBaseURL).
 	BaseURL string
+	// AccountCredentials gives an account's own application secret, by
+	// accesstoken.AccountKey (nil, or provider.ErrNoCredentials for an
+	// account: Credentials).
+	AccountCredentials provider.Credentials
 	// Credentials gives the application secret of the tenant owning a
-	// call's account; Secret is used when nil.
+	// call's account; Secret is used when both are nil.
 	Credentials provider.Credentials
 	// Secret is the application secret when Credentials is nil. Never
 	// logged.
@@ -140,7 +145,7 @@ type answer struct {
 type app struct {
 	corpID  string
 	agentID int64
-	tenant  string
+	source  accesstoken.Source
 	secret  string
 }
 
@@ -164,7 +169,7 @@ func (c *Client) Send(ctx context.Context, req provider.SendRequest) (provider.S
 		}
 	}
 	a := app{corpID: corpID, agentID: agentID}
-	if a.tenant, a.secret, err = accesstoken.Secret(ctx, c.cfg.Credentials, c.cfg.Secret, c.cfg.Owners, req.Account); err != nil {
+	if a.secret, a.source, err = c.secret(ctx, req.Account); err != nil {
 		c.cfg.Logger.Warn("wecom-app credentials unavailable", slog.String("account", req.Account), slog.Any("err", err))
 		return httpcall.Same(n, provider.RecipientResult{Category: provider.Retryable, Message: "provider credentials unavailable"}), ctx.Err()
 	}
@@ -254,6 +259,15 @@ func (c *Client) Status(context.Context, provider.StatusRequest) (provider.Statu
 	return "", fmt.Errorf("wecom-app: %w", provider.ErrStatusUnsupported)
 }
 
+// secret is the account's own application secret, else its owner's, else
+// Config.Secret when no credentials are configured.
+func (c *Client) secret(ctx context.Context, account string) (string, accesstoken.Source, error) {
+	if c.cfg.AccountCredentials == nil && c.cfg.Credentials == nil {
+		return c.cfg.Secret, accesstoken.Source{}, nil
+	}
+	return accesstoken.Lookup{Accounts: c.cfg.AccountCredentials, Tenants: c.cfg.Credentials, Owners: c.cfg.Owners}.Find(ctx, account)
+}
+
 // accessToken returns a live access token of the app, from the cache
 // unless fresh is set. A refusal (nothing sent) comes back as the result
 // every recipient gets. A secret that gettoken refuses is reported to
@@ -281,9 +295,9 @@ func (c *Client) accessToken(ctx context.Context, a *app, fresh bool) (string, *
 			return "", &provider.RecipientResult{Category: cat, Code: "http_" + strconv.Itoa(ex.Status), Message: "gettoken: " + httpcall.Snippet(ex.Body)}
 		}
 		if code := *ans.Errcode; code != 0 {
-			if code == codeInvalidSecret && attempt == 0 && c.cfg.Credentials != nil {
-				c.cfg.Credentials.Invalidate(ctx, a.tenant, a.secret)
-				if s, err := c.cfg.Credentials.Token(ctx, a.tenant); err == nil && s != a.secret {
+			if code == codeInvalidSecret && attempt == 0 {
+				a.source.Invalidate(ctx, a.secret)
+				if s, err := a.source.Reread(ctx); err == nil && s != a.secret {
 					a.secret = s
 					continue
 				}

@@ -170,3 +170,76 @@ func TestTouserIsJoinedAndInvalidUsersListed(t *testing.T) {
 		t.Fatalf("Send to an account that is not <corpid>:<agentid> = %+v, want ErrInvalidRequest", res)
 	}
 }
+
+// secrets is a cached Credentials of names to secrets (ErrNoCredentials
+// for any other): a rotated secret is served once the old one is
+// invalidated, which it records.
+type secrets struct {
+	mu          sync.Mutex
+	by, rotated map[string]string
+	invalidated []string
+}
+
+func (s *secrets) Token(_ context.Context, name string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v, ok := s.by[name]; ok {
+		return v, nil
+	}
+	return "", provider.ErrNoCredentials
+}
+
+func (s *secrets) Invalidate(_ context.Context, name, _ string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.invalidated = append(s.invalidated, name)
+	if v, ok := s.rotated[name]; ok {
+		s.by[name] = v
+	}
+}
+
+// An application with its own secret sends with it; the other
+// applications of the tenant send with the tenant's; a rotated own
+// secret is read again from the account's credentials.
+func TestAccountSecretBeforeTenantSecret(t *testing.T) {
+	t.Parallel()
+	m, err := mockprovider.New(mockprovider.Config{Protocol: mockprovider.ProtocolWecomApp, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	srv := httptest.NewServer(m.Handler())
+	t.Cleanup(srv.Close)
+	own, other := account("own"), account("other")
+	for corp, want := range map[string]string{corpOf(t, own): "app-secret", corpOf(t, other): "tenant-secret"} {
+		if err := m.SetBehaviour(corp, mockprovider.Behaviour{Token: want}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	accounts := &secrets{by: map[string]string{"ww-own.1000002": "app-secret"}, rotated: map[string]string{"ww-own.1000002": "app-secret-2"}}
+	tenants := &secrets{by: map[string]string{"": "tenant-secret"}}
+	c, err := New(Config{BaseURL: srv.URL, AccountCredentials: accounts, Credentials: tenants, Logger: quiet,
+		Timeouts: httpcall.Timeouts{Connect: time.Second, Response: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	for _, acct := range []string{own, other} {
+		if r := send(t, c, provider.SendRequest{Account: acct, To: []string{"u1"}, Keys: []string{"k"}, Content: "hi"})[0]; !r.Accepted {
+			t.Fatalf("%s: %+v, want accepted with its own or its tenant's secret", acct, r)
+		}
+	}
+
+	// The application's secret is rotated: gettoken refuses the cached
+	// one, the account's credential is invalidated and read again.
+	if err := m.SetBehaviour(corpOf(t, own), mockprovider.Behaviour{Token: "app-secret-2"}); err != nil {
+		t.Fatal(err)
+	}
+	m.ExpireAccessTokens(corpOf(t, own))
+	if r := send(t, c, provider.SendRequest{Account: own, To: []string{"u2"}, Keys: []string{"k"}, Content: "hi"})[0]; !r.Accepted {
+		t.Fatalf("after rotation: %+v", r)
+	}
+	if len(accounts.invalidated) != 1 || accounts.invalidated[0] != "ww-own.1000002" || len(tenants.invalidated) != 0 {
+		t.Fatalf("invalidated accounts %v tenants %v, want the account's secret only", accounts.invalidated, tenants.invalidated)
+	}
+}

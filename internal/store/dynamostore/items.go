@@ -3,6 +3,7 @@ package dynamostore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -765,4 +766,49 @@ func (s *Store) submittedOfPage(ctx context.Context, gk map[string]types.Attribu
 		return nil, nil
 	}
 	return s.materialize(ctx, jobID, index, pg, mem, ords)
+}
+
+var _ store.ItemGetter = (*Store)(nil)
+
+// GetItems reads items of a shard by seq: the status page of each seq's
+// block, then the payloads of the items found.
+func (s *Store) GetItems(ctx context.Context, p store.GetItemsParams) ([]store.Item, error) {
+	if len(p.Seqs) > store.MaxPutItems {
+		return nil, fmt.Errorf("get items: %w: %d seqs, at most %d", store.ErrInvalidArgument, len(p.Seqs), store.MaxPutItems)
+	}
+	if _, err := s.getJobRecord(ctx, p.JobID); err != nil {
+		return nil, err
+	}
+	seqs := slices.Clone(p.Seqs)
+	slices.Sort(seqs)
+	seqs = slices.Compact(seqs)
+	items := []store.Item{}
+	for start := 0; start < len(seqs); {
+		block := seqs[start] / pageWidth
+		end := start
+		for end < len(seqs) && seqs[end]/pageWidth == block {
+			end++
+		}
+		pg, mem, err := s.loadPage(ctx, p.JobID, p.Shard, block)
+		if err != nil {
+			return nil, fmt.Errorf("get items of job %s: %w", p.JobID, err)
+		}
+		if pg != nil {
+			var ords []int
+			for _, seq := range seqs[start:end] {
+				if o := mem.ordinal(seq); o >= 0 {
+					ords = append(ords, o)
+				}
+			}
+			if len(ords) > 0 {
+				got, err := s.materialize(ctx, p.JobID, p.Shard, pg, mem, ords)
+				if err != nil {
+					return nil, err
+				}
+				items = append(items, got...)
+			}
+		}
+		start = end
+	}
+	return items, nil
 }

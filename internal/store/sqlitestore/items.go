@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/qunfa/qunfa/internal/store"
 )
@@ -489,4 +490,45 @@ func listItemsQuery(p store.ListItemsParams, no, after int64, limit int) (string
 	}
 	args = append(args, limit+1)
 	return q + where + ` ORDER BY i.seq LIMIT ?`, args, nil
+}
+
+var _ store.ItemGetter = (*Store)(nil)
+
+// GetItems reads items of a shard by seq.
+func (s *Store) GetItems(ctx context.Context, p store.GetItemsParams) ([]store.Item, error) {
+	if len(p.Seqs) > store.MaxPutItems {
+		return nil, fmt.Errorf("get items: %w: %d seqs, at most %d", store.ErrInvalidArgument, len(p.Seqs), store.MaxPutItems)
+	}
+	items := []store.Item{}
+	if len(p.Seqs) == 0 {
+		return items, nil
+	}
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		no, err := s.jobNo(ctx, tx, p.JobID)
+		if err != nil {
+			return fmt.Errorf("get items: %w", err)
+		}
+		args := []any{no, p.Shard}
+		for _, seq := range p.Seqs {
+			args = append(args, seq)
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT `+itemCols+` FROM items i JOIN jobs j ON j.no = i.job_no
+WHERE i.job_no = ? AND i.shard = ? AND i.seq IN (?`+strings.Repeat(", ?", len(p.Seqs)-1)+`) ORDER BY i.seq`, args...)
+		if err != nil {
+			return fmt.Errorf("get items of job %q: %w", p.JobID, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			it, err := scanItem(rows)
+			if err != nil {
+				return fmt.Errorf("get items of job %q: %w", p.JobID, err)
+			}
+			items = append(items, it)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return items, nil
 }

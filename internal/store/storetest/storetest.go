@@ -276,6 +276,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"ItemRefs", testItemRefs},
 		{"ItemRefsLargeJob", testItemRefsLargeJob},
 		{"ItemOutcomes", testItemOutcomes},
+		{"GetItems", testGetItems},
 		{"TakeTokens", testTakeTokens},
 		{"TakeTokensRateChange", testTakeTokensRateChange},
 		{"TakeTokensProperty", testTakeTokensProperty},
