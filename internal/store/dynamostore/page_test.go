@@ -14,6 +14,8 @@ func TestSlotsRoundTrip(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
 		n := rapid.IntRange(0, pageWidth).Draw(t, "n")
+		base := rapid.Int64Range(1, 1<<40).Draw(t, "base")
+		times := []int64{0, base, base + 1, base + 86400, base - 5}
 		cats := []string{"", "retryable", "uncertain", "a;b!c#d@e:f|g%", "永久"}
 		slots := make([]slot, n)
 		for i := range slots {
@@ -23,12 +25,14 @@ func TestSlotsRoundTrip(t *testing.T) {
 			if st == 's' {
 				s.claim = rapid.IntRange(0, 3).Draw(t, "claim")
 			}
+			s.sub, s.fin = rapid.SampledFrom(times).Draw(t, "sub"), rapid.SampledFrom(times).Draw(t, "fin")
+			s.msg = rapid.Bool().Draw(t, "msg")
 			if rapid.Bool().Draw(t, "repeat") && i > 0 {
 				s = slots[i-1]
 			}
 			slots[i] = s
 		}
-		got, err := decodeSlots(encodeSlots(slots), n)
+		got, err := decodeSlots(encodeSlots(slots, base), n, base)
 		if err != nil {
 			t.Fatalf("decode: %v", err)
 		}
@@ -69,32 +73,13 @@ func TestMembersRoundTrip(t *testing.T) {
 func TestDecodeRejectsCorruptState(t *testing.T) {
 	t.Parallel()
 	for _, enc := range []string{"3:p0", "x:p0", "2:p", "2:pz", "2:p0@!!", "0:p0", "2:s1#q"} {
-		if _, err := decodeSlots(enc, 2); err == nil {
+		if _, err := decodeSlots(enc, 2, 0); err == nil {
 			t.Errorf("decodeSlots(%q, 2) accepted a corrupt state", enc)
 		}
 	}
 	if _, err := decodeMembers(0, "5,3"); err == nil {
 		t.Errorf("decodeMembers accepted members out of order")
 	}
-}
-
-// itemSize approximates DynamoDB's item size: attribute names plus values.
-func itemSize(m map[string]types.AttributeValue) int {
-	n := 0
-	for name, v := range m {
-		n += len(name)
-		switch v := v.(type) {
-		case *types.AttributeValueMemberS:
-			n += len(v.Value)
-		case *types.AttributeValueMemberN:
-			n += len(v.Value)
-		case *types.AttributeValueMemberB:
-			n += len(v.Value)
-		default:
-			n += 1
-		}
-	}
-	return n
 }
 
 // TestStatusPageSize checks what dynalite cannot: the status page stays far
@@ -108,7 +93,7 @@ func TestStatusPageSize(t *testing.T) {
 	for i := range fresh.slots {
 		fresh.slots[i] = slot{status: 'p', claim: -1}
 	}
-	if n := itemSize(s.pageItem(job, 999, 1<<20, fresh)); n > 300 {
+	if n := recordSize(s.pageItem(job, 999, 1<<20, fresh)); n > 300 {
 		t.Errorf("fresh page of %d items is %d bytes", pageWidth, n)
 	}
 
@@ -129,7 +114,7 @@ func TestStatusPageSize(t *testing.T) {
 		steady.slots[i] = slot{status: 'f', attempts: 1, claim: -1, category: "permanent"}
 	}
 	steady.sub = 1 << 60
-	n := itemSize(s.pageItem(job, 999, 1<<20, steady))
+	n := recordSize(s.pageItem(job, 999, 1<<20, steady))
 	t.Logf("steady-state status page: %d bytes", n)
 	if n > 1024 {
 		t.Errorf("steady-state page is %d bytes, want ≤ 1 KB (one write unit)", n)
@@ -143,7 +128,7 @@ func TestStatusPageSize(t *testing.T) {
 			claim: worst.addClaim(fmt.Sprintf("%064d", i), 1<<62+int64(i)), category: "rate_limited"}
 	}
 	worst.sub = 1 << 62
-	n = itemSize(s.pageItem(job, 999, 1<<20, worst))
+	n = recordSize(s.pageItem(job, 999, 1<<20, worst))
 	t.Logf("worst-case status page: %d bytes", n)
 	if n > 100*1024 {
 		t.Errorf("worst-case page is %d bytes, want ≤ 100 KB (item limit 400 KB)", n)
