@@ -461,8 +461,9 @@ func decodeMembers(block int64, enc string) ([]int64, error) {
 	return seqs, nil
 }
 
-// encodeMsgs writes message ids by ordinal, "<ordinal>=<escaped id>"
-// joined by ';' in ordinal order.
+// encodeMsgs writes message ids by ordinal, "<ordinal>[+<len>]=<escaped
+// id>" joined by ';' in ordinal order: a run of consecutive ordinals with
+// one id (the recipients of one multi-recipient call) is written once.
 func encodeMsgs(m map[int]string) string {
 	ords := make([]int, 0, len(m))
 	for o := range m {
@@ -470,13 +471,22 @@ func encodeMsgs(m map[int]string) string {
 	}
 	sort.Ints(ords)
 	var b strings.Builder
-	for _, o := range ords {
+	for i := 0; i < len(ords); {
+		j := i + 1
+		for j < len(ords) && ords[j] == ords[j-1]+1 && m[ords[j]] == m[ords[i]] {
+			j++
+		}
 		if b.Len() > 0 {
 			b.WriteByte(';')
 		}
-		b.WriteString(strconv.Itoa(o))
+		b.WriteString(strconv.Itoa(ords[i]))
+		if j-i > 1 {
+			b.WriteByte('+')
+			b.WriteString(strconv.Itoa(j - i))
+		}
 		b.WriteByte('=')
-		b.WriteString(url.QueryEscape(m[o]))
+		b.WriteString(url.QueryEscape(m[ords[i]]))
+		i = j
 	}
 	return b.String()
 }
@@ -487,16 +497,25 @@ func decodeMsgs(enc string) (map[int]string, error) {
 		return m, nil
 	}
 	for _, part := range strings.Split(enc, ";") {
-		oStr, idStr, ok := strings.Cut(part, "=")
+		run, idStr, ok := strings.Cut(part, "=")
+		oStr, lenStr, hasLen := strings.Cut(run, "+")
 		o, err := strconv.Atoi(oStr)
 		if !ok || err != nil || o < 0 {
 			return nil, fmt.Errorf("%w: message id %q", errCorruptPage, part)
+		}
+		n := 1
+		if hasLen {
+			if n, err = strconv.Atoi(lenStr); err != nil || n <= 0 || n > pageWidth {
+				return nil, fmt.Errorf("%w: message id run %q", errCorruptPage, part)
+			}
 		}
 		id, err := url.QueryUnescape(idStr)
 		if err != nil {
 			return nil, fmt.Errorf("%w: message id %q", errCorruptPage, part)
 		}
-		m[o] = id
+		for k := 0; k < n; k++ {
+			m[o+k] = id
+		}
 	}
 	return m, nil
 }

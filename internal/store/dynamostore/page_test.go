@@ -2,6 +2,7 @@ package dynamostore
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -45,6 +46,31 @@ func TestSlotsRoundTrip(t *testing.T) {
 			t.Fatalf("claims round trip = %v, %v", gotClaims, err)
 		}
 	})
+}
+
+func TestMsgsRoundTrip(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) {
+		ids := []string{"m1", "m2", "a=b;c+d%", "消息"}
+		m := map[int]string{}
+		for o := 0; o < pageWidth; o++ {
+			if rapid.Bool().Draw(t, "has") {
+				m[o] = rapid.SampledFrom(ids).Draw(t, "id")
+			}
+		}
+		got, err := decodeMsgs(encodeMsgs(m))
+		if err != nil || !maps.Equal(got, m) {
+			t.Fatalf("msgs round trip = %v, %v; want %v", got, err, m)
+		}
+	})
+	// One id for 100 recipients of one call is written once.
+	one := map[int]string{}
+	for o := 100; o < 200; o++ {
+		one[o] = "msgid-of-the-call"
+	}
+	if enc := encodeMsgs(one); enc != "100+100=msgid-of-the-call" {
+		t.Errorf("encodeMsgs of one call's id = %q", enc)
+	}
 }
 
 func TestMembersRoundTrip(t *testing.T) {
@@ -118,6 +144,28 @@ func TestStatusPageSize(t *testing.T) {
 	t.Logf("steady-state status page: %d bytes", n)
 	if n > 1024 {
 		t.Errorf("steady-state page is %d bytes, want ≤ 1 KB (one write unit)", n)
+	}
+
+	// A full page of the sender's steady state: every item confirmed, ten
+	// per claim, each claim a second apart and confirmed a second later,
+	// all with message ids of which the last 20 are still in the page and
+	// the rest in 16 msgid records.
+	full := &page{slots: make([]slot, pageWidth), msgs: map[int]string{}}
+	t0 := int64(1 << 31)
+	for i := range full.slots {
+		sub := t0 + int64(i/10)
+		full.slots[i] = slot{status: 'c', attempts: 1, claim: -1, sub: sub, fin: sub + 1, msg: true}
+		if i >= pageWidth-20 {
+			full.msgs[i] = fmt.Sprintf("m%08x-%d", 0xdeadbeef, 100000+i)
+		}
+	}
+	for i := range 16 {
+		full.segs = append(full.segs, fmt.Sprintf("%08x", i))
+	}
+	n = recordSize(s.pageItem(job, 999, 1<<20, full))
+	t.Logf("full status page with outcome details: %d bytes", n)
+	if n > 1024 {
+		t.Errorf("full page with outcome details is %d bytes, want ≤ 1 KB (one write unit)", n)
 	}
 
 	// Worst case: every item in its own run, every one submitted under its
