@@ -286,6 +286,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"Breakers", testBreakers},
 		{"SaveBreakerConcurrent", testSaveBreakerConcurrent},
 		{"BreakerHistory", testBreakerHistory},
+		{"BreakerHistoryConcurrent", testBreakerHistoryConcurrent},
 		{"ListBreakers", testListBreakers},
 		{"Suppressions", testSuppressions},
 		{"ListSuppressions", testListSuppressions},
