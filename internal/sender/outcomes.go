@@ -9,10 +9,25 @@ import (
 	"github.com/qunfa/qunfa/internal/store"
 )
 
-// publishOutcomes publishes the final outcomes of one recorded batch as one
-// ItemOutcomes event (nothing when Sender.Outcomes is nil or nothing in the
-// batch became final). Updates the store rejected are left out: another
-// claimer owns those items now.
+// maxOutcomesPerEvent bounds the items of one ItemOutcomes event: each is
+// a few hundred bytes of JSON at most, so an event stays within one 64 KB
+// chunk (what EventBridge bills as one event) and far below its 256 KB
+// entry limit.
+const maxOutcomesPerEvent = 100
+
+// outcomesMaxHold is how long the turn holds the outcomes of a batch for
+// the next ones before publishing them: outcomes go out in events of up to
+// maxOutcomesPerEvent items, at the latest this long after the first one
+// was recorded, before any job event of the turn (paused, canary ready,
+// finished) and when the turn ends. One event per batch of ten cost as
+// much as the rest of a message's delivery on AWS.
+const outcomesMaxHold = 5 * time.Second
+
+// publishOutcomes adds the final outcomes of one recorded batch to the
+// outcomes the turn holds (nothing when Sender.Outcomes is nil or nothing
+// in the batch became final), and publishes them when they are many or
+// old enough (flushOutcomesDue). Updates the store rejected are left out:
+// another claimer owns those items now.
 func (tr *turn) publishOutcomes(ctx context.Context, calls []*pendingCall, updates []store.ItemUpdate, rejected []int64, now time.Time) {
 	if tr.s.Outcomes == nil {
 		return
@@ -43,6 +58,31 @@ func (tr *turn) publishOutcomes(ctx context.Context, calls []*pendingCall, updat
 	if len(out) == 0 {
 		return
 	}
-	alert.Emit(ctx, tr.s.Outcomes, tr.log, alert.Event{Type: alert.ItemOutcomes, Tenant: tr.job.Tenant, Time: now,
-		Detail: alert.ItemOutcomesDetail{JobID: tr.job.ID, Items: out}})
+	if len(tr.heldOutcomes) == 0 {
+		tr.heldSince = now
+	}
+	tr.heldOutcomes = append(tr.heldOutcomes, out...)
+	tr.flushOutcomesDue(ctx)
+}
+
+// flushOutcomesDue publishes the held outcomes when they fill an event or
+// the first has waited outcomesMaxHold.
+func (tr *turn) flushOutcomesDue(ctx context.Context) {
+	if len(tr.heldOutcomes) >= maxOutcomesPerEvent ||
+		(len(tr.heldOutcomes) > 0 && tr.s.Clock.Now().Sub(tr.heldSince) >= outcomesMaxHold) {
+		tr.flushOutcomes(ctx)
+	}
+}
+
+// flushOutcomes publishes every held outcome, in events of at most
+// maxOutcomesPerEvent items, in the order recorded.
+func (tr *turn) flushOutcomes(ctx context.Context) {
+	now := tr.s.Clock.Now()
+	for len(tr.heldOutcomes) > 0 {
+		n := min(len(tr.heldOutcomes), maxOutcomesPerEvent)
+		alert.Emit(ctx, tr.s.Outcomes, tr.log, alert.Event{Type: alert.ItemOutcomes, Tenant: tr.job.Tenant, Time: now,
+			Detail: alert.ItemOutcomesDetail{JobID: tr.job.ID, Items: slices.Clone(tr.heldOutcomes[:n])}})
+		tr.heldOutcomes = tr.heldOutcomes[n:]
+	}
+	tr.heldOutcomes = nil
 }
