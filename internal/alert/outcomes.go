@@ -3,8 +3,8 @@ package alert
 import "time"
 
 // ItemOutcomes carries settled per-recipient results of a shard (the
-// sender publishes a turn's outcomes in events of up to 100 items, at
-// most 5 s after the first, never one per recipient). It is not an operator alert: the local runtime and the
+// sender publishes a turn's outcomes in events of up to 48 KB of items,
+// at most 5 s after the first, never one per recipient). It is not an operator alert: the local runtime and the
 // functions hand it to webhooks (items.outcomes) and the bus only, not to
 // the alert log or the dashboard feed.
 const ItemOutcomes Type = "ItemOutcomes"

@@ -9,16 +9,23 @@ import (
 	"github.com/qunfa/qunfa/internal/store"
 )
 
-// maxOutcomesPerEvent bounds the items of one ItemOutcomes event: each is
-// a few hundred bytes of JSON at most, so an event stays within one 64 KB
-// chunk (what EventBridge bills as one event) and far below its 256 KB
-// entry limit.
-const maxOutcomesPerEvent = 100
+// maxOutcomesBytes bounds the size of one ItemOutcomes event's items
+// (outcomeSize): an event stays within one 64 KB chunk, what EventBridge
+// bills as one event, and far below its 256 KB entry limit. About 300
+// outcomes of a typical size.
+const maxOutcomesBytes = 48 << 10
+
+// outcomeSize is an upper bound of an outcome's size in JSON for the
+// usual recipient ids and references (keys, seq and time take ~140 bytes;
+// a character JSON escapes is counted once).
+func outcomeSize(o alert.ItemOutcome) int {
+	return 160 + len(o.Account) + len(o.To) + len(o.Ref) + len(o.Status) + len(o.Category) + len(o.Code) + len(o.MsgID)
+}
 
 // outcomesMaxHold is how long the turn holds the outcomes of a batch for
 // the next ones before publishing them: outcomes go out in events of up to
-// maxOutcomesPerEvent items, at the latest this long after the first one
-// was recorded, before any job event of the turn (paused, canary ready,
+// maxOutcomesBytes, at the latest this long after the first one was
+// recorded, before any job event of the turn (paused, canary ready,
 // finished) and when the turn ends. One event per batch of ten cost as
 // much as the rest of a message's delivery on AWS.
 const outcomesMaxHold = 5 * time.Second
@@ -62,27 +69,34 @@ func (tr *turn) publishOutcomes(ctx context.Context, calls []*pendingCall, updat
 		tr.heldSince = now
 	}
 	tr.heldOutcomes = append(tr.heldOutcomes, out...)
+	for _, o := range out {
+		tr.heldBytes += outcomeSize(o)
+	}
 	tr.flushOutcomesDue(ctx)
 }
 
 // flushOutcomesDue publishes the held outcomes when they fill an event or
 // the first has waited outcomesMaxHold.
 func (tr *turn) flushOutcomesDue(ctx context.Context) {
-	if len(tr.heldOutcomes) >= maxOutcomesPerEvent ||
+	if tr.heldBytes >= maxOutcomesBytes ||
 		(len(tr.heldOutcomes) > 0 && tr.s.Clock.Now().Sub(tr.heldSince) >= outcomesMaxHold) {
 		tr.flushOutcomes(ctx)
 	}
 }
 
 // flushOutcomes publishes every held outcome, in events of at most
-// maxOutcomesPerEvent items, in the order recorded.
+// maxOutcomesBytes, in the order recorded.
 func (tr *turn) flushOutcomes(ctx context.Context) {
 	now := tr.s.Clock.Now()
 	for len(tr.heldOutcomes) > 0 {
-		n := min(len(tr.heldOutcomes), maxOutcomesPerEvent)
+		n, size := 0, 0
+		for n < len(tr.heldOutcomes) && (n == 0 || size+outcomeSize(tr.heldOutcomes[n]) <= maxOutcomesBytes) {
+			size += outcomeSize(tr.heldOutcomes[n])
+			n++
+		}
 		alert.Emit(ctx, tr.s.Outcomes, tr.log, alert.Event{Type: alert.ItemOutcomes, Tenant: tr.job.Tenant, Time: now,
 			Detail: alert.ItemOutcomesDetail{JobID: tr.job.ID, Items: slices.Clone(tr.heldOutcomes[:n])}})
 		tr.heldOutcomes = tr.heldOutcomes[n:]
 	}
-	tr.heldOutcomes = nil
+	tr.heldOutcomes, tr.heldBytes = nil, 0
 }

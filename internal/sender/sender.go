@@ -154,7 +154,7 @@ type Sender struct {
 	// Alerts receives JobPaused and JobFinished events (nil: none).
 	Alerts alert.Publisher
 	// Outcomes receives ItemOutcomes events of the final outcomes the turns
-	// record, up to maxOutcomesPerEvent items each, at most outcomesMaxHold
+	// record, up to maxOutcomesBytes each, at most outcomesMaxHold
 	// after the first (nil: none); webhooks deliver them as items.outcomes.
 	Outcomes alert.Publisher
 	// Breakers is the accounts' circuit breakers (nil: no breaker).
@@ -361,9 +361,11 @@ type turn struct {
 	canaryKnown           bool
 
 	// heldOutcomes are final outcomes not published yet, the first
-	// recorded at heldSince (see publishOutcomes).
+	// recorded at heldSince, heldBytes their outcomeSize (see
+	// publishOutcomes).
 	heldOutcomes []alert.ItemOutcome
 	heldSince    time.Time
+	heldBytes    int
 
 	// progress not yet folded into the shard
 	delta    store.Counts
