@@ -40,7 +40,7 @@ func (s *Store) pageItem(jobID string, index int, block int64, pg *page) map[str
 		m["tb"] = attrN(pg.base)
 	}
 	if len(pg.msgs) > 0 {
-		m["mb"] = attrS(encodeMsgs(pg.msgs))
+		m["mb"] = &types.AttributeValueMemberB{Value: deflateMsgs(pg.msgs)}
 	}
 	if len(pg.segs) > 0 {
 		m["ms"] = attrS(strings.Join(pg.segs, ","))
@@ -70,7 +70,7 @@ func pageFrom(rec map[string]types.AttributeValue) (*page, error) {
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := decodeMsgs(getS(rec, "mb"))
+	msgs, err := inflateMsgs(getB(rec, "mb"))
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +102,7 @@ func (s *Store) writePage(ctx context.Context, jobID string, index int, block in
 	}
 	item := s.pageItem(jobID, index, block, pg)
 	const versionSize = len("v") + 20
-	if mb := getS(item, "mb"); mb != "" {
+	if mb := getB(item, "mb"); len(mb) > 0 {
 		with := recordSize(item) + versionSize
 		without := with - len("mb") - len(mb) + len(",") + segIDLen
 		if len(pg.segs) == 0 {
@@ -111,7 +111,7 @@ func (s *Store) writePage(ctx context.Context, jobID string, index int, block in
 		if writeUnits(with) > writeUnits(without) {
 			id := newSegID()
 			rec := map[string]types.AttributeValue{
-				attrPK: attrS(jobPK(jobID)), attrSK: attrS(skMsgs(index, block, id)), "m": attrS(mb),
+				attrPK: attrS(jobPK(jobID)), attrSK: attrS(skMsgs(index, block, id)), "z": &types.AttributeValueMemberB{Value: mb},
 			}
 			if err := s.putItem(ctx, rec, "attribute_not_exists(pk)", nil, nil); err != nil {
 				return err
@@ -252,7 +252,7 @@ func (s *Store) materialize(ctx context.Context, jobID string, index int, pg *pa
 			if r == nil {
 				return nil, fmt.Errorf("page %s/%d/%d: %w: msgid record %s missing", jobID, index, block, errCorruptPage, id)
 			}
-			m, err := decodeMsgs(getS(r, "m"))
+			m, err := inflateMsgs(getB(r, "z"))
 			if err != nil {
 				return nil, fmt.Errorf("msgid record %s/%d/%d/%s: %w", jobID, index, block, id, err)
 			}
