@@ -85,18 +85,29 @@ func (tr *turn) flushOutcomesDue(ctx context.Context) {
 }
 
 // flushOutcomes publishes every held outcome, in events of at most
-// maxOutcomesBytes, in the order recorded.
+// maxOutcomesBytes, in the order recorded. An event's time is that of its
+// last outcome, not of the flush: a job event that follows the flush but
+// was timed before it (finishShard's) still comes after the outcomes in
+// time order, the order webhooks deliver in.
 func (tr *turn) flushOutcomes(ctx context.Context) {
-	now := tr.s.Clock.Now()
 	for len(tr.heldOutcomes) > 0 {
 		n, size := 0, 0
+		var last time.Time
 		for n < len(tr.heldOutcomes) && (n == 0 || size+outcomeSize(tr.heldOutcomes[n]) <= maxOutcomesBytes) {
 			size += outcomeSize(tr.heldOutcomes[n])
+			last = maxTime(last, tr.heldOutcomes[n].At)
 			n++
 		}
-		alert.Emit(ctx, tr.s.Outcomes, tr.log, alert.Event{Type: alert.ItemOutcomes, Tenant: tr.job.Tenant, Time: now,
+		alert.Emit(ctx, tr.s.Outcomes, tr.log, alert.Event{Type: alert.ItemOutcomes, Tenant: tr.job.Tenant, Time: last,
 			Detail: alert.ItemOutcomesDetail{JobID: tr.job.ID, Items: slices.Clone(tr.heldOutcomes[:n])}})
 		tr.heldOutcomes = tr.heldOutcomes[n:]
 	}
 	tr.heldOutcomes, tr.heldBytes = nil, 0
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -74,13 +74,21 @@ func TestOutcomesPublished(t *testing.T) {
 	}
 	both.mu.Lock()
 	defer both.mu.Unlock()
+	// Published before JobFinished, and timed no later (webhooks deliver
+	// in time order).
 	finished := false
+	var lastOutcome time.Time
 	for _, e := range both.events {
 		switch {
 		case e.Type == alert.JobFinished:
 			finished = true
+			if e.Time.Before(lastOutcome) {
+				t.Errorf("JobFinished timed %v, before an ItemOutcomes event timed %v", e.Time, lastOutcome)
+			}
 		case e.Type == alert.ItemOutcomes && finished:
 			t.Errorf("an ItemOutcomes event published after the job's JobFinished: %+v", e)
+		case e.Type == alert.ItemOutcomes && e.Time.After(lastOutcome):
+			lastOutcome = e.Time
 		}
 	}
 	if !finished {
