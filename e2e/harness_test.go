@@ -435,11 +435,6 @@ type devProc struct {
 // store conformance suite's capabilities (storetest.Capabilities), so a
 // test checks everything else instead of forking.
 type backendCaps struct {
-	// itemRefs: items keep their recipient's ref and outcome details
-	// (msgid, submitted/finished times), and ?ref= filters by it. The
-	// DynamoDB store does neither yet (storetest NoItemRefs,
-	// NoItemOutcomes).
-	itemRefs bool
 	// manyShards: a job over hundreds of accounts is submitted and worked
 	// within the bounds TestManyAccounts sets. On the aws backend the
 	// emulators bound it: dynalite (one node process over LevelDB) takes
@@ -454,7 +449,7 @@ type backendCaps struct {
 // capsOf returns the capabilities of a backend.
 func capsOf(backend string) backendCaps {
 	aws := backend == backendAWS
-	return backendCaps{itemRefs: !aws, manyShards: !aws}
+	return backendCaps{manyShards: !aws}
 }
 
 // caps returns the capabilities of the process's backend.

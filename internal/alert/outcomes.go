@@ -2,9 +2,9 @@ package alert
 
 import "time"
 
-// ItemOutcomes carries the settled per-recipient results of one recorded
-// batch of a shard (published by the sender once per batch, never per
-// recipient). It is not an operator alert: the local runtime and the
+// ItemOutcomes carries settled per-recipient results of a shard (the
+// sender publishes a turn's outcomes in events of up to 48 KB of items,
+// at most 5 s after the first, never one per recipient). It is not an operator alert: the local runtime and the
 // functions hand it to webhooks (items.outcomes) and the bus only, not to
 // the alert log or the dashboard feed.
 const ItemOutcomes Type = "ItemOutcomes"
@@ -24,8 +24,8 @@ type CanaryReadyDetail struct {
 	Failed    int64  `json:"failed"`
 }
 
-// ItemOutcomesDetail: the items of one batch whose outcome was recorded as
-// final (confirmed, failed or abandoned).
+// ItemOutcomesDetail: items whose outcome was recorded as final
+// (confirmed, failed or abandoned).
 type ItemOutcomesDetail struct {
 	JobID string        `json:"job_id"`
 	Items []ItemOutcome `json:"items"`

@@ -135,6 +135,7 @@ func (tr *turn) pauseForBudget(ctx context.Context) (bool, Result, error) {
 			continue // the usage or status changed under us: look again
 		case budgetPaused && paused:
 			tr.log.Info("job paused", slog.String("reason", string(store.PauseBudget)))
+			tr.flushOutcomes(ctx)
 			alert.Emit(ctx, tr.s.Alerts, tr.log, alert.Event{Type: alert.JobPaused, Tenant: tr.job.Tenant, Time: tr.s.Clock.Now(),
 				Detail: alert.JobPausedDetail{JobID: tr.job.ID, Reason: string(store.PauseBudget), Budget: j.Budget, BudgetUsed: j.BudgetUsed}})
 		}

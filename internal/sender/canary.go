@@ -95,6 +95,7 @@ func (tr *turn) canarySent(ctx context.Context) (Result, error) {
 	tr.log.Info("job paused", slog.String("reason", string(store.PauseCanary)), slog.Int64("canary", view.Job.Canary),
 		slog.Int64("confirmed", confirmed), slog.Int64("failed", failed))
 	now := tr.s.Clock.Now()
+	tr.flushOutcomes(ctx) // the canary's outcomes before its verdict
 	alert.Emit(ctx, tr.s.Alerts, tr.log, alert.Event{Type: alert.CanaryReady, Tenant: tr.job.Tenant, Time: now,
 		Detail: alert.CanaryReadyDetail{JobID: tr.job.ID, Canary: view.Job.Canary, Confirmed: confirmed, Failed: failed}})
 	alert.Emit(ctx, tr.s.Alerts, tr.log, alert.Event{Type: alert.JobPaused, Tenant: tr.job.Tenant, Time: now,

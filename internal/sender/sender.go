@@ -153,8 +153,9 @@ type Sender struct {
 	Config   Config
 	// Alerts receives JobPaused and JobFinished events (nil: none).
 	Alerts alert.Publisher
-	// Outcomes receives one ItemOutcomes event per recorded batch with
-	// final outcomes (nil: none); webhooks deliver them as items.outcomes.
+	// Outcomes receives ItemOutcomes events of the final outcomes the turns
+	// record, up to maxOutcomesBytes each, at most outcomesMaxHold
+	// after the first (nil: none); webhooks deliver them as items.outcomes.
 	Outcomes alert.Publisher
 	// Breakers is the accounts' circuit breakers (nil: no breaker).
 	Breakers *breaker.Breakers
@@ -256,6 +257,7 @@ func (s *Sender) HandleTurn(ctx context.Context, m Message) (Result, error) {
 		// for the reconciler to look up.
 		tr.recordStragglers(context.WithoutCancel(ctx))
 	}
+	tr.flushOutcomes(context.WithoutCancel(ctx))
 	if errors.Is(err, errSuperseded) {
 		log.Info("turn superseded by a newer one")
 		return Result{Disposition: Done, Sent: tr.sent, Reason: "superseded"}, nil
@@ -358,6 +360,13 @@ type turn struct {
 	canaryBase, canaryEnd int64
 	canaryKnown           bool
 
+	// heldOutcomes are final outcomes not published yet, the first
+	// recorded at heldSince, heldBytes their outcomeSize (see
+	// publishOutcomes).
+	heldOutcomes []alert.ItemOutcome
+	heldSince    time.Time
+	heldBytes    int
+
 	// progress not yet folded into the shard
 	delta    store.Counts
 	failures map[string]int64
@@ -377,6 +386,7 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 	}
 	for {
 		tr.returnSlots() // call slots not given to a call last batch
+		tr.flushOutcomesDue(ctx)
 		if stopCtx.Err() != nil {
 			return tr.continueLater(ctx, "shutting down")
 		}
@@ -699,6 +709,7 @@ func (tr *turn) finishShard(ctx context.Context) (Result, error) {
 	}); err != nil && !errors.Is(err, store.ErrInvalidTransition) {
 		return Result{}, fmt.Errorf("complete shard: %w", err)
 	}
+	tr.flushOutcomes(ctx) // the items' outcomes before the job's end
 	if err := FinishJob(ctx, tr.s.Store, tr.s.Alerts, tr.log, tr.job.ID, now); err != nil {
 		return Result{}, err
 	}

@@ -86,6 +86,7 @@ func (tr *turn) checkState(ctx context.Context) (bool, Result, error) {
 		if err != nil {
 			return true, res, err
 		}
+		tr.flushOutcomes(ctx) // the items' outcomes before the job's end
 		if err := FinishJob(ctx, tr.s.Store, tr.s.Alerts, tr.log, tr.job.ID, tr.s.Clock.Now()); err != nil {
 			return true, Result{}, err
 		}

@@ -1,10 +1,15 @@
 package dynamostore
 
 import (
+	"bytes"
+	"compress/flate"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
-	"log/slog"
+	"io"
 	"sort"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -55,29 +60,10 @@ func breakerFrom(m map[string]types.AttributeValue) store.Breaker {
 	}
 }
 
-// skBreakerHistory is the sort key of slot of an account's ring of
-// breaker transitions (TENANT#<tenant>, BRKHIST#<account>#<slot 3d>).
-func skBreakerHistory(account string, slot int64) string {
-	return fmt.Sprintf("%s%s#%03d", skBreakerHist, account, slot)
-}
-
+// skBreakerHist starts the sort keys of the ring of transition records
+// (TENANT#<tenant>, BRKHIST#<account>#<slot 3d>) earlier versions kept an
+// account's breaker history in; read only for records saved before.
 const skBreakerHist = "BRKHIST#"
-
-func transitionItem(tenant, account string, tr store.BreakerTransition) map[string]types.AttributeValue {
-	m := map[string]types.AttributeValue{
-		attrPK: attrS(tenantPK(tenant)), attrSK: attrS(skBreakerHistory(account, (tr.Seq-1)%store.MaxBreakerHistory)),
-		"account": attrS(account), "seq": attrN(tr.Seq), "from": attrS(string(tr.From)), "to": attrS(string(tr.To)),
-		"at": attrN(nanos(tr.At)), "rate": attrF(tr.FailureRate), "att": attrN(tr.Attempts),
-		"streak": attrN(int64(tr.ConsecutiveFailures)), "opens": attrN(int64(tr.Opens)),
-	}
-	if tr.Reason != "" {
-		m["reason"] = attrS(tr.Reason)
-	}
-	if u := nanos(tr.Until); u != 0 {
-		m["until"] = attrN(u)
-	}
-	return m
-}
 
 func transitionFrom(m map[string]types.AttributeValue) store.BreakerTransition {
 	return store.BreakerTransition{
@@ -104,8 +90,15 @@ func (s *Store) GetBreaker(ctx context.Context, tenant, account string) (store.B
 	return breakerFrom(rec), nil
 }
 
-// SaveBreaker is one PutItem conditional on the version read (no record
-// for version 0).
+// SaveBreaker is one conditional UpdateItem of the breaker record (on the
+// version read; attribute_not_exists for 0). A transition goes into the
+// same write: the record keeps the account's last MaxBreakerHistory
+// transitions in its "h" attribute (flate-compressed JSON, ~2 KB when
+// full), read with the record's version first and rewritten with the new
+// entry appended. So the state change and its history entry are one
+// atomic step: both or neither, and two racing transitions cannot both
+// number an entry after the same one. A save without a transition leaves
+// "h" as it is (no read).
 func (s *Store) SaveBreaker(ctx context.Context, b store.Breaker) (store.Breaker, error) {
 	if b.Tenant == "" || b.Account == "" || b.Version < 0 || b.Opens < 0 {
 		return store.Breaker{}, fmt.Errorf("save breaker %s/%s: %w: empty tenant or account, or negative version", b.Tenant, b.Account, store.ErrInvalidArgument)
@@ -120,45 +113,169 @@ func (s *Store) SaveBreaker(ctx context.Context, b store.Breaker) (store.Breaker
 	if b.Transitions < 0 {
 		return store.Breaker{}, fmt.Errorf("save breaker %s/%s: %w: negative transitions", b.Tenant, b.Account, store.ErrInvalidArgument)
 	}
+	conflict := func() (store.Breaker, error) {
+		return store.Breaker{}, fmt.Errorf("save breaker %s/%s at version %d: %w", b.Tenant, b.Account, b.Version, store.ErrConflict)
+	}
 	next := b
 	next.Version = b.Version + 1
 	next.Transition = nil
-	if b.Transition != nil {
-		next.Transitions = b.Transitions + 1
-	}
 	item := breakerItem(next)
-	cond, values := "attribute_not_exists(pk)", map[string]types.AttributeValue(nil)
-	if b.Version > 0 {
-		cond, values = "v = :v", map[string]types.AttributeValue{":v": attrN(b.Version)}
+	if b.Transition != nil {
+		hist, trans, err := s.breakerHistory(ctx, b.Tenant, b.Account, b.Version)
+		if errors.Is(err, store.ErrConflict) {
+			return conflict()
+		}
+		if err != nil {
+			return store.Breaker{}, fmt.Errorf("save breaker %s/%s: %w", b.Tenant, b.Account, err)
+		}
+		// The store numbers transitions from the record read, whatever
+		// the caller's copy says.
+		tr := *b.Transition
+		tr.Seq = trans + 1
+		next.Transitions = tr.Seq
+		item = breakerItem(next)
+		hist = append([]store.BreakerTransition{tr}, hist...)
+		if len(hist) > store.MaxBreakerHistory {
+			hist = hist[:store.MaxBreakerHistory]
+		}
+		blob, err := encodeHistory(hist)
+		if err != nil {
+			return store.Breaker{}, fmt.Errorf("save breaker %s/%s: %w", b.Tenant, b.Account, err)
+		}
+		item[attrHistory] = &types.AttributeValueMemberB{Value: blob}
 	}
-	err := s.putItem(ctx, item, cond, nil, values)
+	names := map[string]string{}
+	values := map[string]types.AttributeValue{}
+	var sets, removes []string
+	attrs := make([]string, 0, len(item))
+	for name := range item {
+		attrs = append(attrs, name)
+	}
+	sort.Strings(attrs)
+	for i, name := range attrs {
+		if name == attrPK || name == attrSK {
+			continue
+		}
+		names[fmt.Sprintf("#a%d", i)] = name
+		values[fmt.Sprintf(":a%d", i)] = item[name]
+		sets = append(sets, fmt.Sprintf("#a%d = :a%d", i, i))
+	}
+	for i, name := range []string{"reason", "probe", "openedAt", "until", "winAt", "updatedAt"} {
+		if _, ok := item[name]; !ok {
+			names[fmt.Sprintf("#r%d", i)] = name
+			removes = append(removes, fmt.Sprintf("#r%d", i))
+		}
+	}
+	expr := "SET " + strings.Join(sets, ", ")
+	if len(removes) > 0 {
+		expr += " REMOVE " + strings.Join(removes, ", ")
+	}
+	cond := "attribute_not_exists(pk)"
+	if b.Version > 0 {
+		cond = "v = :expect"
+		values[":expect"] = attrN(b.Version)
+	}
+	_, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
+		Key:                       key(tenantPK(b.Tenant), skBreaker+b.Account),
+		UpdateExpression:          aws.String(expr),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
+		ReturnValues:              types.ReturnValueNone,
+	})
 	if isConditionFailed(err) {
-		return store.Breaker{}, fmt.Errorf("save breaker %s/%s at version %d: %w", b.Tenant, b.Account, b.Version, store.ErrConflict)
+		return conflict()
 	}
 	if err != nil {
 		return store.Breaker{}, fmt.Errorf("save breaker %s/%s: %w", b.Tenant, b.Account, err)
 	}
-	if b.Transition != nil {
-		// The table has no transactions: the transition's slot is written
-		// once the breaker write won (its Transitions numbers the slot).
-		// A crash or a failed write in between loses that history entry,
-		// never the breaker: the save stands, and a failure is logged.
-		tr := *b.Transition
-		tr.Seq = next.Transitions
-		if err := s.putItem(ctx, transitionItem(b.Tenant, b.Account, tr), "", nil, nil); err != nil {
-			s.log.Warn("breaker transition not recorded in the history", slog.String("tenant", b.Tenant),
-				slog.String("account", b.Account), slog.Int64("seq", tr.Seq), slog.Any("err", err))
-		}
-	}
 	return breakerFrom(item), nil
 }
 
-// ListBreakerHistory queries the account's ring of transition slots (at
-// most MaxBreakerHistory items, one Query) and orders them newest first.
+// attrHistory is the breaker record's attribute of its transitions.
+const attrHistory = "h"
+
+// breakerHistory reads the breaker record consistently and returns its
+// transitions (newest first) and transition count; ErrConflict when its
+// version is not version. A record written before the history moved into
+// it has its transitions in the former ring of BRKHIST# records: those
+// are read instead, and move into the record with the next transition.
+func (s *Store) breakerHistory(ctx context.Context, tenant, account string, version int64) ([]store.BreakerTransition, int64, error) {
+	rec, err := s.getItem(ctx, tenantPK(tenant), skBreaker+account)
+	if err != nil {
+		return nil, 0, err
+	}
+	if getN(rec, "v") != version {
+		return nil, 0, store.ErrConflict
+	}
+	hist, err := s.historyOfRecord(ctx, tenant, account, rec)
+	return hist, getN(rec, "trans"), err
+}
+
+// historyOfRecord returns the transitions of a breaker record (nil: none),
+// newest first.
+func (s *Store) historyOfRecord(ctx context.Context, tenant, account string, rec map[string]types.AttributeValue) ([]store.BreakerTransition, error) {
+	if _, ok := rec[attrHistory]; !ok && getN(rec, "trans") > 0 {
+		return s.legacyBreakerHistory(ctx, tenant, account)
+	}
+	return historyOf(rec)
+}
+
+func historyOf(rec map[string]types.AttributeValue) ([]store.BreakerTransition, error) {
+	z, ok := rec[attrHistory].(*types.AttributeValueMemberB)
+	if !ok {
+		return []store.BreakerTransition{}, nil
+	}
+	raw, err := io.ReadAll(flate.NewReader(bytes.NewReader(z.Value)))
+	if err != nil {
+		return nil, fmt.Errorf("breaker history: %w", err)
+	}
+	var hist []store.BreakerTransition
+	if err := json.Unmarshal(raw, &hist); err != nil {
+		return nil, fmt.Errorf("breaker history: %w", err)
+	}
+	return hist, nil
+}
+
+func encodeHistory(hist []store.BreakerTransition) ([]byte, error) {
+	raw, err := json.Marshal(hist)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	w, err := flate.NewWriter(&buf, flate.BestCompression)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := w.Write(raw); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// ListBreakerHistory reads the breaker record (one consistent GetItem) and
+// returns its transitions, newest first.
 func (s *Store) ListBreakerHistory(ctx context.Context, tenant, account string) ([]store.BreakerTransition, error) {
 	if tenant == "" || account == "" {
 		return nil, fmt.Errorf("list breaker history: %w: empty tenant or account", store.ErrInvalidArgument)
 	}
+	rec, err := s.getItem(ctx, tenantPK(tenant), skBreaker+account)
+	if err != nil {
+		return nil, fmt.Errorf("list breaker history of %s/%s: %w", tenant, account, err)
+	}
+	hist, err := s.historyOfRecord(ctx, tenant, account, rec)
+	if err != nil {
+		return nil, fmt.Errorf("list breaker history of %s/%s: %w", tenant, account, err)
+	}
+	return hist, nil
+}
+
+// legacyBreakerHistory queries the ring of BRKHIST# records earlier
+// versions kept an account's transitions in, newest first.
+func (s *Store) legacyBreakerHistory(ctx context.Context, tenant, account string) ([]store.BreakerTransition, error) {
 	recs, err := s.query(ctx, &dynamodb.QueryInput{
 		KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :prefix)"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
@@ -167,7 +284,7 @@ func (s *Store) ListBreakerHistory(ctx context.Context, tenant, account string) 
 		ConsistentRead: aws.Bool(true),
 	}, 0)
 	if err != nil {
-		return nil, fmt.Errorf("list breaker history of %s/%s: %w", tenant, account, err)
+		return nil, err
 	}
 	out := []store.BreakerTransition{}
 	for _, r := range recs {

@@ -43,7 +43,8 @@ func (m *capacityMeter) snapshot() (w, r float64) {
 }
 
 // runSenderLoop drives one job of n single-recipient items in one shard
-// through the sender's loop: take 10 tokens, claim 10, confirm them,
+// through the sender's loop: take 10 tokens, claim 10, confirm them (each
+// with a message id of its own),
 // advance the shard (adding the attempts); with a frequency cap, the
 // claimed items are charged against it before they are confirmed, as the
 // sender does. With refs, each item has a reference of its own (the
@@ -111,7 +112,9 @@ func runSenderLoop(tb testing.TB, s *dynamostore.Store, n int, fc store.Frequenc
 		ups := make([]store.ItemUpdate, len(cl.Items))
 		cursor := int64(0)
 		for i, it := range cl.Items {
-			ups[i] = store.ItemUpdate{Seq: it.Seq, From: store.ItemSubmitted, ClaimID: claimID, To: store.ItemConfirmed}
+			// The provider's message id, as long as the mock's.
+			ups[i] = store.ItemUpdate{Seq: it.Seq, From: store.ItemSubmitted, ClaimID: claimID, To: store.ItemConfirmed,
+				MsgID: fmt.Sprintf("m%08x-%d", 0xc0ffee, 100000+it.Seq)}
 			cursor = it.Seq + 1
 		}
 		up, err := s.UpdateItems(ctx, store.UpdateItemsParams{JobID: jobID, Index: 0, Updates: ups, At: now})

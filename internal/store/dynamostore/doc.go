@@ -24,7 +24,10 @@
 //	                                                             running or paused with reason breaker;
 //	                                                             g2pk DIRTY + g2sk <job>#<index> while final and dirty
 //	status page       JOB#<job>           P#<index>#<block 10d>  state of the shard's items with seq in the block (256 seqs),
-//	                                                             v (version), g3 due key, g4 submitted key
+//	                                                             v (version), g3 due key, g4 submitted key; tb (base of the
+//	                                                             items' times, Unix s), mb (message ids not yet moved),
+//	                                                             ms (names of its msgid records, oldest first)
+//	msgid record      JOB#<job>           O#<index>#<block>#<name>  m: message ids of some of the page's items (write-once)
 //	member list       JOB#<job>           M#<index>#<block>      the page's seqs (write-once) and account
 //	payload           JOB#<job>           D#<seq/64 10d>         to + vars + ref of 64 seqs of any shard, deflated JSON (write-once)
 //	error details     JOB#<job>           E#<index>#<seq 12d>    code, message of an item's last error (failed items only)
@@ -36,10 +39,12 @@
 //	                                                             SaveAccountSizing; a PutAccount drops them)
 //	breaker           TENANT#<tenant>     BREAKER#<account>      state, times, window, v (version; no record = closed, 0),
 //	                                                             g2pk BREAKERS#open (open, half-open) or BREAKERS#closed,
-//	                                                             g2sk <tenant>#<account>
-//	breaker history   TENANT#<tenant>     BRKHIST#<account>#<slot 3d>  one transition (seq, from, to, at, reason, rate, att,
-//	                                                             streak, opens, until); transition n in slot (n-1) mod 100,
-//	                                                             written after its breaker save (trans counts them)
+//	                                                             g2sk <tenant>#<account>; trans (transitions so far),
+//	                                                             h (the last 100 transitions, newest first, deflated
+//	                                                             JSON: written in the same write as the state change)
+//	breaker history   TENANT#<tenant>     BRKHIST#<account>#<slot 3d>  former ring of transitions, written by earlier
+//	                  (read only)                                versions after their breaker save; read for a record
+//	                                                             without h, whose next transition moves them into it
 //	campaign          TENANT#<tenant>     CAMPAIGN#<id>          request (B), schedule, …; g1pk CAMPAIGNS, g1sk <tenant>#<id>
 //	suppression       SUPP#<tenant>       <hex(account)>.<to>    account, to, reason, createdAt
 //	frequency charges FREQ#"<tenant>"#<hex(account)>.<to> _     ch (JSON [{k: <job>#<seq>, at}] of the charges still in
@@ -78,6 +83,23 @@
 // 400 KB item limit. Error code and message live in E# records, written
 // only for updates that carry an error; the page keeps the category, so
 // counts, filters and Failures never need them.
+//
+// Outcome details: each run also carries the items' claim time and finish
+// time, in seconds from the page's base time (tb), so the items of one
+// claim settled by one update stay one run and a full page of confirmed
+// items stays within one write unit; the API shows these times to the
+// second on DynamoDB (to the nanosecond for an item still submitted: its
+// claim's time). A run marks items with a provider message id; the ids
+// stay in the page (mb: deflated, runs of items sharing one id written
+// once) while they cost no extra write unit on the page's writes, then
+// move all at once to a new write-once msgid record (O#, z: the same
+// bytes) the page names (ms). Ids of one provider share most characters
+// and deflate 3 to 4 times (numbered ones, the mock's): 0.004 write units
+// per message (TestCostPerMessage); random ids of 32 characters, 12
+// records for a page of 256 (TestItemOutcomesOfAFullPage): 0.047. A msgid
+// record whose page write lost the race is never named, so never read.
+// The sender's hot loop never reads them (a claimed item has no id); a
+// listing reads a page's msgid records only for items whose id moved.
 //
 // # Access patterns
 //
@@ -130,7 +152,10 @@
 //	                   (retry on conflict); nothing is written when no slot is granted
 //	Accounts, tokens   PutItem / GetItem / Query begins_with(sk, "ACCOUNT#")
 //	GetBreaker         GetItem (TENANT#<tenant>, BREAKER#<account>); absent = closed, version 0
-//	SaveBreaker        PutItem conditional on v = the version read (attribute_not_exists for 0)
+//	SaveBreaker        UpdateItem conditional on v = the version read (attribute_not_exists for 0),
+//	                   leaving h as it is; with a transition, GetItem (consistent) first for h,
+//	                   and h rewritten with the entry in the same UpdateItem
+//	ListBreakerHistory GetItem (consistent) of the breaker record
 //	ListBreakers       Query running (g2pk = BREAKERS#open; also BREAKERS#closed for AllStates)
 //	                   + BatchGetItem; the state is checked on the record (the index lags)
 //	PutSuppressions    BatchWriteItem PutRequests (duplicates in one call written once)

@@ -58,5 +58,5 @@ func newStore(tb testing.TB, opts dynamostore.Options) *dynamostore.Store {
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
 		return newStore(t, dynamostore.Options{})
-	}, storetest.Capabilities{SlowWrites: true, NoItemOutcomes: true})
+	}, storetest.Capabilities{SlowWrites: true})
 }

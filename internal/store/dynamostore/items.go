@@ -3,6 +3,7 @@ package dynamostore
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"strconv"
@@ -27,10 +28,22 @@ func duePK(jobID string, index int) string { return fmt.Sprintf("DUE#%s#%06d", j
 // NextAttemptAt) and submitted (present while pg.sub is set).
 func (s *Store) pageItem(jobID string, index int, block int64, pg *page) map[string]types.AttributeValue {
 	pg.compactClaims()
+	if pg.base == 0 {
+		pg.base = pg.firstTime()
+	}
 	m := map[string]types.AttributeValue{
 		attrPK: attrS(jobPK(jobID)), attrSK: attrS(skPage(index, block)),
 		"job": attrS(jobID), "idx": attrN(int64(index)), "blk": attrN(block),
-		"n": attrN(int64(len(pg.slots))), "st": attrS(encodeSlots(pg.slots)),
+		"n": attrN(int64(len(pg.slots))), "st": attrS(encodeSlots(pg.slots, pg.base)),
+	}
+	if pg.base != 0 {
+		m["tb"] = attrN(pg.base)
+	}
+	if len(pg.msgs) > 0 {
+		m["mb"] = &types.AttributeValueMemberB{Value: deflateMsgs(pg.msgs)}
+	}
+	if len(pg.segs) > 0 {
+		m["ms"] = attrS(strings.Join(pg.segs, ","))
 	}
 	if len(pg.claims) > 0 {
 		m["c"] = attrS(encodeClaims(pg.claims))
@@ -48,7 +61,8 @@ func (s *Store) pageItem(jobID string, index int, block int64, pg *page) map[str
 }
 
 func pageFrom(rec map[string]types.AttributeValue) (*page, error) {
-	slots, err := decodeSlots(getS(rec, "st"), int(getN(rec, "n")))
+	base := getN(rec, "tb")
+	slots, err := decodeSlots(getS(rec, "st"), int(getN(rec, "n")), base)
 	if err != nil {
 		return nil, err
 	}
@@ -56,11 +70,30 @@ func pageFrom(rec map[string]types.AttributeValue) (*page, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &page{version: getN(rec, "v"), slots: slots, claims: claims, sub: getN(rec, "sub")}, nil
+	msgs, err := inflateMsgs(getB(rec, "mb"))
+	if err != nil {
+		return nil, err
+	}
+	pg := &page{version: getN(rec, "v"), slots: slots, claims: claims, sub: getN(rec, "sub"), base: base, msgs: msgs}
+	if ms := getS(rec, "ms"); ms != "" {
+		pg.segs = strings.Split(ms, ",")
+	}
+	return pg, nil
+}
+
+// skMsgs is the key of one msgid record of a status page.
+func skMsgs(index int, block int64, id string) string {
+	return fmt.Sprintf("O#%06d#%010d#%s", index, block, id)
 }
 
 // writePage replaces a status page on condition its version is the one
 // read; a lost race returns the raw ConditionalCheckFailedException.
+//
+// Message ids stay in the page while they fit in the write units the page
+// costs anyway; when keeping them would cost one more unit on every write
+// of the page, they move, all at once, to a new msgid record of the page
+// (one write of at most ~1 KB) that the page then names. A msgid record
+// whose page write lost is never named and never read.
 func (s *Store) writePage(ctx context.Context, jobID string, index int, block int64, pg *page) error {
 	if _, ok := pg.minSubmittedAt(); ok {
 		if at, _ := pg.minSubmittedAt(); pg.sub == 0 || at < pg.sub {
@@ -68,12 +101,55 @@ func (s *Store) writePage(ctx context.Context, jobID string, index int, block in
 		}
 	}
 	item := s.pageItem(jobID, index, block, pg)
+	const versionSize = len("v") + 20
+	if mb := getB(item, "mb"); len(mb) > 0 {
+		with := recordSize(item) + versionSize
+		without := with - len("mb") - len(mb) + len(",") + segIDLen
+		if len(pg.segs) == 0 {
+			without += len("ms")
+		}
+		if writeUnits(with) > writeUnits(without) {
+			id := newSegID()
+			rec := map[string]types.AttributeValue{
+				attrPK: attrS(jobPK(jobID)), attrSK: attrS(skMsgs(index, block, id)), "z": &types.AttributeValueMemberB{Value: mb},
+			}
+			if err := s.putItem(ctx, rec, "attribute_not_exists(pk)", nil, nil); err != nil {
+				return err
+			}
+			pg.msgs, pg.segs = map[int]string{}, append(slices.Clip(pg.segs), id)
+			item = s.pageItem(jobID, index, block, pg)
+		}
+	}
 	item["v"] = attrN(pg.version + 1)
 	err := s.putItem(ctx, item, "v = :v", nil, map[string]types.AttributeValue{":v": attrN(pg.version)})
 	if err == nil {
 		pg.version++
 	}
 	return err
+}
+
+// segIDLen is the length of a msgid record's name.
+const segIDLen = 8
+
+// newSegID names a new msgid record: random, so that writers racing on one
+// page never share a record.
+func newSegID() string {
+	return fmt.Sprintf("%08x", rand.Uint32())
+}
+
+// msgIDOf resolves the message id of the slot at ord, marked as having
+// one: from the page, else from the page's msgid records (segs, read by
+// the caller, oldest first), the newest first.
+func msgIDOf(pg *page, ord int, segs []map[int]string) string {
+	if id, ok := pg.msgs[ord]; ok {
+		return id
+	}
+	for i := len(segs) - 1; i >= 0; i-- {
+		if id, ok := segs[i][ord]; ok {
+			return id
+		}
+	}
+	return ""
 }
 
 // loadPage reads a status page and its member list (cached once read). It
@@ -141,19 +217,47 @@ func (s *Store) pageWithMembers(ctx context.Context, jobID string, index int, bl
 }
 
 // materialize builds the port's items for some slots of one page, reading
-// their payload records and, for items with an error, their error records.
+// their payload records and, for items with an error, their error records;
+// and the page's msgid records when an item's message id is in one.
 func (s *Store) materialize(ctx context.Context, jobID string, index int, pg *page, mem *members, ords []int) ([]store.Item, error) {
 	pk := jobPK(jobID)
 	var keys []map[string]types.AttributeValue
+	needSegs := false
 	for _, o := range ords {
 		keys = append(keys, key(pk, skData(mem.seqs[o]/dataWidth)))
 		if pg.slots[o].category != "" {
 			keys = append(keys, key(pk, skErr(index, mem.seqs[o])))
 		}
+		if _, inPage := pg.msgs[o]; pg.slots[o].msg && !inPage {
+			needSegs = true
+		}
+	}
+	block := int64(-1)
+	if len(mem.seqs) > 0 {
+		block = mem.seqs[0] / pageWidth
+	}
+	if needSegs {
+		for _, id := range pg.segs {
+			keys = append(keys, key(pk, skMsgs(index, block, id)))
+		}
 	}
 	recs, err := s.batchGet(ctx, keys, true)
 	if err != nil {
 		return nil, err
+	}
+	var segs []map[int]string
+	if needSegs {
+		for _, id := range pg.segs {
+			r := recs[pk+"\x00"+skMsgs(index, block, id)]
+			if r == nil {
+				return nil, fmt.Errorf("page %s/%d/%d: %w: msgid record %s missing", jobID, index, block, errCorruptPage, id)
+			}
+			m, err := inflateMsgs(getB(r, "z"))
+			if err != nil {
+				return nil, fmt.Errorf("msgid record %s/%d/%d/%s: %w", jobID, index, block, id, err)
+			}
+			segs = append(segs, m)
+		}
 	}
 	datas := map[int64]map[string]payload{}
 	items := make([]store.Item, 0, len(ords))
@@ -173,10 +277,14 @@ func (s *Store) materialize(ctx context.Context, jobID string, index int, pg *pa
 		it := store.Item{
 			JobID: jobID, Shard: index, Seq: seq, Account: mem.account, To: pl.To, Vars: pl.Vars, Ref: pl.Ref,
 			Status: statusOf(sl.status), Attempts: sl.attempts, NextAttemptAt: fromNanos(sl.next),
+			SubmittedAt: fromSecs(sl.sub), FinishedAt: fromSecs(sl.fin),
 		}
 		if sl.status == 's' && sl.claim >= 0 && sl.claim < len(pg.claims) {
 			it.ClaimID = pg.claims[sl.claim].id
 			it.SubmittedAt = fromNanos(pg.claims[sl.claim].at)
+		}
+		if sl.msg {
+			it.MsgID = msgIDOf(pg, o, segs)
 		}
 		if sl.category != "" {
 			it.Error = &store.ItemError{Category: sl.category}
@@ -263,7 +371,7 @@ func (s *Store) claimFrom(ctx context.Context, p store.ClaimItemsParams, now int
 		claim := pg.addClaim(p.ClaimID, now)
 		for _, o := range ords {
 			sl := &pg.slots[o]
-			sl.status, sl.attempts, sl.claim = 's', sl.attempts+1, claim
+			sl.status, sl.attempts, sl.claim, sl.sub = 's', sl.attempts+1, claim, secs(p.Now)
 			res.Delta.Move(store.ItemPending, store.ItemSubmitted)
 		}
 		if err := s.writePage(ctx, p.JobID, p.Index, block, pg); err != nil {
@@ -408,6 +516,22 @@ func (s *Store) updatePage(ctx context.Context, p store.UpdateItemsParams, block
 				nw.claim = -1
 			case old.status != 's':
 				nw.claim = pg.addClaim(u.ClaimID, at)
+			}
+			// Outcome details as the SQLite store keeps them: entering a
+			// final status sets the finish time, leaving one clears it and
+			// the message id; a confirmation carries the provider's id.
+			switch {
+			case !terminalCode(to):
+				nw.fin, nw.msg = 0, false
+				delete(pg.msgs, o)
+			case !terminalCode(old.status):
+				nw.fin = secs(p.At)
+			}
+			if to == 'c' && u.MsgID != "" {
+				if pg.msgs == nil {
+					pg.msgs = map[int]string{}
+				}
+				nw.msg, pg.msgs[o] = true, u.MsgID
 			}
 			pg.slots[o] = nw
 			delta.Move(u.From, u.To)

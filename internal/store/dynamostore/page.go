@@ -1,13 +1,19 @@
 package dynamostore
 
 import (
+	"bytes"
+	"compress/flate"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/qunfa/qunfa/internal/store"
 )
@@ -29,6 +35,13 @@ type slot struct {
 	next     int64 // NextAttemptAt, unix nanoseconds (0 = zero time)
 	claim    int   // index into page.claims while submitted, else -1
 	category string
+	// Outcome details, kept to the second (see encodeSlots): sub is the
+	// time of the latest claim (Item.SubmittedAt once the item left
+	// submitted), fin the time it entered its terminal status, both unix
+	// seconds (0 = none); msg says the provider gave a message id, kept in
+	// page.msgs or in one of the page's msgid records.
+	sub, fin int64
+	msg      bool
 }
 
 // claimRef is one claim still referenced by a submitted item of the page.
@@ -45,6 +58,14 @@ type page struct {
 	claims  []claimRef
 	// sub is the sticky "oldest submitted-at" index key (0 = absent).
 	sub int64
+	// base is the unix second the slots' times are written relative to
+	// (0 = none yet; set by the first time written, then kept).
+	base int64
+	// msgs holds the message ids not yet moved to a msgid record, by
+	// ordinal (deflateMsgs in the record); segs names the page's msgid
+	// records, oldest first.
+	msgs map[int]string
+	segs []string
 }
 
 var statusCodes = map[store.ItemStatus]byte{
@@ -83,6 +104,25 @@ func fromNanos(n int64) time.Time {
 	return time.Unix(0, n).UTC()
 }
 
+// secs is t in unix seconds, 0 for the zero time.
+func secs(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.Unix()
+}
+
+func fromSecs(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(n, 0).UTC()
+}
+
+// terminalCode reports whether a status code is final (confirmed, failed,
+// abandoned).
+func terminalCode(c byte) bool { return c == 'c' || c == 'f' || c == 'a' }
+
 // carriesFailure reports whether an item in this state counts in
 // Shard.Failures: failed and abandoned items with a category, and
 // submitted items under review (category uncertain).
@@ -100,9 +140,13 @@ func carriesFailure(s slot) bool {
 }
 
 // encodeSlots writes the slots run-length encoded: consecutive equal slots
-// become one run "<len>:<status><attempts>[@<next>][#<claim>][!<category>]",
-// runs separated by ';'. A page of fresh items is "256:p0".
-func encodeSlots(slots []slot) string {
+// become one run
+// "<len>:<status><attempts>[@<next>][#<claim>][~<sub>][^<fin>][*][!<category>]",
+// runs separated by ';'. sub and fin are seconds from base in base 36, so
+// the items of one claim (one sub) settled by one update (one fin) stay one
+// run; '*' marks items with a message id. A page of fresh items is
+// "256:p0".
+func encodeSlots(slots []slot, base int64) string {
 	var b strings.Builder
 	for i := 0; i < len(slots); {
 		j := i + 1
@@ -125,6 +169,17 @@ func encodeSlots(slots []slot) string {
 			b.WriteByte('#')
 			b.WriteString(strconv.Itoa(s.claim))
 		}
+		if s.sub != 0 {
+			b.WriteByte('~')
+			b.WriteString(strconv.FormatInt(s.sub-base, 36))
+		}
+		if s.fin != 0 {
+			b.WriteByte('^')
+			b.WriteString(strconv.FormatInt(s.fin-base, 36))
+		}
+		if s.msg {
+			b.WriteByte('*')
+		}
 		if s.category != "" {
 			b.WriteByte('!')
 			b.WriteString(url.QueryEscape(s.category))
@@ -136,7 +191,7 @@ func encodeSlots(slots []slot) string {
 
 var errCorruptPage = errors.New("dynamostore: corrupt status page")
 
-func decodeSlots(enc string, n int) ([]slot, error) {
+func decodeSlots(enc string, n int, base int64) ([]slot, error) {
 	slots := make([]slot, 0, n)
 	if enc == "" {
 		if n != 0 {
@@ -161,6 +216,21 @@ func decodeSlots(enc string, n int) ([]slot, error) {
 				return nil, fmt.Errorf("%w: category %q", errCorruptPage, rest[i+1:])
 			}
 			s.category, rest = cat, rest[:i]
+		}
+		if r, ok := strings.CutSuffix(rest, "*"); ok {
+			s.msg, rest = true, r
+		}
+		for _, f := range []struct {
+			mark byte
+			to   *int64
+		}{{'^', &s.fin}, {'~', &s.sub}} {
+			if i := strings.IndexByte(rest, f.mark); i >= 0 {
+				off, err := strconv.ParseInt(rest[i+1:], 36, 64)
+				if err != nil {
+					return nil, fmt.Errorf("%w: time %q", errCorruptPage, rest[i+1:])
+				}
+				*f.to, rest = base+off, rest[:i]
+			}
 		}
 		if i := strings.IndexByte(rest, '#'); i >= 0 {
 			c, err := strconv.Atoi(rest[i+1:])
@@ -258,6 +328,20 @@ func (p *page) addClaim(id string, at int64) int {
 	}
 	p.claims = append(p.claims, claimRef{id: id, at: at})
 	return len(p.claims) - 1
+}
+
+// firstTime returns the earliest outcome time of the page's slots (0 if
+// none).
+func (p *page) firstTime() int64 {
+	var first int64
+	for _, s := range p.slots {
+		for _, t := range []int64{s.sub, s.fin} {
+			if t != 0 && (first == 0 || t < first) {
+				first = t
+			}
+		}
+	}
+	return first
 }
 
 // minPendingNext returns the earliest NextAttemptAt of the page's pending
@@ -381,3 +465,133 @@ func decodeMembers(block int64, enc string) ([]int64, error) {
 	}
 	return seqs, nil
 }
+
+// encodeMsgs writes message ids by ordinal, "<ordinal>[+<len>]=<escaped
+// id>" joined by ';' in ordinal order: a run of consecutive ordinals with
+// one id (the recipients of one multi-recipient call) is written once.
+func encodeMsgs(m map[int]string) string {
+	ords := make([]int, 0, len(m))
+	for o := range m {
+		ords = append(ords, o)
+	}
+	sort.Ints(ords)
+	var b strings.Builder
+	for i := 0; i < len(ords); {
+		j := i + 1
+		for j < len(ords) && ords[j] == ords[j-1]+1 && m[ords[j]] == m[ords[i]] {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(';')
+		}
+		b.WriteString(strconv.Itoa(ords[i]))
+		if j-i > 1 {
+			b.WriteByte('+')
+			b.WriteString(strconv.Itoa(j - i))
+		}
+		b.WriteByte('=')
+		b.WriteString(url.QueryEscape(m[ords[i]]))
+		i = j
+	}
+	return b.String()
+}
+
+func decodeMsgs(enc string) (map[int]string, error) {
+	m := map[int]string{}
+	if enc == "" {
+		return m, nil
+	}
+	for _, part := range strings.Split(enc, ";") {
+		run, idStr, ok := strings.Cut(part, "=")
+		oStr, lenStr, hasLen := strings.Cut(run, "+")
+		o, err := strconv.Atoi(oStr)
+		if !ok || err != nil || o < 0 {
+			return nil, fmt.Errorf("%w: message id %q", errCorruptPage, part)
+		}
+		n := 1
+		if hasLen {
+			if n, err = strconv.Atoi(lenStr); err != nil || n <= 0 || n > pageWidth {
+				return nil, fmt.Errorf("%w: message id run %q", errCorruptPage, part)
+			}
+		}
+		id, err := url.QueryUnescape(idStr)
+		if err != nil {
+			return nil, fmt.Errorf("%w: message id %q", errCorruptPage, part)
+		}
+		for k := 0; k < n; k++ {
+			m[o+k] = id
+		}
+	}
+	return m, nil
+}
+
+// deflaters and inflaters are reused: a flate writer or reader allocates
+// its tables (hundreds of KB for a writer) when made, and status pages
+// with message ids are deflated on every write.
+var (
+	deflaters = sync.Pool{New: func() any {
+		w, _ := flate.NewWriter(nil, flate.BestSpeed) // a valid level: no error
+		return w
+	}}
+	inflaters = sync.Pool{New: func() any { return flate.NewReader(bytes.NewReader(nil)) }}
+)
+
+// deflateMsgs is encodeMsgs deflated: ids of one provider share most of
+// their characters (numbered or prefixed ids shrink 3 to 4 times, random
+// ones by a quarter), so more of them stay in the page.
+func deflateMsgs(m map[int]string) []byte {
+	var b bytes.Buffer
+	w := deflaters.Get().(*flate.Writer)
+	defer deflaters.Put(w)
+	w.Reset(&b)
+	_, _ = w.Write([]byte(encodeMsgs(m))) // a bytes.Buffer takes any write
+	_ = w.Close()
+	return b.Bytes()
+}
+
+func inflateMsgs(z []byte) (map[int]string, error) {
+	if len(z) == 0 {
+		return map[int]string{}, nil
+	}
+	r := inflaters.Get().(io.ReadCloser)
+	defer inflaters.Put(r)
+	if err := r.(flate.Resetter).Reset(bytes.NewReader(z), nil); err != nil {
+		return nil, fmt.Errorf("%w: message ids: %w", errCorruptPage, err)
+	}
+	raw, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("%w: message ids: %w", errCorruptPage, err)
+	}
+	return decodeMsgs(string(raw))
+}
+
+// getB returns a binary attribute (nil if absent).
+func getB(m map[string]types.AttributeValue, name string) []byte {
+	if v, ok := m[name].(*types.AttributeValueMemberB); ok {
+		return v.Value
+	}
+	return nil
+}
+
+// recordSize approximates DynamoDB's size of a record: attribute names
+// plus values (a number counted by its digits, an upper bound).
+func recordSize(m map[string]types.AttributeValue) int {
+	n := 0
+	for name, v := range m {
+		n += len(name)
+		switch v := v.(type) {
+		case *types.AttributeValueMemberS:
+			n += len(v.Value)
+		case *types.AttributeValueMemberN:
+			n += len(v.Value)
+		case *types.AttributeValueMemberB:
+			n += len(v.Value)
+		default:
+			n++
+		}
+	}
+	return n
+}
+
+// writeUnits is what one write of a record of size n bytes costs.
+func writeUnits(n int) int { return (n + 1023) / 1024 }

@@ -2,6 +2,7 @@ package dynamostore
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +15,8 @@ func TestSlotsRoundTrip(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
 		n := rapid.IntRange(0, pageWidth).Draw(t, "n")
+		base := rapid.Int64Range(1, 1<<40).Draw(t, "base")
+		times := []int64{0, base, base + 1, base + 86400, base - 5}
 		cats := []string{"", "retryable", "uncertain", "a;b!c#d@e:f|g%", "永久"}
 		slots := make([]slot, n)
 		for i := range slots {
@@ -23,12 +26,14 @@ func TestSlotsRoundTrip(t *testing.T) {
 			if st == 's' {
 				s.claim = rapid.IntRange(0, 3).Draw(t, "claim")
 			}
+			s.sub, s.fin = rapid.SampledFrom(times).Draw(t, "sub"), rapid.SampledFrom(times).Draw(t, "fin")
+			s.msg = rapid.Bool().Draw(t, "msg")
 			if rapid.Bool().Draw(t, "repeat") && i > 0 {
 				s = slots[i-1]
 			}
 			slots[i] = s
 		}
-		got, err := decodeSlots(encodeSlots(slots), n)
+		got, err := decodeSlots(encodeSlots(slots, base), n, base)
 		if err != nil {
 			t.Fatalf("decode: %v", err)
 		}
@@ -41,6 +46,31 @@ func TestSlotsRoundTrip(t *testing.T) {
 			t.Fatalf("claims round trip = %v, %v", gotClaims, err)
 		}
 	})
+}
+
+func TestMsgsRoundTrip(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) {
+		ids := []string{"m1", "m2", "a=b;c+d%", "消息"}
+		m := map[int]string{}
+		for o := 0; o < pageWidth; o++ {
+			if rapid.Bool().Draw(t, "has") {
+				m[o] = rapid.SampledFrom(ids).Draw(t, "id")
+			}
+		}
+		got, err := decodeMsgs(encodeMsgs(m))
+		if err != nil || !maps.Equal(got, m) {
+			t.Fatalf("msgs round trip = %v, %v; want %v", got, err, m)
+		}
+	})
+	// One id for 100 recipients of one call is written once.
+	one := map[int]string{}
+	for o := 100; o < 200; o++ {
+		one[o] = "msgid-of-the-call"
+	}
+	if enc := encodeMsgs(one); enc != "100+100=msgid-of-the-call" {
+		t.Errorf("encodeMsgs of one call's id = %q", enc)
+	}
 }
 
 func TestMembersRoundTrip(t *testing.T) {
@@ -69,32 +99,13 @@ func TestMembersRoundTrip(t *testing.T) {
 func TestDecodeRejectsCorruptState(t *testing.T) {
 	t.Parallel()
 	for _, enc := range []string{"3:p0", "x:p0", "2:p", "2:pz", "2:p0@!!", "0:p0", "2:s1#q"} {
-		if _, err := decodeSlots(enc, 2); err == nil {
+		if _, err := decodeSlots(enc, 2, 0); err == nil {
 			t.Errorf("decodeSlots(%q, 2) accepted a corrupt state", enc)
 		}
 	}
 	if _, err := decodeMembers(0, "5,3"); err == nil {
 		t.Errorf("decodeMembers accepted members out of order")
 	}
-}
-
-// itemSize approximates DynamoDB's item size: attribute names plus values.
-func itemSize(m map[string]types.AttributeValue) int {
-	n := 0
-	for name, v := range m {
-		n += len(name)
-		switch v := v.(type) {
-		case *types.AttributeValueMemberS:
-			n += len(v.Value)
-		case *types.AttributeValueMemberN:
-			n += len(v.Value)
-		case *types.AttributeValueMemberB:
-			n += len(v.Value)
-		default:
-			n += 1
-		}
-	}
-	return n
 }
 
 // TestStatusPageSize checks what dynalite cannot: the status page stays far
@@ -108,7 +119,7 @@ func TestStatusPageSize(t *testing.T) {
 	for i := range fresh.slots {
 		fresh.slots[i] = slot{status: 'p', claim: -1}
 	}
-	if n := itemSize(s.pageItem(job, 999, 1<<20, fresh)); n > 300 {
+	if n := recordSize(s.pageItem(job, 999, 1<<20, fresh)); n > 300 {
 		t.Errorf("fresh page of %d items is %d bytes", pageWidth, n)
 	}
 
@@ -129,10 +140,32 @@ func TestStatusPageSize(t *testing.T) {
 		steady.slots[i] = slot{status: 'f', attempts: 1, claim: -1, category: "permanent"}
 	}
 	steady.sub = 1 << 60
-	n := itemSize(s.pageItem(job, 999, 1<<20, steady))
+	n := recordSize(s.pageItem(job, 999, 1<<20, steady))
 	t.Logf("steady-state status page: %d bytes", n)
 	if n > 1024 {
 		t.Errorf("steady-state page is %d bytes, want ≤ 1 KB (one write unit)", n)
+	}
+
+	// A full page of the sender's steady state: every item confirmed, ten
+	// per claim, each claim a second apart and confirmed a second later,
+	// all with message ids of which the last 20 are still in the page and
+	// the rest in 16 msgid records.
+	full := &page{slots: make([]slot, pageWidth), msgs: map[int]string{}}
+	t0 := int64(1 << 31)
+	for i := range full.slots {
+		sub := t0 + int64(i/10)
+		full.slots[i] = slot{status: 'c', attempts: 1, claim: -1, sub: sub, fin: sub + 1, msg: true}
+		if i >= pageWidth-20 {
+			full.msgs[i] = fmt.Sprintf("m%08x-%d", 0xdeadbeef, 100000+i)
+		}
+	}
+	for i := range 16 {
+		full.segs = append(full.segs, fmt.Sprintf("%08x", i))
+	}
+	n = recordSize(s.pageItem(job, 999, 1<<20, full))
+	t.Logf("full status page with outcome details: %d bytes", n)
+	if n > 1024 {
+		t.Errorf("full page with outcome details is %d bytes, want ≤ 1 KB (one write unit)", n)
 	}
 
 	// Worst case: every item in its own run, every one submitted under its
@@ -143,7 +176,7 @@ func TestStatusPageSize(t *testing.T) {
 			claim: worst.addClaim(fmt.Sprintf("%064d", i), 1<<62+int64(i)), category: "rate_limited"}
 	}
 	worst.sub = 1 << 62
-	n = itemSize(s.pageItem(job, 999, 1<<20, worst))
+	n = recordSize(s.pageItem(job, 999, 1<<20, worst))
 	t.Logf("worst-case status page: %d bytes", n)
 	if n > 100*1024 {
 		t.Errorf("worst-case page is %d bytes, want ≤ 100 KB (item limit 400 KB)", n)

@@ -330,3 +330,59 @@ func testBreakerHistory(t *testing.T, s store.Store, _ Capabilities) {
 		t.Fatalf("ListBreakerHistory(empty tenant) error = %v, want ErrInvalidArgument", err)
 	}
 }
+
+// testBreakerHistoryConcurrent: transitions racing from the same read
+// (two breaker checks of one account deciding at once) each land in the
+// history exactly once with the save that won: the history always numbers
+// 1..Transitions without a gap or a repeat, and holds the reason of every
+// save that succeeded and of no save that was refused.
+func testBreakerHistoryConcurrent(t *testing.T, s store.Store, _ Capabilities) {
+	ctx := ctxOf(t)
+	const rounds, racers = 6, 2
+	won := map[string]bool{}
+	for r := range rounds {
+		b := getBreaker(t, s, "tenant-a", "acct-race")
+		var wg sync.WaitGroup
+		results := make([]error, racers)
+		for i := range racers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c := b
+				from := c.State
+				c.State = []store.BreakerState{store.BreakerOpen, store.BreakerClosed}[(r+i)%2]
+				c.UpdatedAt = at(time.Duration(r) * time.Second)
+				c.Transition = &store.BreakerTransition{From: from, To: c.State, At: c.UpdatedAt, Reason: fmt.Sprintf("round %d racer %d", r, i)}
+				_, results[i] = s.SaveBreaker(ctx, c)
+			}()
+		}
+		wg.Wait()
+		wins := 0
+		for i, err := range results {
+			switch {
+			case err == nil:
+				wins++
+				won[fmt.Sprintf("round %d racer %d", r, i)] = true
+			case !errors.Is(err, store.ErrConflict):
+				t.Fatalf("racing SaveBreaker: %v", err)
+			}
+		}
+		if wins != 1 {
+			t.Fatalf("round %d: %d of %d saves from one read won, want 1", r, wins, racers)
+		}
+	}
+	b := getBreaker(t, s, "tenant-a", "acct-race")
+	h := breakerHistory(t, s, "tenant-a", "acct-race")
+	if b.Transitions != rounds || len(h) != rounds {
+		t.Fatalf("after %d rounds: Transitions %d, %d history entries; want %d each: %+v", rounds, b.Transitions, len(h), rounds, h)
+	}
+	for i, tr := range h {
+		if tr.Seq != int64(rounds-i) || !won[tr.Reason] {
+			t.Errorf("history[%d] = seq %d %q; want seq %d of a save that won", i, tr.Seq, tr.Reason, rounds-i)
+		}
+		delete(won, tr.Reason)
+	}
+	if len(won) != 0 {
+		t.Errorf("saves that won are missing from the history: %v", won)
+	}
+}

@@ -149,10 +149,7 @@ func equalSeqs(a, b []int64) bool {
 // testItemOutcomes: a confirmed item keeps the provider's message id, the
 // time it finished and the time of its claim; a failed one its finish
 // time; an item sent again loses them until it finishes again.
-func testItemOutcomes(t *testing.T, s store.Store, caps Capabilities) {
-	if caps.NoItemOutcomes {
-		t.Skip("the backend does not keep item outcome details yet (Capabilities.NoItemOutcomes)")
-	}
+func testItemOutcomes(t *testing.T, s store.Store, _ Capabilities) {
 	p, _ := runningJob(t, s, "tenant-a", 1, 4)
 	t1, t2, t3 := at(time.Second), at(2*time.Second), at(3*time.Second)
 	c := claim(t, s, p.Job.ID, 0, 4, t1, "c1")

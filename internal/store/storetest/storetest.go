@@ -78,13 +78,6 @@ type Capabilities struct {
 	// conditional write (an emulator): the suite shrinks its concurrency
 	// and property-test sizes, keeping every check.
 	SlowWrites bool
-	// NoItemOutcomes marks a backend that does not keep an item's
-	// outcome details yet: FinishedAt, MsgID, and SubmittedAt after the
-	// item left submitted. The DynamoDB adapter's status pages are
-	// rewritten on every claim and confirm, so a per-item message id there
-	// breaks the cost target; where to keep them is open (see
-	// dynamostore's package doc). The suite skips those checks only.
-	NoItemOutcomes bool
 }
 
 // sizes are the workload sizes of the heavier subtests.
@@ -295,6 +288,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"Breakers", testBreakers},
 		{"SaveBreakerConcurrent", testSaveBreakerConcurrent},
 		{"BreakerHistory", testBreakerHistory},
+		{"BreakerHistoryConcurrent", testBreakerHistoryConcurrent},
 		{"ListBreakers", testListBreakers},
 		{"Suppressions", testSuppressions},
 		{"ListSuppressions", testListSuppressions},
