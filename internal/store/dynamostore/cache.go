@@ -19,10 +19,15 @@ import (
 //     the condition, and the write is redone on a fresh read. A decision
 //     that writes nothing (an update rejected, no item due) is never
 //     taken on a cached page: the page is read again first.
-//   - BeginTurn drops the shard's entries: the previous turn may have run
-//     in another process (SQS hands a group's messages to any poller),
-//     so a turn starts from fresh reads and the cache saves the reads of
-//     its later batches.
+//   - only the shards of turns running in this process are cached: from
+//     BeginTurn (which drops what was cached: the previous turn may have
+//     run in another process, as SQS hands a group's messages to any
+//     poller) to the AdvanceShard that ends the turn. A turn starts from
+//     fresh reads and the cache saves the reads of its later batches.
+//     Other processes (the reconciler, the API) cache nothing of a shard:
+//     their records would be old by their next run, and a write on a
+//     stale record costs a failed conditional write, dearer than the
+//     read it saves.
 //   - payload records are cached only as ClaimItems reads them: a job's
 //     payloads are all written before it runs (PutItems refuses a running
 //     job) and never change after; an entry lacking a wanted item is
@@ -35,6 +40,7 @@ type recordCache struct {
 	pages    map[string]map[int64]cachedPage            // shardID → block → page record
 	npages   int
 	payloads map[string]map[string]payload // job pk + data sk → payloads by seq
+	turns    map[string]bool               // shardID → a turn runs here
 }
 
 // cachedPage is a status page record as last written or read here.
@@ -57,7 +63,27 @@ func (c *recordCache) shard(jobID string, index int) map[string]types.AttributeV
 	return c.shards[shardID(jobID, index)]
 }
 
-// putShard caches a shard record unless a newer version (sv) is cached.
+// beginTurn forgets what was cached of a shard and caches its records
+// from now on; endTurn forgets them and stops.
+func (c *recordCache) beginTurn(jobID string, index int) {
+	c.dropShardRecords(jobID, index)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.turns == nil || len(c.turns) >= maxCachedShards {
+		c.turns = map[string]bool{}
+	}
+	c.turns[shardID(jobID, index)] = true
+}
+
+func (c *recordCache) endTurn(jobID string, index int) {
+	c.dropShardRecords(jobID, index)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.turns, shardID(jobID, index))
+}
+
+// putShard caches a shard record of a turn running here, unless a newer
+// version (sv) is cached.
 func (c *recordCache) putShard(jobID string, index int, rec map[string]types.AttributeValue) {
 	if rec == nil {
 		return
@@ -65,6 +91,9 @@ func (c *recordCache) putShard(jobID string, index int, rec map[string]types.Att
 	id := shardID(jobID, index)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !c.turns[id] {
+		return
+	}
 	if old := c.shards[id]; old != nil && getN(old, "sv") > getN(rec, "sv") {
 		return
 	}
@@ -87,7 +116,8 @@ func (c *recordCache) page(jobID string, index int, block int64) map[string]type
 	return c.pages[shardID(jobID, index)][block].rec
 }
 
-// putPage caches a status page record unless a newer version (v) is cached.
+// putPage caches a status page record of a turn's shard running here,
+// unless a newer version (v) is cached.
 func (c *recordCache) putPage(jobID string, index int, block int64, rec map[string]types.AttributeValue) {
 	if rec == nil {
 		return
@@ -95,6 +125,9 @@ func (c *recordCache) putPage(jobID string, index int, block int64, rec map[stri
 	id := shardID(jobID, index)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !c.turns[id] {
+		return
+	}
 	if old := c.pages[id][block].rec; old != nil && getN(old, "v") > getN(rec, "v") {
 		return
 	}

@@ -3,12 +3,19 @@ package dynamostore_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/qunfa/qunfa/internal/awsemu"
 	"github.com/qunfa/qunfa/internal/store"
 	"github.com/qunfa/qunfa/internal/store/dynamostore"
 )
@@ -188,5 +195,59 @@ func TestCachedShardChangedElsewhere(t *testing.T) {
 	}
 	if _, g2, err := s.ShardRecordForTest(ctx, "sh", 0); err != nil || g2 == "RUNNING" {
 		t.Fatalf("completed shard's running-index partition = %q, %v: put back as running from a stale record", g2, err)
+	}
+}
+
+// countRequests counts the requests of one DynamoDB operation.
+type countRequests struct {
+	next http.RoundTripper
+	op   string
+	n    atomic.Int64
+}
+
+func (c *countRequests) RoundTrip(r *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(r.Header.Get("X-Amz-Target"), "."+c.op) {
+		c.n.Add(1)
+	}
+	return c.next.RoundTrip(r)
+}
+
+// TestNoCacheOutsideTurns: a process that runs no turn of a shard (the
+// reconciler, the API) writes its status pages on fresh reads. Its
+// cached page would be old by its next change (the turns write the pages
+// meanwhile), and a write on it would cost a failed conditional write.
+func TestNoCacheOutsideTurns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	puts := &countRequests{next: http.DefaultTransport, op: "PutItem"}
+	counted := dynamodb.New(dynamodb.Options{
+		Region: "us-east-1", BaseEndpoint: aws.String(awsemu.DynamoDB(t)),
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
+		HTTPClient:  &http.Client{Transport: puts},
+	})
+	plain := client(t)
+	table := newTable(t, plain)
+	s := dynamostore.New(counted, table, dynamostore.Options{})
+	other := dynamostore.New(plain, table, dynamostore.Options{})
+	oneShardJob(t, other, "out", 4)
+	abandon := func(st *dynamostore.Store, seq int64) {
+		t.Helper()
+		res, err := st.UpdateItems(ctx, store.UpdateItemsParams{JobID: "out", Index: 0, At: t0, Updates: []store.ItemUpdate{
+			{Seq: seq, From: store.ItemPending, To: store.ItemAbandoned, Error: &store.ItemError{Category: store.CategoryCancelled}}}})
+		if err != nil || len(res.Rejected) > 0 {
+			t.Fatalf("abandon %d: %+v, %v", seq, res, err)
+		}
+	}
+	abandon(s, 0)
+	abandon(other, 1)
+	puts.n.Store(0)
+	// Without errors to record, so a cached page would be written on.
+	res, err := s.UpdateItems(ctx, store.UpdateItemsParams{JobID: "out", Index: 0, At: t0, Updates: []store.ItemUpdate{
+		{Seq: 2, From: store.ItemPending, To: store.ItemAbandoned}}})
+	if err != nil || len(res.Rejected) > 0 {
+		t.Fatalf("abandon 2: %+v, %v", res, err)
+	}
+	if n := puts.n.Load(); n != 1 {
+		t.Fatalf("%d PutItem requests for one page change, want 1: the page was written on a stale cached copy first", n)
 	}
 }

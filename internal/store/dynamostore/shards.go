@@ -299,8 +299,9 @@ func (s *Store) recount(ctx context.Context, jobID string, index int) (store.Cou
 // version is unchanged, retrying after a jittered wait when it changed.
 func (s *Store) BeginTurn(ctx context.Context, p store.BeginTurnParams) (store.Shard, error) {
 	// The previous turn may have run in another process: work this one
-	// from fresh reads (see recordCache).
-	s.cache.dropShardRecords(p.JobID, p.Index)
+	// from fresh reads, and cache the shard's records until it ends (see
+	// recordCache).
+	s.cache.beginTurn(p.JobID, p.Index)
 	for attempt := 0; attempt < s.opts.MaxRetries; attempt++ {
 		if attempt > 0 {
 			if err := contendedBackoff(ctx, attempt); err != nil {
@@ -368,6 +369,9 @@ func (s *Store) AdvanceShard(ctx context.Context, p store.AdvanceShardParams) (s
 		return store.Shard{}, fmt.Errorf("advance shard %s/%d: %w: count delta sums to %d", p.JobID, p.Index, store.ErrInvalidArgument, p.Delta.Total())
 	}
 	rid := newRequestID()
+	if p.EndTurn {
+		defer s.cache.endTurn(p.JobID, p.Index)
+	}
 	return s.casShard(ctx, p.JobID, p.Index, rid, "advance shard", func(rec map[string]types.AttributeValue, u *updateBuilder) error {
 		if getN(rec, "turn") != p.Turn {
 			return fmt.Errorf("advance shard %s/%d: turn %d is not current (%d): %w", p.JobID, p.Index, p.Turn, getN(rec, "turn"), store.ErrConflict)
