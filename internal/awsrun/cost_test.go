@@ -130,7 +130,8 @@ func cpuTime(b *testing.B) time.Duration {
 // and this process's CPU time per message, billed as Lambda GB-seconds at
 // the sender's memory (512 MB; a lower bound of the billed duration, which
 // also counts waits), and one HTTP API request per job; $/M is the sum at
-// on-demand prices. Index writes are not counted (dynalite charges none).
+// on-demand prices. WCU/msg counts the table's writes (as dynalite
+// reports them) and its indexes' (indexMeter: dynalite charges none).
 func BenchmarkSenderCostPerMessage(b *testing.B) {
 	for _, perCall := range []int{1, 100} {
 		b.Run(fmt.Sprintf("recipients_per_call=%d", perCall), func(b *testing.B) { benchSenderCost(b, perCall) })
@@ -150,7 +151,11 @@ func benchSenderCost(b *testing.B, perCall int) {
 	if err := dynamostore.CreateTable(ctx, db, table); err != nil {
 		b.Fatal(err)
 	}
-	st := dynamostore.New(db, table, dynamostore.Options{OnCapacity: meter.observe})
+	indexes, err := newIndexMeter(ctx, db, table)
+	if err != nil {
+		b.Fatal(err)
+	}
+	st := dynamostore.New(indexes.meter(db), table, dynamostore.Options{OnCapacity: meter.observe})
 	watch := dynamostore.New(db, table, dynamostore.Options{}) // the benchmark's own polling is not metered
 	sqsRequests, eventEntries := &counter{}, &counter{}
 	sqsClient := countRequests(awsemu.SQSClient(awsemu.SQS(b)), sqsRequests)
@@ -195,6 +200,7 @@ func benchSenderCost(b *testing.B, perCall int) {
 	b.ResetTimer()
 	for range b.N {
 		meter.write, meter.read, meter.byOp = 0, 0, nil
+		indexes.take()
 		sqsRequests.take()
 		eventEntries.take()
 		invocations := 0
@@ -242,6 +248,15 @@ func benchSenderCost(b *testing.B, perCall int) {
 		cpuPerMsg := (cpuTime(b) - cpu).Seconds() / n
 		sqsPerMsg := float64(sqsRequests.take()) / n
 		eventsPerMsg := float64(eventEntries.take()) / n
+		indexUnits := 0.0
+		for name, units := range indexes.take() {
+			indexUnits += units
+			b.ReportMetric(units/n, "indexWCU:"+name+"/msg")
+		}
+		tableWrite := meter.write
+		meter.write += indexUnits // what AWS bills: table and index writes
+		b.ReportMetric(tableWrite/n, "tableWCU/msg")
+		b.ReportMetric(indexUnits/n, "indexWCU/msg")
 		b.ReportMetric(meter.write/n, "WCU/msg")
 		b.ReportMetric(meter.read/n, "RCU/msg")
 		b.ReportMetric(sqsPerMsg, "SQSreq/msg")

@@ -222,6 +222,14 @@ func TestManyAccountsOnAWSAdapters(t *testing.T) {
 // emulators, removed when the test ends.
 func stackInfra(t *testing.T, ctx context.Context, admin awsrun.Clients, prefix string) (table, queueURL, bus string) {
 	t.Helper()
+	table, queueURL, _, bus = stackInfraRedrive(t, ctx, admin, prefix, 10)
+	return table, queueURL, bus
+}
+
+// stackInfraRedrive is stackInfra with the work queue's maxReceiveCount
+// given, and its dead-letter queue's URL.
+func stackInfraRedrive(t *testing.T, ctx context.Context, admin awsrun.Clients, prefix string, maxReceive int) (table, queueURL, dlqURL, bus string) {
+	t.Helper()
 	table, bus = uniqueName(prefix), uniqueName(prefix+"alerts-")
 	if err := dynamostore.CreateTable(ctx, admin.DynamoDB, table); err != nil {
 		t.Fatal(err)
@@ -229,7 +237,7 @@ func stackInfra(t *testing.T, ctx context.Context, admin awsrun.Clients, prefix 
 	t.Cleanup(func() {
 		_, _ = admin.DynamoDB.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})
-	queueURL, dlqURL, err := sqsqueue.CreateQueues(ctx, admin.SQS, uniqueName(prefix), 10)
+	queueURL, dlqURL, err := sqsqueue.CreateQueues(ctx, admin.SQS, uniqueName(prefix), maxReceive)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +252,7 @@ func stackInfra(t *testing.T, ctx context.Context, admin awsrun.Clients, prefix 
 	t.Cleanup(func() {
 		_, _ = admin.EventBridge.DeleteEventBus(context.Background(), &eventbridge.DeleteEventBusInput{Name: aws.String(bus)})
 	})
-	return table, queueURL, bus
+	return table, queueURL, dlqURL, bus
 }
 
 // eventCounter counts the events put on the bus (one PutEvents entry each).

@@ -29,9 +29,11 @@ import (
 	"github.com/qunfa/qunfa/internal/api"
 	"github.com/qunfa/qunfa/internal/awsemu"
 	"github.com/qunfa/qunfa/internal/awsrun"
+	"github.com/qunfa/qunfa/internal/dispatch"
 	"github.com/qunfa/qunfa/internal/mockprovider"
 	"github.com/qunfa/qunfa/internal/queue"
 	"github.com/qunfa/qunfa/internal/queue/sqsqueue"
+	"github.com/qunfa/qunfa/internal/store"
 	"github.com/qunfa/qunfa/internal/store/dynamostore"
 )
 
@@ -49,9 +51,15 @@ import (
 // The poller does what the Lambda event source mapping does with the
 // template's settings: batches of up to BatchSize messages received with
 // the queue's visibility timeout, the batch item failures left to
-// reappear, the others deleted. It invokes one batch at a time (the
-// mapping's MaximumConcurrency is not exercised here, nor the redrive to
-// the dead-letter queue after maxReceiveCount receives).
+// reappear, the others deleted, and up to MaximumConcurrency invocations
+// at once (SenderMaxConcurrency at the smallest value the template
+// allows, one runtime emulator per concurrent invocation; the provider
+// answers slowly, so a job submitted while another's batch runs is worked
+// beside it, and the test fails unless that happened and never beyond
+// the bound). The work queue has the template's redrive policy: a turn
+// that fails every time (its template cannot be parsed) is received
+// maxReceiveCount times and then moved to the dead-letter queue, while
+// the other jobs complete.
 func TestBootstrapsUnderRuntimeEmulator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds six functions and the runtime emulator")
@@ -75,7 +83,7 @@ func TestBootstrapsUnderRuntimeEmulator(t *testing.T) {
 	}
 	build("-modfile=tools/rie/go.mod", "-o", filepath.Join(bin, "aws-lambda-rie"), "github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie")
 	build("-tags", "lambda.norpc", "-o", bin+"/", "./functions/...")
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
 
 	// Infrastructure, as template.yaml declares it.
@@ -83,7 +91,9 @@ func TestBootstrapsUnderRuntimeEmulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	table, queueURL, bus := stackInfra(t, ctx, admin, "qunfa-rie-")
+	tp := loadTemplate(t)
+	maxReceive := int(at(tp.raw, "Resources", "WorkQueue", "Properties", "RedrivePolicy", "maxReceiveCount").(float64))
+	table, queueURL, dlqURL, bus := stackInfraRedrive(t, ctx, admin, "qunfa-rie-", maxReceive)
 	logPath := filepath.Join(t.TempDir(), "deliveries.jsonl")
 	mock, err := mockprovider.New(mockprovider.Config{LogPath: logPath, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -100,7 +110,9 @@ func TestBootstrapsUnderRuntimeEmulator(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := mock.SetBehaviour("acct-a", mockprovider.Behaviour{Token: tenantAToken}); err != nil {
+	// Slow answers: a sender batch lasts long enough for a job submitted
+	// meanwhile to be worked beside it.
+	if err := mock.SetBehaviour("acct-a", mockprovider.Behaviour{Token: tenantAToken, LatencyMS: 3000}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := admin.Scheduler.CreateScheduleGroup(ctx, &scheduler.CreateScheduleGroupInput{Name: aws.String(stack)}); err != nil {
@@ -108,7 +120,6 @@ func TestBootstrapsUnderRuntimeEmulator(t *testing.T) {
 	}
 
 	// The template's values, references filled with those resources.
-	tp := loadTemplate(t)
 	resolved := map[string]string{
 		"ref:Table": table, "ref:WorkQueue": queueURL, "ref:EventBus": bus, "ref:ProviderURL": provider.URL,
 		"ref:ProviderSecretName": stack + "/provider", "sub:" + tenantSecretPrefix: stack + "/tenants/",
@@ -120,6 +131,7 @@ func TestBootstrapsUnderRuntimeEmulator(t *testing.T) {
 		"sub:${ItemRetentionDays}d":         "30d",
 	}
 	rie := map[string]*rieFunction{}
+	envs := map[string][]string{}
 	for _, fn := range awsrun.Functions() {
 		env := []string{"PATH=" + os.Getenv("PATH")}
 		for name, v := range functionEnv(tp, fn) {
@@ -140,6 +152,7 @@ func TestBootstrapsUnderRuntimeEmulator(t *testing.T) {
 		env = append(env, "AWS_LAMBDA_FUNCTION_NAME="+stack+"-"+fn.LogicalID, "AWS_LAMBDA_FUNCTION_TIMEOUT="+strconv.Itoa(int(timeout)),
 			"AWS_LAMBDA_FUNCTION_MEMORY_SIZE="+strconv.Itoa(int(memory)), "AWS_LAMBDA_FUNCTION_VERSION=$LATEST")
 		rie[fn.Name] = startRIE(t, filepath.Join(bin, "aws-lambda-rie"), filepath.Join(bin, fn.Name), env)
+		envs[fn.Name] = env
 	}
 
 	// The operator's set-up (docs/deploy.md): the sample events' token
@@ -161,10 +174,66 @@ func TestBootstrapsUnderRuntimeEmulator(t *testing.T) {
 		return resp
 	}
 	httpCall("api", "api-put-account.json", 200)
+
+	// The event source mapping: the template's batch size, visibility and
+	// MaximumConcurrency, one sender emulator per concurrent invocation.
+	var senderEvents map[string]any
+	for _, e := range at(tp.raw, "Resources", awsrun.Sender.LogicalID, "Properties", "Events").(map[string]any) {
+		senderEvents = at(e, "Properties").(map[string]any)
+	}
+	batchSize := int(senderEvents["BatchSize"].(float64))
+	// loadTemplate fills parameter references with their defaults; this
+	// stack deploys SenderMaxConcurrency at its MinValue instead (one
+	// emulator per concurrent invocation).
+	if v, def := at(senderEvents, "ScalingConfig", "MaximumConcurrency"), at(tp.raw, "Parameters", "SenderMaxConcurrency", "Default"); v != def {
+		t.Fatalf("sender event source MaximumConcurrency = %v, want SenderMaxConcurrency (default %v)", v, def)
+	}
+	maxConcurrency := int(at(tp.raw, "Parameters", "SenderMaxConcurrency", "MinValue").(float64))
+	visibility := time.Duration(at(tp.raw, "Resources", "WorkQueue", "Properties", "VisibilityTimeout").(float64)) * time.Second
+	senders := []*rieFunction{rie["sender"]}
+	for len(senders) < maxConcurrency {
+		senders = append(senders, startRIE(t, filepath.Join(bin, "aws-lambda-rie"), filepath.Join(bin, "sender"), envs["sender"]))
+	}
+	var template events.SQSEvent
+	readEvent(t, "sender-sqs.json", &template)
+	work := sqsqueue.New(admin.SQS, queueURL)
+
+	// A turn that fails at every receive: its job's template cannot be
+	// parsed (written behind the API's validation).
+	poison := dispatch.Turn{JobID: "rie-poison", Shard: 0, Turn: 1}
+	if _, err := adminStore.CreateJob(ctx, store.CreateJobParams{
+		Job: store.Job{ID: poison.JobID, Tenant: "tenant-a", IdempotencyKey: "rie-poison", RequestHash: "h", Template: "hi {{name",
+			Total: 1, ShardCount: 1, CreatedAt: time.Now()},
+		Shards: []store.Shard{{Index: 0, Account: "acct-a", Size: 1, Counts: store.Counts{Pending: 1}, SlowFactor: 1}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := adminStore.PutItems(ctx, store.PutItemsParams{JobID: poison.JobID,
+		Items: []store.Item{{JobID: poison.JobID, Seq: 0, Account: "acct-a", To: "nobody"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adminStore.TransitionJob(ctx, store.TransitionJobParams{JobID: poison.JobID, To: store.JobRunning, At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := dispatch.Send(ctx, work, poison); err != nil {
+		t.Fatal(err)
+	}
+	poisonBody, err := json.Marshal(poison)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	esm := &eventSourceMapping{queue: work, queueURL: queueURL, template: template, batchSize: batchSize, visibility: visibility,
+		senders: senders, poison: string(poisonBody)}
+	pollCtx, stopPolling := context.WithCancel(ctx)
+	polling := esm.start(pollCtx)
+	defer func() { stopPolling(); <-polling }()
+
 	var apiJob api.Job
 	if err := json.Unmarshal([]byte(httpCall("submit", "submit-api.json", 202).Body), &apiJob); err != nil || apiJob.Total != 3 {
 		t.Fatalf("submitted job: %+v %v", apiJob, err)
 	}
+	// Submitted while the first job's batch waits for its slow answers.
 	httpCall("api", "api-post-campaign.json", 201)
 	schedules, err := admin.Scheduler.ListSchedules(ctx, &scheduler.ListSchedulesInput{GroupName: aws.String(stack)})
 	if err != nil || len(schedules.Schedules) != 1 {
@@ -181,16 +250,6 @@ func TestBootstrapsUnderRuntimeEmulator(t *testing.T) {
 	var none json.RawMessage
 	rie["breaker"].invoke(t, rawEvent(t, "breaker-schedule.json"), &none)
 
-	// The event source mapping: the template's batch size and visibility.
-	var senderEvents map[string]any
-	for _, e := range at(tp.raw, "Resources", awsrun.Sender.LogicalID, "Properties", "Events").(map[string]any) {
-		senderEvents = at(e, "Properties").(map[string]any)
-	}
-	batchSize := int(senderEvents["BatchSize"].(float64))
-	visibility := time.Duration(at(tp.raw, "Resources", "WorkQueue", "Properties", "VisibilityTimeout").(float64)) * time.Second
-	var template events.SQSEvent
-	readEvent(t, "sender-sqs.json", &template)
-	work := sqsqueue.New(admin.SQS, queueURL)
 	status := func(id string) api.Job {
 		var j api.Job
 		if err := json.Unmarshal([]byte(httpCall("api", "api-get-job.json", 200, "JOB_ID", id).Body), &j); err != nil {
@@ -199,43 +258,39 @@ func TestBootstrapsUnderRuntimeEmulator(t *testing.T) {
 		return j
 	}
 	jobs := []string{apiJob.ID, campaign.JobID}
-	batches := 0
-	for status(jobs[0]).Status != "completed" || status(jobs[1]).Status != "completed" {
+	dlq := sqsqueue.New(admin.SQS, dlqURL)
+	var deadLettered []queue.Message
+	for status(jobs[0]).Status != "completed" || status(jobs[1]).Status != "completed" || len(deadLettered) == 0 {
 		if ctx.Err() != nil {
-			t.Fatalf("jobs not completed in time: %+v / %+v", status(jobs[0]), status(jobs[1]))
+			t.Fatalf("not done in time: jobs %+v / %+v, %d dead-lettered, poison received %d times",
+				status(jobs[0]), status(jobs[1]), len(deadLettered), esm.poisonReceives())
 		}
-		msgs, err := work.Receive(ctx, queue.ReceiveParams{Max: batchSize, VisibilityTimeout: visibility, Wait: time.Second})
-		if err != nil {
+		if err := esm.failed(); err != nil {
 			t.Fatal(err)
 		}
-		if len(msgs) == 0 {
-			continue
-		}
-		ev := events.SQSEvent{}
-		for _, m := range msgs {
-			ev.Records = append(ev.Records, sqsEventFor(template, m, queueURL).Records[0])
-		}
-		var resp events.SQSEventResponse
-		rie["sender"].invoke(t, mustJSON(t, ev), &resp)
-		batches++
-		failed := map[string]bool{}
-		for _, f := range resp.BatchItemFailures {
-			failed[f.ItemIdentifier] = true
-		}
-		for _, m := range msgs {
-			if failed[m.ID] {
-				// Left to reappear; with the template's visibility that is
-				// minutes away, so make it visible now as the test cannot wait.
-				if err := work.ChangeVisibility(ctx, m.ReceiptHandle, 0); err != nil {
-					t.Fatal(err)
-				}
-				continue
+		if len(deadLettered) == 0 {
+			if deadLettered, err = dlq.Receive(ctx, queue.ReceiveParams{Max: 10, VisibilityTimeout: time.Minute, Wait: time.Second}); err != nil {
+				t.Fatal(err)
 			}
-			if err := work.Delete(ctx, m.ReceiptHandle); err != nil {
-				t.Fatalf("delete: %v", err)
-			}
+		} else {
+			time.Sleep(200 * time.Millisecond)
 		}
 	}
+	stopPolling()
+	<-polling
+	if err := esm.failed(); err != nil {
+		t.Fatal(err)
+	}
+	if len(deadLettered) != 1 || string(deadLettered[0].Body) != string(poisonBody) {
+		t.Errorf("dead-letter queue holds %d messages (%v), want the failing turn alone", len(deadLettered), deadLettered)
+	}
+	if n := esm.poisonReceives(); n != maxReceive {
+		t.Errorf("the failing turn was invoked %d times before it was dead-lettered, want maxReceiveCount %d", n, maxReceive)
+	}
+	if peak := esm.peak(); peak != maxConcurrency {
+		t.Errorf("at most %d sender invocations ran at once, want MaximumConcurrency %d reached (and never passed)", peak, maxConcurrency)
+	}
+	batches := esm.batches()
 	t.Logf("jobs completed after %d sender batches", batches)
 	// A redelivered turn of a finished shard (the sample event) is a no-op.
 	var resp events.SQSEventResponse

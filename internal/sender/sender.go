@@ -73,7 +73,8 @@ type Config struct {
 	StatePoll time.Duration
 	// AccountRefresh is how long a turn trusts the account's limits and
 	// breaker state it read (default 1 s): rate changes and breakers opened
-	// by other shards take effect within it. The job's status is read at
+	// by other shards take effect within it. The turns of one process
+	// share the account's read (accountReads). The job's status is read at
 	// every batch (pause and cancel act at the next item boundary).
 	AccountRefresh time.Duration
 	// AccountConcurrency is the most provider calls in flight per account
@@ -173,6 +174,9 @@ type Sender struct {
 	// sizers measure each account's calls and choose its batch size and
 	// calls in flight, shared by the turns of this process.
 	sizers *accountSizers
+	// accounts are the accounts as this process last read them, shared
+	// by its turns (see accountReads).
+	accounts *accountReads
 }
 
 // Message is the queue message of a turn.

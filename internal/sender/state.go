@@ -93,11 +93,11 @@ func (tr *turn) checkState(ctx context.Context) (bool, Result, error) {
 		return true, res, nil
 	}
 	if now := tr.s.Clock.Now(); tr.accountReadAt.IsZero() || now.Sub(tr.accountReadAt) >= tr.cfg.AccountRefresh {
-		acct, err := tr.s.Store.GetAccount(ctx, tr.job.Tenant, tr.shard.Account)
+		acct, readAt, err := tr.s.readAccount(ctx, tr.job.Tenant, tr.shard.Account, now, tr.cfg.AccountRefresh)
 		if err != nil {
 			return true, Result{}, fmt.Errorf("read account %q: %w", tr.shard.Account, err)
 		}
-		tr.account, tr.accountReadAt = acct, now
+		tr.account, tr.accountReadAt = acct, readAt
 		tr.sizing = tr.s.sizer(acct, tr.cfg.AccountConcurrency, now)
 		tr.sizing.setFloor(min(tr.cfg.ClaimBatch, tr.cfg.Concurrency))
 	}

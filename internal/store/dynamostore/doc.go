@@ -118,15 +118,17 @@
 //	                   or used <= budget − n); a partial grant: UpdateItem SET conditional on the
 //	                   value read; retry on conflict with jittered backoff
 //	GetShard           GetItem
-//	BeginTurn          GetItem; if Dirty, Query the shard's P# pages and recount (epoch + 1);
-//	                   UpdateItem on sv
-//	AdvanceShard       UpdateItem ADD counts/failures, condition turn, epoch (and cursor <= new
-//	                   cursor); on a stale epoch GetItem + recount + UpdateItem SET on sv instead
+//	BeginTurn          drops the shard's cached records; GetItem; if Dirty, Query the shard's P#
+//	                   pages and recount (epoch + 1); UpdateItem on sv
+//	AdvanceShard       GetItem (none when this process wrote or read the shard last: recordCache)
+//	                   + UpdateItem on sv, checking turn and epoch on the record: ADD counts/
+//	                   failures; on a stale epoch recount + SET instead
 //	AddShardCounts     UpdateItem ADD, condition epoch; on a stale epoch as RecountShard
 //	RecountShard       GetItem + Query P# pages + UpdateItem on sv (epoch + 1)
 //	AdvanceShard also ADDs the attempt counters in the same UpdateItem (in either branch, so
 //	                   they are added whatever the epoch, and still one write per advance)
-//	TransitionShard    GetItem + UpdateItem on status and dirty; enters/leaves the running index
+//	TransitionShard    GetItem + UpdateItem on status and dirty, sv + 1 (every shard write moves
+//	                   sv, see recordCache); enters/leaves the running index
 //	                   (entering running or paused with reason breaker keeps it in; a final
 //	                   dirty shard goes to the DIRTY partition)
 //	ListStaleShards    Query running (g2pk = RUNNING, g2sk < next minute of Before) +
@@ -135,8 +137,11 @@
 //	ListDirtyShards    Query running (g2pk = DIRTY) + BatchGetItem, exact filter (final and dirty;
 //	                   a stale entry is removed, conditionally)
 //	ClaimItems         Query due (Limit 4) → first due page; BatchGetItem page (+ member list,
-//	                   cached); PutItem page conditional on its version; BatchGetItem payloads
-//	UpdateItems        per page: BatchGetItem page; BatchWriteItem E# records of accepted errors;
+//	                   cached) unless this process wrote or read it last (recordCache); PutItem
+//	                   page conditional on its version (a stale cached page: read, redo);
+//	                   BatchGetItem payloads not cached yet
+//	UpdateItems        per page: BatchGetItem page unless cached (a rejection or an error record
+//	                   is decided on a fresh read); BatchWriteItem E# records of accepted errors;
 //	                   PutItem page conditional on its version (redo the page on a lost race)
 //	ListItems          per shard Query P# pages in block order, merged by seq; payloads and E# by
 //	                   BatchGetItem for the returned items only; cursor = last seq. By ref: Query the

@@ -37,8 +37,8 @@ type Options struct {
 }
 
 // Store is the DynamoDB adapter of store.Store. It is safe for concurrent
-// use; every method goes to DynamoDB (the only cache holds member lists,
-// which never change once a job runs).
+// use. Its caches save reads, never decide writes: member lists (which
+// never change once a job runs) and the records of recordCache (cache.go).
 type Store struct {
 	db    *dynamodb.Client
 	table string
@@ -47,6 +47,8 @@ type Store struct {
 
 	membersMu sync.Mutex
 	members   map[string]*members // key: pk + member sk
+
+	cache recordCache
 }
 
 // New returns a Store on table (created with CreateTable or template.yaml).

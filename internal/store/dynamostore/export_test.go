@@ -25,12 +25,14 @@ func (s *Store) RemoveShardEpochForTest(ctx context.Context, jobID string, index
 	in := u.input(jobID, index, "attribute_exists(pk)")
 	in.ExpressionAttributeValues = nil
 	_, err := s.updateItem(ctx, in)
+	s.cache.dropShard(jobID, index) // written behind the version's back
 	return err
 }
 
 // PutShardForTest writes one shard record, as a CreateJob that crashed
 // after writing some of its shards leaves it.
 func (s *Store) PutShardForTest(ctx context.Context, sh store.Shard) error {
+	s.cache.dropShard(sh.JobID, sh.Index)
 	return s.putItem(ctx, shardItem(sh), "", nil, nil)
 }
 
@@ -42,4 +44,11 @@ func (s *Store) FrequencyExpiresAtForTest(ctx context.Context, tenant, account, 
 		return 0, err
 	}
 	return getN(rec, attrExpiresAt), nil
+}
+
+// ShardRecordForTest reads a shard record's version (sv) and running-index
+// partition (g2pk) as they are in the table.
+func (s *Store) ShardRecordForTest(ctx context.Context, jobID string, index int) (version int64, indexPK string, err error) {
+	rec, err := s.getItem(ctx, jobPK(jobID), skShard(index))
+	return getN(rec, "sv"), getS(rec, "g2pk"), err
 }

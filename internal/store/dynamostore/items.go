@@ -122,8 +122,12 @@ func (s *Store) writePage(ctx context.Context, jobID string, index int, block in
 	}
 	item["v"] = attrN(pg.version + 1)
 	err := s.putItem(ctx, item, "v = :v", nil, map[string]types.AttributeValue{":v": attrN(pg.version)})
-	if err == nil {
+	switch {
+	case err == nil:
 		pg.version++
+		s.cache.putPage(jobID, index, block, item)
+	case isConditionFailed(err):
+		s.cache.dropPage(jobID, index, block)
 	}
 	return err
 }
@@ -172,7 +176,24 @@ func (s *Store) loadPage(ctx context.Context, jobID string, index int, block int
 	if prec == nil {
 		return nil, nil, nil
 	}
+	s.cache.putPage(jobID, index, block, prec)
 	return s.pageWithMembers(ctx, jobID, index, block, prec, recs[mID])
+}
+
+// pageToWrite returns the status page as this process last wrote or read
+// it (cached true), else as read now. A cached page may be stale: it may
+// only be the base of a conditional writePage, and a decision to write
+// nothing must be taken again on a page read fresh (see recordCache).
+func (s *Store) pageToWrite(ctx context.Context, jobID string, index int, block int64) (*page, *members, bool, error) {
+	if rec := s.cache.page(jobID, index, block); rec != nil {
+		pg, mem, err := s.pageWithMembers(ctx, jobID, index, block, rec, nil)
+		if err == nil {
+			return pg, mem, true, nil
+		}
+		s.cache.dropPage(jobID, index, block)
+	}
+	pg, mem, err := s.loadPage(ctx, jobID, index, block)
+	return pg, mem, false, err
 }
 
 // pageWithMembers decodes a status page record read already and finds its
@@ -217,14 +238,39 @@ func (s *Store) pageWithMembers(ctx context.Context, jobID string, index int, bl
 }
 
 // materialize builds the port's items for some slots of one page, reading
-// their payload records and, for items with an error, their error records;
+// their payload records and, for items with an error, their error records,
 // and the page's msgid records when an item's message id is in one.
-func (s *Store) materialize(ctx context.Context, jobID string, index int, pg *page, mem *members, ords []int) ([]store.Item, error) {
+// With running (the job runs: its payloads are all written and never
+// change again) payload records are taken from the cache when it holds
+// every wanted item, and cached once read.
+func (s *Store) materialize(ctx context.Context, jobID string, index int, pg *page, mem *members, ords []int, running bool) ([]store.Item, error) {
 	pk := jobPK(jobID)
+	datas := map[int64]map[string]payload{}
+	if running {
+		for _, o := range ords {
+			seq := mem.seqs[o]
+			d := seq / dataWidth
+			if data, ok := datas[d]; ok && data == nil {
+				continue // already known to lack an item
+			}
+			data := s.cache.payloadsOf(pk + "\x00" + skData(d))
+			if _, ok := data[strconv.FormatInt(seq, 10)]; !ok {
+				data = nil
+			}
+			datas[d] = data
+		}
+		for d, data := range datas {
+			if data == nil {
+				delete(datas, d)
+			}
+		}
+	}
 	var keys []map[string]types.AttributeValue
 	needSegs := false
 	for _, o := range ords {
-		keys = append(keys, key(pk, skData(mem.seqs[o]/dataWidth)))
+		if _, ok := datas[mem.seqs[o]/dataWidth]; !ok {
+			keys = append(keys, key(pk, skData(mem.seqs[o]/dataWidth)))
+		}
 		if pg.slots[o].category != "" {
 			keys = append(keys, key(pk, skErr(index, mem.seqs[o])))
 		}
@@ -241,9 +287,12 @@ func (s *Store) materialize(ctx context.Context, jobID string, index int, pg *pa
 			keys = append(keys, key(pk, skMsgs(index, block, id)))
 		}
 	}
-	recs, err := s.batchGet(ctx, keys, true)
-	if err != nil {
-		return nil, err
+	var recs map[string]map[string]types.AttributeValue
+	if len(keys) > 0 {
+		var err error
+		if recs, err = s.batchGet(ctx, keys, true); err != nil {
+			return nil, err
+		}
 	}
 	var segs []map[int]string
 	if needSegs {
@@ -259,7 +308,6 @@ func (s *Store) materialize(ctx context.Context, jobID string, index int, pg *pa
 			segs = append(segs, m)
 		}
 	}
-	datas := map[int64]map[string]payload{}
 	items := make([]store.Item, 0, len(ords))
 	for _, o := range ords {
 		seq, sl := mem.seqs[o], pg.slots[o]
@@ -267,8 +315,12 @@ func (s *Store) materialize(ctx context.Context, jobID string, index int, pg *pa
 		if _, ok := datas[d]; !ok {
 			data := map[string]payload{}
 			if r := recs[pk+"\x00"+skData(d)]; r != nil {
+				var err error
 				if data, err = decodePayloads(r); err != nil {
 					return nil, fmt.Errorf("payload record %s/%d: %w", jobID, d, err)
+				}
+				if running {
+					s.cache.putPayloads(pk+"\x00"+skData(d), data)
 				}
 			}
 			datas[d] = data
@@ -349,38 +401,17 @@ func (s *Store) claimFrom(ctx context.Context, p store.ClaimItemsParams, now int
 			res.NextDueAt = fromNanos(next)
 			return res, true, nil
 		}
-		pg, mem, err := s.loadPage(ctx, p.JobID, p.Index, block)
-		if err != nil {
+		pg, mem, ords, lost, err := s.claimPage(ctx, p, now, block)
+		if err != nil || lost {
 			return res, false, err
 		}
 		if pg == nil {
-			continue
+			continue // gone, or the index lags behind the page
 		}
-		var ords []int
-		for o, sl := range pg.slots {
-			if len(ords) == p.Max {
-				break
-			}
-			if sl.status == 'p' && sl.next <= now {
-				ords = append(ords, o)
-			}
-		}
-		if len(ords) == 0 {
-			continue // the index lags behind the page
-		}
-		claim := pg.addClaim(p.ClaimID, now)
-		for _, o := range ords {
-			sl := &pg.slots[o]
-			sl.status, sl.attempts, sl.claim, sl.sub = 's', sl.attempts+1, claim, secs(p.Now)
+		for range ords {
 			res.Delta.Move(store.ItemPending, store.ItemSubmitted)
 		}
-		if err := s.writePage(ctx, p.JobID, p.Index, block, pg); err != nil {
-			if isConditionFailed(err) {
-				return res, false, nil
-			}
-			return res, false, err
-		}
-		if res.Items, err = s.materialize(ctx, p.JobID, p.Index, pg, mem, ords); err != nil {
+		if res.Items, err = s.materialize(ctx, p.JobID, p.Index, pg, mem, ords, true); err != nil {
 			return res, false, err
 		}
 		var nextDue int64
@@ -401,6 +432,53 @@ func (s *Store) claimFrom(ctx context.Context, p store.ClaimItemsParams, now int
 	// Every candidate was due by the index but had nothing due on reading
 	// (the index lags on AWS): report nothing claimed; the next call looks again.
 	return res, true, nil
+}
+
+// claimPage claims up to p.Max due items of one status page with a
+// conditional write, on the page as last written here when cached, else
+// (or when that write loses, or the cached page has nothing due) on the
+// page read fresh. It returns the page as written and the claimed slots;
+// a nil page when the page does not exist or has nothing due; lost when
+// the write on the fresh page lost a race (the caller looks again).
+func (s *Store) claimPage(ctx context.Context, p store.ClaimItemsParams, now, block int64) (pg *page, mem *members, ords []int, lost bool, err error) {
+	pg, mem, cached, err := s.pageToWrite(ctx, p.JobID, p.Index, block)
+	for {
+		if err != nil || pg == nil {
+			return nil, nil, nil, false, err
+		}
+		ords = ords[:0]
+		for o, sl := range pg.slots {
+			if len(ords) == p.Max {
+				break
+			}
+			if sl.status == 'p' && sl.next <= now {
+				ords = append(ords, o)
+			}
+		}
+		if len(ords) > 0 {
+			claim := pg.addClaim(p.ClaimID, now)
+			for _, o := range ords {
+				sl := &pg.slots[o]
+				sl.status, sl.attempts, sl.claim, sl.sub = 's', sl.attempts+1, claim, secs(p.Now)
+			}
+			err = s.writePage(ctx, p.JobID, p.Index, block, pg)
+			switch {
+			case err == nil:
+				return pg, mem, ords, false, nil
+			case !isConditionFailed(err):
+				return nil, nil, nil, false, err
+			case !cached:
+				return nil, nil, nil, true, nil
+			}
+		} else if !cached {
+			return nil, nil, nil, false, nil
+		}
+		// The cached page was stale (or says nothing is due): decide on
+		// the page as it is now.
+		s.cache.dropPage(p.JobID, p.Index, block)
+		pg, mem, err = s.loadPage(ctx, p.JobID, p.Index, block)
+		cached = false
+	}
 }
 
 // UpdateItems applies the updates page by page: read the page, check each
@@ -463,8 +541,17 @@ func (s *Store) updatePage(ctx context.Context, p store.UpdateItemsParams, block
 		return false, nil
 	}
 	at := nanos(p.At)
+	useCache := true
 	for attempt := 0; attempt < s.opts.MaxRetries; attempt++ {
-		pg, mem, err := s.loadPage(ctx, p.JobID, p.Index, block)
+		var pg *page
+		var mem *members
+		var cached bool
+		var err error
+		if useCache {
+			pg, mem, cached, err = s.pageToWrite(ctx, p.JobID, p.Index, block)
+		} else {
+			pg, mem, err = s.loadPage(ctx, p.JobID, p.Index, block)
+		}
 		if err != nil {
 			return false, err
 		}
@@ -549,12 +636,24 @@ func (s *Store) updatePage(ctx context.Context, p store.UpdateItemsParams, block
 			}
 			applied++
 		}
+		if cached && (len(rejected) > 0 || len(errRecs) > 0) {
+			// Neither a rejection nor an error record is written on a
+			// page that may be stale: decide again on the page as it is.
+			s.cache.dropPage(p.JobID, p.Index, block)
+			useCache = false
+			attempt--
+			continue
+		}
 		if applied > 0 {
 			if err := s.batchWrite(ctx, errRecs); err != nil {
 				return true, err
 			}
 			if err := s.writePage(ctx, p.JobID, p.Index, block, pg); err != nil {
 				if isConditionFailed(err) {
+					if cached {
+						attempt-- // the cache was stale: not a lost race
+					}
+					useCache = false
 					continue
 				}
 				return true, err
@@ -761,7 +860,7 @@ func (s *Store) ListItems(ctx context.Context, p store.ListItemsParams) (store.L
 		g.ords = append(g.ords, h.ord)
 	}
 	for _, g := range groups {
-		items, err := s.materialize(ctx, p.JobID, g.h.index, g.h.pg, g.h.mem, g.ords)
+		items, err := s.materialize(ctx, p.JobID, g.h.index, g.h.pg, g.h.mem, g.ords, false)
 		if err != nil {
 			return store.ListItemsResult{}, fmt.Errorf("list items of %s: %w", p.JobID, err)
 		}
@@ -889,7 +988,7 @@ func (s *Store) submittedOfPage(ctx context.Context, gk map[string]types.Attribu
 	if len(ords) == 0 {
 		return nil, nil
 	}
-	return s.materialize(ctx, jobID, index, pg, mem, ords)
+	return s.materialize(ctx, jobID, index, pg, mem, ords, false)
 }
 
 var _ store.ItemGetter = (*Store)(nil)
@@ -925,7 +1024,7 @@ func (s *Store) GetItems(ctx context.Context, p store.GetItemsParams) ([]store.I
 				}
 			}
 			if len(ords) > 0 {
-				got, err := s.materialize(ctx, p.JobID, p.Shard, pg, mem, ords)
+				got, err := s.materialize(ctx, p.JobID, p.Shard, pg, mem, ords, false)
 				if err != nil {
 					return nil, err
 				}

@@ -297,7 +297,7 @@ scan:
 		return res, err
 	}
 	for _, h := range hits {
-		items, err := s.materialize(ctx, p.JobID, h.index, h.pg, h.mem, []int{h.ord})
+		items, err := s.materialize(ctx, p.JobID, h.index, h.pg, h.mem, []int{h.ord}, false)
 		if err != nil {
 			return res, fmt.Errorf("list items of %s by ref: %w", p.JobID, err)
 		}

@@ -152,8 +152,10 @@ func (s *Store) readShard(ctx context.Context, jobID string, index int) (map[str
 		return nil, fmt.Errorf("read shard %s/%d: %w", jobID, index, err)
 	}
 	if rec == nil {
+		s.cache.dropShard(jobID, index)
 		return nil, fmt.Errorf("shard %s/%d: %w", jobID, index, store.ErrNotFound)
 	}
+	s.cache.putShard(jobID, index, rec)
 	return rec, nil
 }
 
@@ -296,6 +298,10 @@ func (s *Store) recount(ctx context.Context, jobID string, index int) (store.Cou
 // its status pages (next epoch), and writes the turn on condition the shard
 // version is unchanged, retrying after a jittered wait when it changed.
 func (s *Store) BeginTurn(ctx context.Context, p store.BeginTurnParams) (store.Shard, error) {
+	// The previous turn may have run in another process: work this one
+	// from fresh reads, and cache the shard's records until it ends (see
+	// recordCache).
+	s.cache.beginTurn(p.JobID, p.Index)
 	for attempt := 0; attempt < s.opts.MaxRetries; attempt++ {
 		if attempt > 0 {
 			if err := contendedBackoff(ctx, attempt); err != nil {
@@ -339,6 +345,7 @@ func (s *Store) BeginTurn(ctx context.Context, p store.BeginTurnParams) (store.S
 		if err != nil {
 			return store.Shard{}, fmt.Errorf("begin turn of shard %s/%d: %w", p.JobID, p.Index, err)
 		}
+		s.cache.putShard(p.JobID, p.Index, out)
 		return shardFrom(out), nil
 	}
 	return store.Shard{}, fmt.Errorf("begin turn of shard %s/%d: %w", p.JobID, p.Index, store.ErrConflict)
@@ -362,6 +369,9 @@ func (s *Store) AdvanceShard(ctx context.Context, p store.AdvanceShardParams) (s
 		return store.Shard{}, fmt.Errorf("advance shard %s/%d: %w: count delta sums to %d", p.JobID, p.Index, store.ErrInvalidArgument, p.Delta.Total())
 	}
 	rid := newRequestID()
+	if p.EndTurn {
+		defer s.cache.endTurn(p.JobID, p.Index)
+	}
 	return s.casShard(ctx, p.JobID, p.Index, rid, "advance shard", func(rec map[string]types.AttributeValue, u *updateBuilder) error {
 		if getN(rec, "turn") != p.Turn {
 			return fmt.Errorf("advance shard %s/%d: turn %d is not current (%d): %w", p.JobID, p.Index, p.Turn, getN(rec, "turn"), store.ErrConflict)
@@ -419,18 +429,25 @@ func (s *Store) foldOrRecount(ctx context.Context, rec map[string]types.Attribut
 // writes it with request id rid on condition the shard version is
 // unchanged, retrying after a jittered wait when it changed. If the record
 // already carries rid (an earlier attempt was applied but its answer was
-// lost) it returns the record as it is.
+// lost) it returns the record as it is. The first attempt starts from the
+// record as this process last wrote or read it, when cached (the sender's
+// every batch folds its progress here): every write of a shard moves its
+// version, so a stale one fails the condition and is read again, at once.
 func (s *Store) casShard(ctx context.Context, jobID string, index int, rid, op string,
 	build func(rec map[string]types.AttributeValue, u *updateBuilder) error) (store.Shard, error) {
+	cached := s.cache.shard(jobID, index)
 	for attempt := 0; attempt < s.opts.MaxRetries; attempt++ {
 		if attempt > 0 {
 			if err := contendedBackoff(ctx, attempt); err != nil {
 				return store.Shard{}, err
 			}
 		}
-		rec, err := s.readShard(ctx, jobID, index)
-		if err != nil {
-			return store.Shard{}, err
+		rec := cached
+		if rec == nil {
+			var err error
+			if rec, err = s.readShard(ctx, jobID, index); err != nil {
+				return store.Shard{}, err
+			}
 		}
 		if applied(rec, rid) {
 			return shardFrom(rec), nil
@@ -443,15 +460,25 @@ func (s *Store) casShard(ctx context.Context, jobID string, index int, rid, op s
 		u.values[":sv"] = attrN(getN(rec, "sv"))
 		out, err := s.updateItem(ctx, u.input(jobID, index, "sv = :sv"))
 		if isConditionFailed(err) {
+			if cached != nil {
+				// The cached record was stale, not a lost race: read it
+				// again and retry without waiting.
+				cached = nil
+				s.cache.dropShard(jobID, index)
+				attempt--
+			}
 			continue
 		}
+		cached = nil
 		if err != nil {
+			s.cache.dropShard(jobID, index)
 			// The answer may be lost after the update was applied: look.
 			if rec, rerr := s.readShard(ctx, jobID, index); rerr == nil && applied(rec, rid) {
 				return shardFrom(rec), nil
 			}
 			return store.Shard{}, fmt.Errorf("%s %s/%d: %w", op, jobID, index, err)
 		}
+		s.cache.putShard(jobID, index, out)
 		return shardFrom(out), nil
 	}
 	return store.Shard{}, fmt.Errorf("%s %s/%d: %w", op, jobID, index, store.ErrConflict)
@@ -519,6 +546,7 @@ func (s *Store) recountShard(ctx context.Context, jobID string, index int, op st
 		if err != nil {
 			return store.Shard{}, fmt.Errorf("%s %s/%d: %w", op, jobID, index, err)
 		}
+		s.cache.putShard(jobID, index, out)
 		return shardFrom(out), nil
 	}
 	return store.Shard{}, fmt.Errorf("%s %s/%d: %w", op, jobID, index, store.ErrConflict)
@@ -549,6 +577,9 @@ func (s *Store) TransitionShard(ctx context.Context, p store.TransitionShardPara
 			u.Set("lastAdv", attrN(last))
 		}
 		u.g2For(p.To, p.PauseReason, getBool(rec, "dirty"), last, p.JobID, p.Index)
+		// Every write of a shard moves its version: a compare-and-swap
+		// begun on the record before (a cached one too) must read again.
+		u.Add("sv", 1)
 		// On condition the dirty flag is still the one read, too: the index
 		// entry follows it (a mark meanwhile must not leave a dirty final
 		// shard out of the DIRTY partition).
@@ -565,6 +596,7 @@ func (s *Store) TransitionShard(ctx context.Context, p store.TransitionShardPara
 		if err != nil {
 			return store.Shard{}, fmt.Errorf("transition shard %s/%d: %w", p.JobID, p.Index, err)
 		}
+		s.cache.putShard(p.JobID, p.Index, out)
 		return shardFrom(out), nil
 	}
 	return store.Shard{}, fmt.Errorf("transition shard %s/%d: %w", p.JobID, p.Index, store.ErrConflict)
@@ -667,13 +699,14 @@ func (s *Store) MarkShardDirty(ctx context.Context, jobID string, index int) (st
 		}
 		u.Add("sv", 1)
 		u.values[":sv"] = attrN(getN(rec, "sv"))
-		_, err = s.updateItem(ctx, u.input(jobID, index, "sv = :sv"))
+		out, err := s.updateItem(ctx, u.input(jobID, index, "sv = :sv"))
 		if isConditionFailed(err) {
 			continue
 		}
 		if err != nil {
 			return store.Shard{}, fmt.Errorf("mark shard %s/%d dirty: %w", jobID, index, err)
 		}
+		s.cache.putShard(jobID, index, out)
 		return sh, nil
 	}
 	return store.Shard{}, fmt.Errorf("mark shard %s/%d dirty: %w", jobID, index, store.ErrConflict)
@@ -715,11 +748,13 @@ func (s *Store) dropDirtyEntry(ctx context.Context, rec map[string]types.Attribu
 	u := newUpdate()
 	u.Remove("g2pk")
 	u.Remove("g2sk")
+	u.Add("sv", 1)
 	u.values[":pk"] = attrS(dirtyPK)
 	u.values[":sv"] = attrN(getN(rec, "sv"))
 	u.values[":st"] = attrS(getS(rec, "status"))
 	u.values[":dirty"] = attrBool(getBool(rec, "dirty"))
 	in := u.input(getS(rec, "job"), int(getN(rec, "idx")), "g2pk = :pk AND sv = :sv AND dirty = :dirty AND "+u.name("status")+" = :st")
+	s.cache.dropShard(getS(rec, "job"), int(getN(rec, "idx")))
 	if _, err := s.updateItem(ctx, in); err != nil && !isConditionFailed(err) {
 		s.log.Warn("cannot drop a stale dirty-shard index entry", slog.String("job", getS(rec, "job")), slog.Int64("shard", getN(rec, "idx")), slog.Any("err", err))
 	}
