@@ -336,7 +336,7 @@ func manyAccountsCost(b *testing.B, accounts, perAccount int, rate float64) {
 	var published atomic.Int64
 	snd := &sender.Sender{Store: st, Queue: q, Provider: prov, Clock: clk, Log: log,
 		Config:   sender.Config{ClaimBatch: 10, Concurrency: 16, MaxWait: time.Second, TurnDuration: 60 * time.Second},
-		Breakers: &breaker.Breakers{Store: st, Clock: clk, Log: log},
+		Breakers: &breaker.Breakers{Store: st, Clock: clk, Log: log}, Sizers: &sender.Sizers{},
 		Outcomes: eventCounter{&published}}
 	var rcs []submit.Recipient
 	for i := range accounts {

@@ -168,10 +168,12 @@ type Sender struct {
 	// result comes later (nil: their items go to review after the settle
 	// delay).
 	MsgCalls store.MsgCallStore
-
-	// sizers measure each account's calls and choose its batch size and
-	// calls in flight, shared by the turns of this process.
-	sizers *accountSizers
+	// Sizers measures each account's calls and chooses its batch size and
+	// calls in flight (see sizing.go), shared by the process's turns and
+	// by every copy of the Sender (nil: no measurement; calls of identical
+	// content carry 80% of the account's max_recipients_per_call and only
+	// Concurrency bounds a turn's calls in flight).
+	Sizers *Sizers
 }
 
 // Message is the queue message of a turn.

@@ -59,13 +59,12 @@ const (
 	sizingGrowStepShare = 8
 )
 
-// sizersInit guards the creation of a Sender's sizers (a Sender is a plain
-// struct, set up by its fields and sometimes copied: copies made after the
-// first turn share the sizers).
-var sizersInit sync.Mutex
-
-// accountSizers holds the process's sizer of every account it sends for.
-type accountSizers struct {
+// Sizers holds the process's sizer of every account it sends for: what it
+// measured of the account's calls and the calls it has in flight, shared
+// by all the process's turns. A Sender takes it as a pointer made where the
+// Sender is wired, so every copy of the Sender shares it; the zero value is
+// ready to use.
+type Sizers struct {
 	mu sync.Mutex
 	m  map[string]*accountSizer
 }
@@ -102,19 +101,22 @@ type accountSizer struct {
 
 // sizer returns the process's sizer of the turn's account, creating it
 // (from the sizing saved on the account, if recent) on first use, and
-// keeps it in line with the account's limits.
+// keeps it in line with the account's limits. With no Sizers there is
+// none (nil): calls carry SizingShare of the account's limit and only the
+// turn's Concurrency bounds its calls in flight.
 func (s *Sender) sizer(a store.Account, most int, now time.Time) *accountSizer {
-	sizersInit.Lock()
-	if s.sizers == nil {
-		s.sizers = &accountSizers{m: map[string]*accountSizer{}}
+	reg := s.Sizers
+	if reg == nil {
+		return nil
 	}
-	reg := s.sizers
-	sizersInit.Unlock()
 	reg.mu.Lock()
 	k := a.Tenant + "\x00" + a.ID
 	z := reg.m[k]
 	if z == nil {
 		z = newAccountSizer(a, most, now)
+		if reg.m == nil {
+			reg.m = map[string]*accountSizer{}
+		}
 		reg.m[k] = z
 	}
 	reg.mu.Unlock()

@@ -172,6 +172,28 @@ func TestSizerSeedsFromSavedSizingAndRestartsOnNewLimits(t *testing.T) {
 	}
 }
 
+// TestCopiesOfASenderShareItsSizers: a Sender copied to swap one of its
+// ports (as tests and the chaos harness do), before or after its first
+// turn, measures and bounds an account's calls with the same sizer as the
+// original, so the account's calls in flight stay bounded across them.
+func TestCopiesOfASenderShareItsSizers(t *testing.T) {
+	t.Parallel()
+	a := store.Account{Tenant: "t", ID: "a", RatePerSec: 10, MaxRecipientsPerCall: 100}
+	s := &Sender{Sizers: &Sizers{}}
+	before := *s
+	z := s.sizer(a, 64, sizingT0)
+	after := *s
+	if zb, za := before.sizer(a, 64, sizingT0), after.sizer(a, 64, sizingT0); zb != z || za != z {
+		t.Fatalf("sizers %p (copy made before), %p (copy made after), want the original's %p", zb, za, z)
+	}
+	if other := s.sizer(store.Account{Tenant: "t", ID: "b", RatePerSec: 10}, 64, sizingT0); other == z {
+		t.Fatal("two accounts share a sizer")
+	}
+	if z := (&Sender{}).sizer(a, 64, sizingT0); z != nil {
+		t.Fatal("a Sender without Sizers sized an account")
+	}
+}
+
 // TestSizerPublishesChangesAndOncePerMinute: a decision is saved once (a
 // second turn asking right after gets nothing), an unchanged sizing again
 // only after SizingPublishEvery.
@@ -209,7 +231,7 @@ func TestPackedCallsCarryTheBatchSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := store.Account{Tenant: "t", ID: "a", RatePerSec: 1000, MaxRecipientsPerCall: 100}
-	tr := &turn{s: &Sender{}, cfg: Config{}.withDefaults(), account: a, tmpl: tmpl}
+	tr := &turn{s: &Sender{Sizers: &Sizers{}}, cfg: Config{}.withDefaults(), account: a, tmpl: tmpl}
 	tr.sizing = tr.s.sizer(a, 64, sizingT0)
 	items := func(n int) []store.Item {
 		out := make([]store.Item, n)
@@ -282,7 +304,7 @@ func TestBatchTakesItsCallSlotsBeforeClaiming(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := store.Account{Tenant: "t", ID: "a", RatePerSec: 10, MaxRecipientsPerCall: 100}
-	s := &Sender{}
+	s := &Sender{Sizers: &Sizers{}}
 	z := s.sizer(a, 64, clk.Now())
 	for range SizingSamples { // 10/s in calls of 80, 1.6 s each: 1 call in flight
 		z.observe(80, 1600*time.Millisecond, clk.Now())

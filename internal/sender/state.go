@@ -97,8 +97,9 @@ func (tr *turn) checkState(ctx context.Context) (bool, Result, error) {
 			return true, Result{}, fmt.Errorf("read account %q: %w", tr.shard.Account, err)
 		}
 		tr.account, tr.accountReadAt = acct, now
-		tr.sizing = tr.s.sizer(acct, tr.cfg.AccountConcurrency, now)
-		tr.sizing.setFloor(min(tr.cfg.ClaimBatch, tr.cfg.Concurrency))
+		if tr.sizing = tr.s.sizer(acct, tr.cfg.AccountConcurrency, now); tr.sizing != nil {
+			tr.sizing.setFloor(min(tr.cfg.ClaimBatch, tr.cfg.Concurrency))
+		}
 	}
 	return tr.gate(ctx)
 }
