@@ -79,7 +79,7 @@ type accountSizer struct {
 	top   int     // SizingShare of limit, at least 1
 	rate  float64 // the account's batch rate (0: unlimited)
 	most  int     // the configured maximum of calls in flight
-	floor int     // the fewest calls in flight it allows: one batch's calls
+	floor int     // the fewest calls in flight it allows (callBounds)
 
 	batch       int
 	concurrency int
@@ -99,12 +99,32 @@ type accountSizer struct {
 	loggedVersion    int64 // the version last logged
 }
 
+// callBounds are the sender's bounds on an account's calls in flight.
+type callBounds struct {
+	// most is the configured maximum (Config.AccountConcurrency).
+	most int
+	// floor is the fewest allowed while the P99 latency is within its
+	// target: the calls one batch of the sender makes. Little's law sizes
+	// the calls in flight of an even flow (rate × latency), but a sender
+	// starts a batch's calls together, after the batch's store work: with
+	// fewer slots than one batch's calls, the store work and the calls
+	// take turns and a fast provider's account falls well below its rate
+	// (measured: 23–53% of the batch rate on DynamoDB). Once the latency
+	// is over the target, Little's law alone rules.
+	floor int
+}
+
+// callBounds of the sender's config.
+func (c Config) callBounds() callBounds {
+	return callBounds{most: c.AccountConcurrency, floor: min(c.ClaimBatch, c.Concurrency)}
+}
+
 // sizer returns the process's sizer of the turn's account, creating it
 // (from the sizing saved on the account, if recent) on first use, and
 // keeps it in line with the account's limits. With no Sizers there is
 // none (nil): calls carry SizingShare of the account's limit and only the
 // turn's Concurrency bounds its calls in flight.
-func (s *Sender) sizer(a store.Account, most int, now time.Time) *accountSizer {
+func (s *Sender) sizer(a store.Account, b callBounds, now time.Time) *accountSizer {
 	reg := s.Sizers
 	if reg == nil {
 		return nil
@@ -113,37 +133,43 @@ func (s *Sender) sizer(a store.Account, most int, now time.Time) *accountSizer {
 	k := a.Tenant + "\x00" + a.ID
 	z := reg.m[k]
 	if z == nil {
-		z = newAccountSizer(a, most, now)
+		z = newAccountSizer(a, b, now)
 		if reg.m == nil {
 			reg.m = map[string]*accountSizer{}
 		}
 		reg.m[k] = z
+		reg.mu.Unlock()
+		return z
 	}
 	reg.mu.Unlock()
-	z.configure(a, most)
+	z.configure(a, b)
 	return z
 }
 
-func newAccountSizer(a store.Account, most int, now time.Time) *accountSizer {
+func newAccountSizer(a store.Account, b callBounds, now time.Time) *accountSizer {
 	z := &accountSizer{}
 	z.cond = sync.NewCond(&z.mu)
-	z.configure(a, most)
-	z.batch, z.concurrency = z.top, z.most
+	z.configure(a, b)
 	if sz := a.Sizing; sz.Measured() && now.Sub(sz.At) < SizingSeedMaxAge && sz.BatchSize > 0 && sz.Concurrency > 0 {
 		z.batch, z.concurrency = min(sz.BatchSize, z.top), min(sz.Concurrency, z.most)
 		z.p99, z.at = sz.P99, sz.At
 		z.published, z.publishedAt = z.version, sz.At
+		z.liftToFloor()
 	}
 	return z
 }
 
-// configure takes the account's current limits: a new
-// max_recipients_per_call starts the measurement afresh.
-func (z *accountSizer) configure(a store.Account, most int) {
-	limit := perCall(a)
+// configure takes the account's current limits and the sender's bounds
+// when they changed: a new max_recipients_per_call starts the measurement
+// afresh, and the calls in flight are kept within the bounds.
+func (z *accountSizer) configure(a store.Account, b callBounds) {
+	limit, rate, most := perCall(a), a.BatchRate(), max(1, b.most)
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	z.rate, z.most = a.BatchRate(), max(1, most)
+	if limit == z.limit && rate == z.rate && most == z.most && b.floor == z.floor {
+		return
+	}
+	z.rate, z.most, z.floor = rate, most, b.floor
 	z.concurrency = min(max(z.concurrency, 1), z.most)
 	if limit != z.limit {
 		z.limit = limit
@@ -154,7 +180,16 @@ func (z *accountSizer) configure(a store.Account, most int) {
 			z.concurrency = z.most
 		}
 	}
+	z.liftToFloor()
 	z.cond.Broadcast()
+}
+
+// liftToFloor raises the calls in flight to the floor while the P99
+// latency is within its target (see callBounds); z.mu is held.
+func (z *accountSizer) liftToFloor() {
+	if z.concurrency < z.floor && z.concurrency < z.most && z.p99 <= SizingP99Target {
+		z.concurrency = min(z.floor, z.most)
+	}
 }
 
 // BatchSize is the recipients a call of identical content carries now.
@@ -193,24 +228,6 @@ func (z *accountSizer) acquire() {
 	}
 	z.inFlight++
 	z.mu.Unlock()
-}
-
-// setFloor sets the fewest calls in flight the sizer allows while the
-// P99 latency is within its target: the calls one batch of the sender
-// makes. Little's law sizes the calls in flight of an even flow (rate ×
-// latency), but a sender starts a batch's calls together, after the
-// batch's store work: with fewer slots than one batch's calls, the store
-// work and the calls take turns and a fast provider's account falls well
-// below its rate (measured: 23–53% of the batch rate on DynamoDB). Once
-// the latency is over the target, Little's law alone rules.
-func (z *accountSizer) setFloor(n int) {
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	z.floor = n
-	if z.concurrency < n && z.concurrency < z.most && z.p99 <= SizingP99Target {
-		z.concurrency = min(n, z.most)
-		z.cond.Broadcast()
-	}
 }
 
 // release frees a call slot.

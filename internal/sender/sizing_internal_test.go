@@ -30,7 +30,7 @@ func TestSizerShrinksUntilP99UnderTargetThenGrowsBack(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(sizingT0)
 	a := store.Account{Tenant: "t", ID: "a", RatePerSec: 1000, MaxRecipientsPerCall: 100}
-	z := newAccountSizer(a, 64, clk.Now())
+	z := newAccountSizer(a, callBounds{most: 64}, clk.Now())
 	if z.batchSize() != 80 {
 		t.Fatalf("initial batch %d, want 80 (80%% of 100)", z.batchSize())
 	}
@@ -89,7 +89,7 @@ func TestSizerConcurrencyByLittlesLaw(t *testing.T) {
 		{"capped", 10000, 1, time.Second, 64},
 	} {
 		clk := clock.NewFake(sizingT0)
-		z := newAccountSizer(store.Account{Tenant: "t", ID: "a", RatePerSec: tc.rate, MaxRecipientsPerCall: tc.limit}, 64, clk.Now())
+		z := newAccountSizer(store.Account{Tenant: "t", ID: "a", RatePerSec: tc.rate, MaxRecipientsPerCall: tc.limit}, callBounds{most: 64}, clk.Now())
 		if z.snapshot().Concurrency != 64 {
 			t.Fatalf("%s: before measuring, concurrency %d, want the maximum", tc.name, z.snapshot().Concurrency)
 		}
@@ -108,7 +108,7 @@ func TestSizerConcurrencyByLittlesLaw(t *testing.T) {
 func TestSizerSlotsBoundCallsInFlight(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(sizingT0)
-	z := newAccountSizer(store.Account{Tenant: "t", ID: "a", RatePerSec: 10, MaxRecipientsPerCall: 1}, 64, clk.Now())
+	z := newAccountSizer(store.Account{Tenant: "t", ID: "a", RatePerSec: 10, MaxRecipientsPerCall: 1}, callBounds{most: 64}, clk.Now())
 	for range SizingSamples {
 		z.observe(1, 10*time.Millisecond, clk.Now())
 	}
@@ -153,7 +153,7 @@ func TestSizerSeedsFromSavedSizingAndRestartsOnNewLimits(t *testing.T) {
 	now := sizingT0
 	a := store.Account{Tenant: "t", ID: "a", RatePerSec: 100, MaxRecipientsPerCall: 100,
 		Sizing: store.AccountSizing{BatchSize: 45, Concurrency: 3, P99: 1900 * time.Millisecond, At: now.Add(-10 * time.Second)}}
-	z := newAccountSizer(a, 64, now)
+	z := newAccountSizer(a, callBounds{most: 64}, now)
 	if sz := z.snapshot(); sz.BatchSize != 45 || sz.Concurrency != 3 {
 		t.Fatalf("seeded sizing %+v, want batch 45 and 3 in flight", sz)
 	}
@@ -162,13 +162,19 @@ func TestSizerSeedsFromSavedSizingAndRestartsOnNewLimits(t *testing.T) {
 	}
 	stale := a
 	stale.Sizing.At = now.Add(-SizingSeedMaxAge - time.Second)
-	if sz := newAccountSizer(stale, 64, now).snapshot(); sz.BatchSize != 80 || sz.Concurrency != 64 {
+	if sz := newAccountSizer(stale, callBounds{most: 64}, now).snapshot(); sz.BatchSize != 80 || sz.Concurrency != 64 {
 		t.Fatalf("stale seed gave %+v, want 80 and the maximum", sz)
 	}
 	a.MaxRecipientsPerCall = 50
-	z.configure(a, 64)
+	z.configure(a, callBounds{most: 64})
 	if n := z.batchSize(); n != 40 {
 		t.Fatalf("batch %d after the limit became 50, want 40", n)
+	}
+	// A seed below the floor of one batch's calls (its P99 is within the
+	// target) is lifted to it when the sizer is made.
+	a.MaxRecipientsPerCall = 100
+	if c := newAccountSizer(a, callBounds{most: 64, floor: 8}, now).snapshot().Concurrency; c != 8 {
+		t.Fatalf("seeded 3 calls in flight with a floor of 8: %d, want 8", c)
 	}
 }
 
@@ -181,15 +187,15 @@ func TestCopiesOfASenderShareItsSizers(t *testing.T) {
 	a := store.Account{Tenant: "t", ID: "a", RatePerSec: 10, MaxRecipientsPerCall: 100}
 	s := &Sender{Sizers: &Sizers{}}
 	before := *s
-	z := s.sizer(a, 64, sizingT0)
+	z := s.sizer(a, callBounds{most: 64}, sizingT0)
 	after := *s
-	if zb, za := before.sizer(a, 64, sizingT0), after.sizer(a, 64, sizingT0); zb != z || za != z {
+	if zb, za := before.sizer(a, callBounds{most: 64}, sizingT0), after.sizer(a, callBounds{most: 64}, sizingT0); zb != z || za != z {
 		t.Fatalf("sizers %p (copy made before), %p (copy made after), want the original's %p", zb, za, z)
 	}
-	if other := s.sizer(store.Account{Tenant: "t", ID: "b", RatePerSec: 10}, 64, sizingT0); other == z {
+	if other := s.sizer(store.Account{Tenant: "t", ID: "b", RatePerSec: 10}, callBounds{most: 64}, sizingT0); other == z {
 		t.Fatal("two accounts share a sizer")
 	}
-	if z := (&Sender{}).sizer(a, 64, sizingT0); z != nil {
+	if z := (&Sender{}).sizer(a, callBounds{most: 64}, sizingT0); z != nil {
 		t.Fatal("a Sender without Sizers sized an account")
 	}
 }
@@ -200,7 +206,7 @@ func TestCopiesOfASenderShareItsSizers(t *testing.T) {
 func TestSizerPublishesChangesAndOncePerMinute(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(sizingT0)
-	z := newAccountSizer(store.Account{Tenant: "t", ID: "a", RatePerSec: 100, MaxRecipientsPerCall: 100}, 64, clk.Now())
+	z := newAccountSizer(store.Account{Tenant: "t", ID: "a", RatePerSec: 100, MaxRecipientsPerCall: 100}, callBounds{most: 64}, clk.Now())
 	if _, due := z.publishDue(clk.Now()); due {
 		t.Fatal("nothing measured, yet due")
 	}
@@ -232,7 +238,7 @@ func TestPackedCallsCarryTheBatchSize(t *testing.T) {
 	}
 	a := store.Account{Tenant: "t", ID: "a", RatePerSec: 1000, MaxRecipientsPerCall: 100}
 	tr := &turn{s: &Sender{Sizers: &Sizers{}}, cfg: Config{}.withDefaults(), account: a, tmpl: tmpl}
-	tr.sizing = tr.s.sizer(a, 64, sizingT0)
+	tr.sizing = tr.s.sizer(a, callBounds{most: 64}, sizingT0)
 	items := func(n int) []store.Item {
 		out := make([]store.Item, n)
 		for i := range out {
@@ -305,7 +311,7 @@ func TestBatchTakesItsCallSlotsBeforeClaiming(t *testing.T) {
 	}
 	a := store.Account{Tenant: "t", ID: "a", RatePerSec: 10, MaxRecipientsPerCall: 100}
 	s := &Sender{Sizers: &Sizers{}}
-	z := s.sizer(a, 64, clk.Now())
+	z := s.sizer(a, callBounds{most: 64}, clk.Now())
 	for range SizingSamples { // 10/s in calls of 80, 1.6 s each: 1 call in flight
 		z.observe(80, 1600*time.Millisecond, clk.Now())
 	}
