@@ -259,6 +259,7 @@ func (z *accountSizer) observe(n int, d time.Duration, now time.Time) {
 	// took no longer than.
 	p99 := sorted[int(math.Ceil(0.99*float64(len(sorted))))-1]
 	perCall := float64(z.recipients) / float64(len(sorted))
+	was := [2]int{z.batch, z.concurrency}
 	switch {
 	case p99 > SizingP99Target && z.batch > 1:
 		allowed := int(math.Floor(float64(z.batch) * float64(SizingP99Target) / float64(p99)))
@@ -266,7 +267,6 @@ func (z *accountSizer) observe(n int, d time.Duration, now time.Time) {
 	case float64(p99) < SizingGrowBelow*float64(SizingP99Target) && z.batch < z.top:
 		z.batch = min(z.top, z.batch+max(1, z.top/sizingGrowStepShare))
 	}
-	was := [2]int{z.batch, z.concurrency}
 	z.concurrency = z.most
 	if z.rate > 0 {
 		c := math.Ceil(z.rate / perCall * p99.Seconds() * SizingSafety)

@@ -224,6 +224,24 @@ func TestSizerPublishesChangesAndOncePerMinute(t *testing.T) {
 	}
 }
 
+// TestSizerSavesAChangeOfTheBatchSizeAlone: a decision that changes the
+// batch size but not the calls in flight (an account without a rate
+// limit always has the maximum) is saved at once, like any change: the
+// account view and the gauge agree on the size.
+func TestSizerSavesAChangeOfTheBatchSizeAlone(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(sizingT0)
+	z := newAccountSizer(store.Account{Tenant: "t", ID: "a", MaxRecipientsPerCall: 100}, callBounds{most: 64}, clk.Now())
+	z.feed(clk, 40*time.Millisecond) // 3.2 s a call of 80: down to 50
+	if sz, due := z.publishDue(clk.Now()); !due || sz.BatchSize != 50 || sz.Concurrency != 64 {
+		t.Fatalf("after the shrink: %+v due %v, want batch 50 and 64 in flight saved", sz, due)
+	}
+	z.feed(clk, 10*time.Millisecond) // 0.5 s: grows by 10
+	if sz, due := z.publishDue(clk.Now()); !due || sz.BatchSize != 60 {
+		t.Fatalf("after the batch grew: %+v due %v, want batch 60 saved", sz, due)
+	}
+}
+
 // TestPackedCallsCarryTheBatchSize: identical content goes out in calls of
 // the measured batch size (80 of 100 to start), a group's remainder spread
 // over its calls (never over the account's limit, and never over the
