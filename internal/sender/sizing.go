@@ -47,6 +47,13 @@ import (
 // old. Lambda instances working the same account each measure their own
 // calls and bound their own calls in flight; the sizing saved is the last
 // one that changed.
+//
+// The log tells a new batch size when it is chosen (it moves only past the
+// target or under SizingGrowBelow of it, so rarely). A change of the calls
+// in flight alone (they follow the P99 at every decision, and jump when it
+// hovers around the target, where the floor of one batch's calls comes and
+// goes) is logged at most once every SizingLogEvery per account; the
+// metrics take every decision.
 const (
 	SizingShare         = 0.8
 	SizingP99Target     = 2 * time.Second
@@ -55,6 +62,7 @@ const (
 	SizingSamples       = 20
 	SizingPublishEvery  = time.Minute
 	SizingSeedMaxAge    = 15 * time.Minute
+	SizingLogEvery      = time.Minute
 	sizingShrinkAtMost  = 0.75
 	sizingGrowStepShare = 8
 )
@@ -97,6 +105,8 @@ type accountSizer struct {
 	decisions        int64 // bumped by every decision
 	publishedMetrics int64 // the decision last given to the metrics
 	loggedVersion    int64 // the version last logged
+	loggedBatch      int   // the batch size last logged
+	loggedAt         time.Time
 }
 
 // callBounds are the sender's bounds on an account's calls in flight.
@@ -311,17 +321,22 @@ func (z *accountSizer) publishDue(now time.Time) (store.AccountSizing, bool) {
 }
 
 // metricsDue tells whether the metrics have not seen the latest decision,
-// and marks it seen; changed tells whether that decision changed the
-// sizing since the last one seen.
-func (z *accountSizer) metricsDue() (sz store.AccountSizing, due, changed bool) {
+// and marks it seen; log tells whether the sizing is to be logged (and
+// marks it logged): it changed since it was last logged, and its batch
+// size did or the last log line is SizingLogEvery old.
+func (z *accountSizer) metricsDue(now time.Time) (sz store.AccountSizing, due, log bool) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	if z.at.IsZero() || z.publishedMetrics == z.decisions {
 		return store.AccountSizing{}, false, false
 	}
-	changed = z.loggedVersion != z.version
-	z.publishedMetrics, z.loggedVersion = z.decisions, z.version
-	return z.snapshotLocked(), true, changed
+	z.publishedMetrics = z.decisions
+	log = z.loggedVersion != z.version &&
+		(z.loggedAt.IsZero() || z.batch != z.loggedBatch || now.Sub(z.loggedAt) >= SizingLogEvery)
+	if log {
+		z.loggedVersion, z.loggedBatch, z.loggedAt = z.version, z.batch, now
+	}
+	return z.snapshotLocked(), true, log
 }
 
 // noteSizing passes the account's latest sizing to the metrics and saves
@@ -333,11 +348,11 @@ func (tr *turn) noteSizing(ctx context.Context) {
 	if z == nil {
 		return
 	}
-	if sz, due, changed := z.metricsDue(); due {
+	if sz, due, log := z.metricsDue(tr.s.Clock.Now()); due {
 		if r, ok := tr.s.metrics().(metrics.SizingRecorder); ok {
 			r.AccountSizing(ctx, tr.shard.Account, sz.BatchSize, sz.Concurrency, sz.P99)
 		}
-		if changed {
+		if log {
 			tr.log.Info("account sizing", slog.String("account", tr.shard.Account), slog.Int("batch_size", sz.BatchSize),
 				slog.Int("concurrency", sz.Concurrency), slog.Duration("p99", sz.P99))
 		}

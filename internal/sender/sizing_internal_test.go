@@ -1,12 +1,20 @@
 package sender
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/content"
 	"github.com/qunfa/qunfa/internal/store"
+	"github.com/qunfa/qunfa/internal/store/sqlitestore"
 )
 
 var sizingT0 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
@@ -197,6 +205,113 @@ func TestCopiesOfASenderShareItsSizers(t *testing.T) {
 	}
 	if z := (&Sender{}).sizer(a, callBounds{most: 64}, sizingT0); z != nil {
 		t.Fatal("a Sender without Sizers sized an account")
+	}
+}
+
+// TestSizingLogLinesFollowMeaningfulChanges: a P99 hovering around the
+// 2 s target moves the calls in flight at every decision (every 20
+// calls); the log tells the sizing at most once a minute for that, while a
+// new batch size is logged when it is chosen.
+func TestSizingLogLinesFollowMeaningfulChanges(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "store.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	// Single calls (a batch size of 1 never moves) at 10/s: 1.9 s gives
+	// ceil(10 × 1.9 × 0.7) = 14 calls in flight, 2.1 s gives 15.
+	a, err := st.PutAccount(ctx, store.Account{Tenant: "t", ID: "a", RatePerSec: 10, Burst: 10, MaxRecipientsPerCall: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(sizingT0)
+	var buf bytes.Buffer
+	s := &Sender{Store: st, Clock: clk, Sizers: &Sizers{}}
+	tr := &turn{s: s, cfg: Config{}.withDefaults(), log: slog.New(slog.NewJSONHandler(&buf, nil)), account: a}
+	tr.job.Tenant, tr.shard.Account = "t", "a"
+	tr.sizing = s.sizer(a, callBounds{most: 64}, clk.Now())
+	type line struct {
+		Msg         string `json:"msg"`
+		BatchSize   int    `json:"batch_size"`
+		Concurrency int    `json:"concurrency"`
+	}
+	lines := func() []line {
+		var out []line
+		for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+			var ln line
+			if err := json.Unmarshal([]byte(l), &ln); err != nil {
+				t.Fatalf("log line %q: %v", l, err)
+			}
+			if ln.Msg == "account sizing" {
+				out = append(out, ln)
+			}
+		}
+		return out
+	}
+	// 18 decisions 10 s apart (3 minutes), each changing the calls in
+	// flight.
+	var changes int
+	last := 0
+	for i := range 18 {
+		latency := 1900 * time.Millisecond
+		if i%2 == 1 {
+			latency = 2100 * time.Millisecond
+		}
+		clk.Advance(10 * time.Second)
+		for range SizingSamples {
+			tr.sizing.observe(1, latency, clk.Now())
+		}
+		if c := tr.sizing.snapshot().Concurrency; c != last {
+			changes, last = changes+1, c
+		}
+		tr.noteSizing(ctx)
+	}
+	got := lines()
+	if changes != 18 {
+		t.Fatalf("%d of 18 decisions changed the calls in flight, want every one (the test's premise)", changes)
+	}
+	// The first decision, then one a minute: at 0:10, 1:10, 2:10.
+	if len(got) != 3 {
+		t.Fatalf("%d sizing log lines for 3 minutes of calls in flight moving by one, want 3: %+v", len(got), got)
+	}
+	if got[0].BatchSize != 1 || got[0].Concurrency != 14 {
+		t.Fatalf("first line %+v, want batch 1 and 14 calls in flight", got[0])
+	}
+
+	// A provider slower by 40 ms a recipient makes an account allowing
+	// 100 a call shrink its batch from 80 to 50, then faster by 10 ms grow
+	// it back by 10 at a time: each new size is logged when chosen,
+	// within the minute.
+	buf.Reset()
+	b, err := st.PutAccount(ctx, store.Account{Tenant: "t", ID: "b", RatePerSec: 1000, Burst: 1000, MaxRecipientsPerCall: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.account, tr.shard.Account = b, "b"
+	tr.sizing = s.sizer(b, callBounds{most: 64}, clk.Now())
+	var sizes []int
+	for i := range 4 {
+		perRecipient := 10 * time.Millisecond
+		if i == 0 {
+			perRecipient = 40 * time.Millisecond
+		}
+		tr.sizing.feed(clk, perRecipient)
+		sizes = append(sizes, tr.sizing.batchSize())
+		tr.noteSizing(ctx)
+	}
+	got = lines()
+	if !slices.Equal(sizes, []int{50, 60, 70, 80}) {
+		t.Fatalf("batch sizes %v, want 50, 60, 70, 80 (the test's premise)", sizes)
+	}
+	if len(got) != len(sizes) {
+		t.Fatalf("%d sizing log lines for batch sizes %v, want one each: %+v", len(got), sizes, got)
+	}
+	for i, l := range got {
+		if l.BatchSize != sizes[i] {
+			t.Fatalf("log lines %+v, want batch sizes %v", got, sizes)
+		}
 	}
 }
 
