@@ -8,34 +8,10 @@ import (
 	"time"
 
 	"github.com/qunfa/qunfa/internal/alert"
+	"github.com/qunfa/qunfa/internal/alert/alerttest"
 	"github.com/qunfa/qunfa/internal/breaker"
 	"github.com/qunfa/qunfa/internal/store"
 )
-
-// alerts records published events.
-type alerts struct {
-	mu     sync.Mutex
-	events []alert.Event
-}
-
-func (a *alerts) Publish(_ context.Context, events ...alert.Event) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.events = append(a.events, events...)
-	return nil
-}
-
-func (a *alerts) of(t alert.Type) []alert.Event {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var out []alert.Event
-	for _, e := range a.events {
-		if e.Type == t {
-			out = append(out, e)
-		}
-	}
-	return out
-}
 
 // raceStore runs beforeSave once, just before the next SaveBreaker reaches
 // the store: another sender or check moving the breaker in between the
@@ -302,7 +278,7 @@ func TestOpenIsIdempotent(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	rec := &alerts{}
+	rec := &alerttest.Recorder{}
 	f.b.Alerts = rec
 	f.account(t, "a", store.BreakerConfig{CooldownSec: 10})
 	first, err := f.b.Open(ctx, "t", "a", "streak")
@@ -314,7 +290,7 @@ func TestOpenIsIdempotent(t *testing.T) {
 	if err != nil || again.Version != first.Version || again.Reason != "streak" || again.Opens != 1 {
 		t.Fatalf("second open: %+v %v", again, err)
 	}
-	ev := rec.of(alert.BreakerOpened)
+	ev := rec.Of(alert.BreakerOpened)
 	if len(ev) != 1 || ev[0].Tenant != "t" {
 		t.Fatalf("opened alerts %+v", ev)
 	}
@@ -332,7 +308,7 @@ func TestOpenIsIdempotent(t *testing.T) {
 	if br.State != store.BreakerOpen || br.Opens != 2 || !br.Until.Equal(f.clk.Now().Add(20*time.Second)) || br.Reason != "probe failed" || br.ProbeShard != "" {
 		t.Fatalf("after a failed probe: %+v", br)
 	}
-	if n := len(rec.of(alert.BreakerOpened)); n != 2 {
+	if n := len(rec.Of(alert.BreakerOpened)); n != 2 {
 		t.Fatalf("%d opened alerts, want 2", n)
 	}
 	f.clk.Advance(20 * time.Second)
@@ -346,7 +322,7 @@ func TestOpenIsIdempotent(t *testing.T) {
 	if br.State != store.BreakerClosed || br.Opens != 0 || br.ProbeShard != "" || br.Reason != "probe succeeded" {
 		t.Fatalf("after a good probe: %+v", br)
 	}
-	if ev := rec.of(alert.BreakerClosed); len(ev) != 1 || ev[0].Detail.(alert.BreakerDetail).Account != "a" {
+	if ev := rec.Of(alert.BreakerClosed); len(ev) != 1 || ev[0].Detail.(alert.BreakerDetail).Account != "a" {
 		t.Fatalf("closed alerts %+v", ev)
 	}
 	// The doubling starts over.
@@ -505,7 +481,7 @@ func TestCheckWindowAndThresholds(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
 			ctx := context.Background()
-			rec := &alerts{}
+			rec := &alerttest.Recorder{}
 			f.b.Alerts = rec
 			tt.cfg.CooldownSec = 60
 			f.account(t, "a", tt.cfg)
@@ -552,7 +528,7 @@ func TestCheckWindowAndThresholds(t *testing.T) {
 			if tt.want || tt.preOpened {
 				wantAlerts = 1
 			}
-			if n := len(rec.of(alert.BreakerOpened)); n != wantAlerts {
+			if n := len(rec.Of(alert.BreakerOpened)); n != wantAlerts {
 				t.Fatalf("%d opened alerts, want %d", n, wantAlerts)
 			}
 			// The window moved on, also when the check opened the breaker.
