@@ -56,6 +56,30 @@ func (f *fixture) breaker(t *testing.T, account string) store.Breaker {
 	return br
 }
 
+// cooledDown gives account a a cool-down of 1 s, opens its breaker and
+// moves the clock to the cool-down's end: the next shard to ask probes.
+func (f *fixture) cooledDown(t *testing.T) {
+	t.Helper()
+	f.account(t, "a", store.BreakerConfig{CooldownSec: 1})
+	if _, err := f.b.Open(context.Background(), "t", "a", "test"); err != nil {
+		t.Fatal(err)
+	}
+	f.clk.Advance(time.Second)
+}
+
+// racedBy is breakers whose next write of account a's breaker comes just
+// after shard winner's Gate took the probe: another shard deciding between
+// this one's read and its write.
+func (f *fixture) racedBy(t *testing.T, winner string) *breaker.Breakers {
+	other := &breaker.Breakers{Store: f.st, Clock: f.clk}
+	rs := &raceStore{Store: f.st, beforeSave: func() {
+		if d, err := other.Gate(context.Background(), "t", "a", winner); err != nil || !d.Probe {
+			t.Errorf("%s: %+v %v", winner, d, err)
+		}
+	}}
+	return &breaker.Breakers{Store: rs, Clock: f.clk}
+}
+
 func TestCooldownBoundaries(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
@@ -124,11 +148,7 @@ func TestGateProbeTakeoverBoundary(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	f.account(t, "a", store.BreakerConfig{CooldownSec: 1})
-	if _, err := f.b.Open(ctx, "t", "a", "test"); err != nil {
-		t.Fatal(err)
-	}
-	f.clk.Advance(time.Second)
+	f.cooledDown(t)
 	if d, _ := f.b.Gate(ctx, "t", "a", "s1"); !d.Probe {
 		t.Fatalf("s1 should probe: %+v", d)
 	}
@@ -185,19 +205,8 @@ func TestGateRacesAnotherShard(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	f.account(t, "a", store.BreakerConfig{CooldownSec: 1})
-	if _, err := f.b.Open(ctx, "t", "a", "test"); err != nil {
-		t.Fatal(err)
-	}
-	f.clk.Advance(time.Second)
-	rs := &raceStore{Store: f.st}
-	other := &breaker.Breakers{Store: f.st, Clock: f.clk}
-	rs.beforeSave = func() {
-		if d, err := other.Gate(ctx, "t", "a", "winner"); err != nil || !d.Probe {
-			t.Errorf("winner: %+v %v", d, err)
-		}
-	}
-	b := &breaker.Breakers{Store: rs, Clock: f.clk}
+	f.cooledDown(t)
+	b := f.racedBy(t, "winner")
 	d, err := b.Gate(ctx, "t", "a", "loser")
 	if err != nil || d.Allow || d.Probe || d.Wait != 5*time.Second {
 		t.Fatalf("the shard that lost the race: %+v %v", d, err)
@@ -213,21 +222,12 @@ func TestGateTakeoverRace(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	f.account(t, "a", store.BreakerConfig{CooldownSec: 1})
-	_, _ = f.b.Open(ctx, "t", "a", "test")
-	f.clk.Advance(time.Second)
+	f.cooledDown(t)
 	if d, _ := f.b.Gate(ctx, "t", "a", "dead"); !d.Probe {
 		t.Fatal("dead should probe")
 	}
 	f.clk.Advance(2 * time.Minute)
-	rs := &raceStore{Store: f.st}
-	other := &breaker.Breakers{Store: f.st, Clock: f.clk}
-	rs.beforeSave = func() {
-		if d, err := other.Gate(ctx, "t", "a", "winner"); err != nil || !d.Probe {
-			t.Errorf("winner: %+v %v", d, err)
-		}
-	}
-	b := &breaker.Breakers{Store: rs, Clock: f.clk}
+	b := f.racedBy(t, "winner")
 	if d, err := b.Gate(ctx, "t", "a", "loser"); err != nil || d.Allow {
 		t.Fatalf("loser of the take-over: %+v %v", d, err)
 	}
@@ -241,9 +241,7 @@ func TestGateStoreErrors(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	f.account(t, "a", store.BreakerConfig{CooldownSec: 1})
-	_, _ = f.b.Open(ctx, "t", "a", "test")
-	f.clk.Advance(time.Second)
+	f.cooledDown(t)
 	boom := errors.New("boom")
 	b := &breaker.Breakers{Store: &raceStore{Store: f.st, failSave: boom}, Clock: f.clk}
 	if d, err := b.Gate(ctx, "t", "a", "s1"); !errors.Is(err, boom) || d.Allow {
@@ -338,9 +336,7 @@ func TestProbeResultRacesAnotherDecision(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	f.account(t, "a", store.BreakerConfig{CooldownSec: 1})
-	_, _ = f.b.Open(ctx, "t", "a", "test")
-	f.clk.Advance(time.Second)
+	f.cooledDown(t)
 	if d, _ := f.b.Gate(ctx, "t", "a", "s1"); !d.Probe {
 		t.Fatal("s1 should probe")
 	}
