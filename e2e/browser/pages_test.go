@@ -1,7 +1,9 @@
 package browser
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -190,12 +192,35 @@ func TestDashboardPages(t *testing.T) {
 	b.waitJS("the batch size and concurrency are shown", `(() => { const e = document.querySelector('`+sel+` dd.sizing');
 		return e && e.textContent.length > 0 && (e.dataset.batch === '' || (e.dataset.batch === '1' && Number(e.dataset.concurrency) >= 1)); })()`)
 	b.waitJS("the account's pacing is shown: the token bucket", `document.querySelector('`+sel+` dd.pacing').textContent.includes('token bucket')`)
-	st.call("PUT", "/v1/accounts/"+account, map[string]any{"rate_per_sec": 12, "burst": 4, "online_reserve_per_sec": 2,
-		"pacing": map[string]any{"mode": "random", "min_gap_ms": 30}}, nil)
+	// Settings the form does not edit survive a save from it.
+	kept := map[string]any{"pacing": map[string]any{"mode": "random", "min_gap_ms": 30}, "warmup_sec": 600,
+		"frequency_cap": map[string]any{"max": 2, "window_sec": 86400}, "max_content_bytes": 2048}
+	put := map[string]any{"rate_per_sec": 12, "burst": 4, "online_reserve_per_sec": 2}
+	maps.Copy(put, kept)
+	st.call("PUT", "/v1/accounts/"+account, put, nil)
 	b.do("reload accounts", chromedp.Reload())
 	b.waitJS("random pacing is shown with its min gap", `(() => { const e = document.querySelector('`+sel+` dd.pacing'); return e && e.textContent.includes('random gaps') && e.textContent.includes('30 ms'); })()`)
+	evalJS[bool](b, `(() => { const i = document.querySelector('`+sel+` form input[name=burst]'); i.value = '5';
+		i.dispatchEvent(new Event('input', { bubbles: true })); return true; })()`)
 	b.do("save the account from its form", chromedp.Click(chromedp.CSS(sel+` form button[type=submit]`)))
 	b.waitJS("saving from the form keeps the pacing", `document.querySelector('`+sel+` .msg').textContent !== '' && document.querySelector('`+sel+` dd.pacing').textContent.includes('30 ms')`)
+	var saved map[string]any
+	st.call("GET", "/v1/accounts/"+account, nil, &saved)
+	if saved["burst"] != 5.0 {
+		t.Errorf("burst %v after the form saved 5", saved["burst"])
+	}
+	jsonText := func(v any) string {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for k, want := range kept {
+		if got := jsonText(saved[k]); got != jsonText(want) {
+			t.Errorf("%s %s after a save from the form, want %s kept", k, got, jsonText(want))
+		}
+	}
 
 	// Every page in both languages.
 	pages := []struct{ name, hash, ready string }{

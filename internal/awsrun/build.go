@@ -252,6 +252,7 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 	core.Series = storeseries.Wrap(st, st, storeseries.Options{Clock: clk, Log: log})
 	core.Sender = &sender.Sender{Store: core.Series, Queue: queuecap.New(q, queuecap.DefaultMax), Provider: metrics.Provider(prov, core.Metrics), Clock: clk, Log: log,
 		Config: cfg.Sender, Alerts: alerts, Metrics: core.Metrics, Breakers: core.Breakers, MsgCalls: st,
+		Sizers: &sender.Sizers{}, Accounts: &sender.AccountReads{},
 		// Per-batch outcomes go to the bus only (the webhooks function's
 		// rule picks them up), not to the alert log.
 		Outcomes: ebalert.New(c.EventBridge, cfg.AlertBus)}

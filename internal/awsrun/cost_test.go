@@ -185,8 +185,8 @@ func benchSenderCost(b *testing.B, perCall int) {
 	snd := &sender.Sender{Store: st, Queue: q, Provider: prov, Clock: clk, Log: log,
 		// A packed call needs a claim of as many items.
 		Config:   sender.Config{ClaimBatch: max(10, perCall), Concurrency: 16},
-		Breakers: &breaker.Breakers{Store: st, Clock: clk, Log: log},
-		Alerts:   eventEntries, Outcomes: eventEntries}
+		Breakers: &breaker.Breakers{Store: st, Clock: clk, Log: log}, Sizers: &sender.Sizers{}, Accounts: &sender.AccountReads{},
+		Alerts: eventEntries, Outcomes: eventEntries}
 	var rcs []submit.Recipient
 	for i := range n {
 		rcs = append(rcs, submit.Recipient{Account: "a", To: fmt.Sprint("user-", i), Vars: map[string]string{"n": fmt.Sprint(i)}})

@@ -2,14 +2,11 @@ package awsrun_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -23,7 +20,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/qunfa/qunfa/internal/alert"
-	"github.com/qunfa/qunfa/internal/api"
 	"github.com/qunfa/qunfa/internal/awsemu"
 	"github.com/qunfa/qunfa/internal/awsrun"
 	"github.com/qunfa/qunfa/internal/breaker"
@@ -53,116 +49,27 @@ func TestManyAccountsOnAWSAdapters(t *testing.T) {
 	awsEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	if testing.Verbose() {
-		log = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
-	admin, err := awsrun.NewClients(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	table, queueURL, bus := stackInfra(t, ctx, admin, "qunfa-many-")
-	logPath := filepath.Join(t.TempDir(), "deliveries.jsonl")
-	mock, err := mockprovider.New(mockprovider.Config{LogPath: logPath, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	provider := httptest.NewServer(mock.Handler())
-	defer provider.Close()
-	defer mock.Close()
-
-	env := map[string]string{
-		awsrun.EnvTable: table, awsrun.EnvQueueURL: queueURL, awsrun.EnvLogLevel: "warn", awsrun.EnvAlertBus: bus,
-		awsrun.EnvCampaignRulePrefix: "qmany-c-", awsrun.EnvCampaignTarget: "arn:aws:lambda:us-east-1:123456789012:function:submit",
-		awsrun.EnvProviderURL:            provider.URL, // no provider secret: the mock takes any call
-		awsrun.EnvProviderConnectTimeout: "1s", awsrun.EnvProviderTimeout: "2s",
-		// As template.yaml sets them, with a shorter turn.
-		awsrun.EnvClaimBatch: "10", awsrun.EnvConcurrency: "16", awsrun.EnvMaxWait: "1s",
-		awsrun.EnvTurnDuration: "20s", awsrun.EnvDeadlineMargin: "6s",
-		awsrun.EnvStaleAfter: "2m", awsrun.EnvSettleAfter: "10s",
-	}
-	submitFn := buildFunction(t, awsrun.Submit, env, log)
-	senderFn := buildFunction(t, awsrun.Sender, env, log)
-	submitH := handlers.Submit(submitFn.core.API, submitFn.core.Campaigns, log)
-
+	s := newSenderStack(t, ctx, "many")
 	const accounts, perAccount, rate = 30, 20, 5.0
-	st := dynamostore.New(admin.DynamoDB, table, dynamostore.Options{Logger: log})
-	if err := st.PutToken(ctx, api.HashToken("qf_example_token"), "tenant-a"); err != nil {
-		t.Fatal(err)
-	}
-	type recipient struct {
-		Account string            `json:"account"`
-		To      string            `json:"to"`
-		Vars    map[string]string `json:"vars"`
-	}
-	var rcs []recipient
+	var rcs []submitRecipient
 	for i := range accounts {
 		id := fmt.Sprintf("many-%02d", i)
-		if err := st.GrantAccount(ctx, "tenant-a", id, time.Time{}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := st.PutAccount(ctx, store.Account{Tenant: "tenant-a", ID: id, RatePerSec: rate, Burst: rate, MaxRecipientsPerCall: 1}); err != nil {
-			t.Fatal(err)
-		}
-		for j := range perAccount {
-			rcs = append(rcs, recipient{Account: id, To: fmt.Sprintf("u-%d", j), Vars: map[string]string{"n": fmt.Sprint(j)}})
-		}
+		s.account(ctx, store.Account{ID: id, RatePerSec: rate, Burst: rate, MaxRecipientsPerCall: 1})
+		rcs = append(rcs, recipients(id, perAccount)...)
 	}
-	body, _ := json.Marshal(map[string]any{"name": "many", "template": "hi {{n}}", "recipients": rcs})
-	var post events.APIGatewayV2HTTPRequest
-	readEvent(t, "submit-api.json", &post)
-	post.Body = string(body)
-	post.Headers["idempotency-key"] = "many-accounts"
-	raw, _ := json.Marshal(post)
 	start := time.Now()
-	out, err := submitH(ctx, raw)
-	resp, ok := out.(events.APIGatewayV2HTTPResponse)
-	var job api.Job
-	if err != nil || !ok || resp.StatusCode != 202 || json.Unmarshal([]byte(resp.Body), &job) != nil {
-		t.Fatalf("submit: %v %+v", err, out)
-	}
-
-	// The SQS event source as template.yaml configures it: batches of 10,
-	// a bounded number of invocations at once (MaximumConcurrency).
-	srcCtx, stop := context.WithCancel(ctx)
-	src := &devstack.EventSource{Queue: sqsqueue.New(admin.SQS, queueURL), Handler: handlers.Sender(senderFn.core.Sender, log),
-		Log: log, Workers: 4, BatchSize: 10, Timeout: 30 * time.Second, Wait: time.Second}
-	srcDone := make(chan struct{})
-	go func() { defer close(srcDone); src.Run(srcCtx) }()
-	var final store.JobView
-	for {
-		if final, err = st.GetJob(ctx, job.ID); err != nil {
-			t.Fatal(err)
-		}
-		if store.JobFinal(final.Job.Status) || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	job := s.submit(ctx, "many-accounts", rcs)
+	final := s.sendUntilFinal(ctx, job.ID, 100*time.Millisecond)
 	took := time.Since(start)
-	stop()
-	<-srcDone
 	if final.Job.Status != store.JobCompleted || final.Counts().Confirmed != int64(len(rcs)) {
 		t.Fatalf("job %s counts %+v, want completed with %d confirmed", final.Job.Status, final.Counts(), len(rcs))
 	}
 
 	// Judged by the provider's log: exactly once, never over any account's
 	// rate (beyond its burst), all accounts at once.
-	f, err := os.Open(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	byAccount := map[string][]time.Time{}
 	keys := map[string]int{}
-	dec := json.NewDecoder(f)
-	for {
-		var d mockprovider.Delivery
-		if err := dec.Decode(&d); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
+	for _, d := range s.deliveries() {
 		keys[d.Key]++
 		byAccount[d.GUID] = append(byAccount[d.GUID], d.TS)
 	}
@@ -207,7 +114,7 @@ func TestManyAccountsOnAWSAdapters(t *testing.T) {
 	if lastStart.After(firstEnd) {
 		t.Errorf("an account started sending %v after another had finished: the accounts did not send side by side", lastStart.Sub(firstEnd))
 	}
-	for _, f := range []function{submitFn, senderFn} {
+	for _, f := range []function{s.submitFn, s.senderFn} {
 		ok := allowed(f.spec)
 		for _, c := range f.calls.list() {
 			if !ok[c] {
@@ -344,7 +251,7 @@ func manyAccountsCost(b *testing.B, accounts, perAccount int, rate float64) {
 	var published atomic.Int64
 	snd := &sender.Sender{Store: st, Queue: q, Provider: prov, Clock: clk, Log: log,
 		Config:   sender.Config{ClaimBatch: 10, Concurrency: 16, MaxWait: time.Second, TurnDuration: 60 * time.Second},
-		Breakers: &breaker.Breakers{Store: st, Clock: clk, Log: log},
+		Breakers: &breaker.Breakers{Store: st, Clock: clk, Log: log}, Sizers: &sender.Sizers{}, Accounts: &sender.AccountReads{},
 		Outcomes: eventCounter{&published}}
 	var rcs []submit.Recipient
 	for i := range accounts {

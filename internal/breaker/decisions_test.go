@@ -8,34 +8,10 @@ import (
 	"time"
 
 	"github.com/qunfa/qunfa/internal/alert"
+	"github.com/qunfa/qunfa/internal/alert/alerttest"
 	"github.com/qunfa/qunfa/internal/breaker"
 	"github.com/qunfa/qunfa/internal/store"
 )
-
-// alerts records published events.
-type alerts struct {
-	mu     sync.Mutex
-	events []alert.Event
-}
-
-func (a *alerts) Publish(_ context.Context, events ...alert.Event) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.events = append(a.events, events...)
-	return nil
-}
-
-func (a *alerts) of(t alert.Type) []alert.Event {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var out []alert.Event
-	for _, e := range a.events {
-		if e.Type == t {
-			out = append(out, e)
-		}
-	}
-	return out
-}
 
 // raceStore runs beforeSave once, just before the next SaveBreaker reaches
 // the store: another sender or check moving the breaker in between the
@@ -78,6 +54,30 @@ func (f *fixture) breaker(t *testing.T, account string) store.Breaker {
 		t.Fatal(err)
 	}
 	return br
+}
+
+// cooledDown gives account a a cool-down of 1 s, opens its breaker and
+// moves the clock to the cool-down's end: the next shard to ask probes.
+func (f *fixture) cooledDown(t *testing.T) {
+	t.Helper()
+	f.account(t, "a", store.BreakerConfig{CooldownSec: 1})
+	if _, err := f.b.Open(context.Background(), "t", "a", "test"); err != nil {
+		t.Fatal(err)
+	}
+	f.clk.Advance(time.Second)
+}
+
+// racedBy is breakers whose next write of account a's breaker comes just
+// after shard winner's Gate took the probe: another shard deciding between
+// this one's read and its write.
+func (f *fixture) racedBy(t *testing.T, winner string) *breaker.Breakers {
+	other := &breaker.Breakers{Store: f.st, Clock: f.clk}
+	rs := &raceStore{Store: f.st, beforeSave: func() {
+		if d, err := other.Gate(context.Background(), "t", "a", winner); err != nil || !d.Probe {
+			t.Errorf("%s: %+v %v", winner, d, err)
+		}
+	}}
+	return &breaker.Breakers{Store: rs, Clock: f.clk}
 }
 
 func TestCooldownBoundaries(t *testing.T) {
@@ -148,11 +148,7 @@ func TestGateProbeTakeoverBoundary(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	f.account(t, "a", store.BreakerConfig{CooldownSec: 1})
-	if _, err := f.b.Open(ctx, "t", "a", "test"); err != nil {
-		t.Fatal(err)
-	}
-	f.clk.Advance(time.Second)
+	f.cooledDown(t)
 	if d, _ := f.b.Gate(ctx, "t", "a", "s1"); !d.Probe {
 		t.Fatalf("s1 should probe: %+v", d)
 	}
@@ -209,19 +205,8 @@ func TestGateRacesAnotherShard(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	f.account(t, "a", store.BreakerConfig{CooldownSec: 1})
-	if _, err := f.b.Open(ctx, "t", "a", "test"); err != nil {
-		t.Fatal(err)
-	}
-	f.clk.Advance(time.Second)
-	rs := &raceStore{Store: f.st}
-	other := &breaker.Breakers{Store: f.st, Clock: f.clk}
-	rs.beforeSave = func() {
-		if d, err := other.Gate(ctx, "t", "a", "winner"); err != nil || !d.Probe {
-			t.Errorf("winner: %+v %v", d, err)
-		}
-	}
-	b := &breaker.Breakers{Store: rs, Clock: f.clk}
+	f.cooledDown(t)
+	b := f.racedBy(t, "winner")
 	d, err := b.Gate(ctx, "t", "a", "loser")
 	if err != nil || d.Allow || d.Probe || d.Wait != 5*time.Second {
 		t.Fatalf("the shard that lost the race: %+v %v", d, err)
@@ -237,21 +222,12 @@ func TestGateTakeoverRace(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	f.account(t, "a", store.BreakerConfig{CooldownSec: 1})
-	_, _ = f.b.Open(ctx, "t", "a", "test")
-	f.clk.Advance(time.Second)
+	f.cooledDown(t)
 	if d, _ := f.b.Gate(ctx, "t", "a", "dead"); !d.Probe {
 		t.Fatal("dead should probe")
 	}
 	f.clk.Advance(2 * time.Minute)
-	rs := &raceStore{Store: f.st}
-	other := &breaker.Breakers{Store: f.st, Clock: f.clk}
-	rs.beforeSave = func() {
-		if d, err := other.Gate(ctx, "t", "a", "winner"); err != nil || !d.Probe {
-			t.Errorf("winner: %+v %v", d, err)
-		}
-	}
-	b := &breaker.Breakers{Store: rs, Clock: f.clk}
+	b := f.racedBy(t, "winner")
 	if d, err := b.Gate(ctx, "t", "a", "loser"); err != nil || d.Allow {
 		t.Fatalf("loser of the take-over: %+v %v", d, err)
 	}
@@ -265,9 +241,7 @@ func TestGateStoreErrors(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	f.account(t, "a", store.BreakerConfig{CooldownSec: 1})
-	_, _ = f.b.Open(ctx, "t", "a", "test")
-	f.clk.Advance(time.Second)
+	f.cooledDown(t)
 	boom := errors.New("boom")
 	b := &breaker.Breakers{Store: &raceStore{Store: f.st, failSave: boom}, Clock: f.clk}
 	if d, err := b.Gate(ctx, "t", "a", "s1"); !errors.Is(err, boom) || d.Allow {
@@ -302,7 +276,7 @@ func TestOpenIsIdempotent(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	rec := &alerts{}
+	rec := &alerttest.Recorder{}
 	f.b.Alerts = rec
 	f.account(t, "a", store.BreakerConfig{CooldownSec: 10})
 	first, err := f.b.Open(ctx, "t", "a", "streak")
@@ -314,7 +288,7 @@ func TestOpenIsIdempotent(t *testing.T) {
 	if err != nil || again.Version != first.Version || again.Reason != "streak" || again.Opens != 1 {
 		t.Fatalf("second open: %+v %v", again, err)
 	}
-	ev := rec.of(alert.BreakerOpened)
+	ev := rec.Of(alert.BreakerOpened)
 	if len(ev) != 1 || ev[0].Tenant != "t" {
 		t.Fatalf("opened alerts %+v", ev)
 	}
@@ -332,7 +306,7 @@ func TestOpenIsIdempotent(t *testing.T) {
 	if br.State != store.BreakerOpen || br.Opens != 2 || !br.Until.Equal(f.clk.Now().Add(20*time.Second)) || br.Reason != "probe failed" || br.ProbeShard != "" {
 		t.Fatalf("after a failed probe: %+v", br)
 	}
-	if n := len(rec.of(alert.BreakerOpened)); n != 2 {
+	if n := len(rec.Of(alert.BreakerOpened)); n != 2 {
 		t.Fatalf("%d opened alerts, want 2", n)
 	}
 	f.clk.Advance(20 * time.Second)
@@ -346,7 +320,7 @@ func TestOpenIsIdempotent(t *testing.T) {
 	if br.State != store.BreakerClosed || br.Opens != 0 || br.ProbeShard != "" || br.Reason != "probe succeeded" {
 		t.Fatalf("after a good probe: %+v", br)
 	}
-	if ev := rec.of(alert.BreakerClosed); len(ev) != 1 || ev[0].Detail.(alert.BreakerDetail).Account != "a" {
+	if ev := rec.Of(alert.BreakerClosed); len(ev) != 1 || ev[0].Detail.(alert.BreakerDetail).Account != "a" {
 		t.Fatalf("closed alerts %+v", ev)
 	}
 	// The doubling starts over.
@@ -362,9 +336,7 @@ func TestProbeResultRacesAnotherDecision(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	f.account(t, "a", store.BreakerConfig{CooldownSec: 1})
-	_, _ = f.b.Open(ctx, "t", "a", "test")
-	f.clk.Advance(time.Second)
+	f.cooledDown(t)
 	if d, _ := f.b.Gate(ctx, "t", "a", "s1"); !d.Probe {
 		t.Fatal("s1 should probe")
 	}
@@ -505,7 +477,7 @@ func TestCheckWindowAndThresholds(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
 			ctx := context.Background()
-			rec := &alerts{}
+			rec := &alerttest.Recorder{}
 			f.b.Alerts = rec
 			tt.cfg.CooldownSec = 60
 			f.account(t, "a", tt.cfg)
@@ -552,7 +524,7 @@ func TestCheckWindowAndThresholds(t *testing.T) {
 			if tt.want || tt.preOpened {
 				wantAlerts = 1
 			}
-			if n := len(rec.of(alert.BreakerOpened)); n != wantAlerts {
+			if n := len(rec.Of(alert.BreakerOpened)); n != wantAlerts {
 				t.Fatalf("%d opened alerts, want %d", n, wantAlerts)
 			}
 			// The window moved on, also when the check opened the breaker.

@@ -80,12 +80,7 @@ type run struct {
 	mock   *mockprovider.Mock
 	queue  queue.Queue
 
-	sender *sender.Sender
-	// crashBase is the sender as made, copied before any turn ran: a
-	// crashing turn works on a copy of it with a crashing store (copying
-	// the running sender would race with the state it keeps, such as its
-	// accounts' sizers).
-	crashBase  sender.Sender
+	sender     *sender.Sender
 	reconciler *reconcile.Reconciler
 	breakers   *breaker.Breakers
 	control    *control.Controller
@@ -176,12 +171,11 @@ func newRun(t *testing.T, seed uint64, open backend) *run {
 
 	r.breakers = &breaker.Breakers{Store: r.sfault, Clock: r.clk, Log: r.log}
 	r.sender = &sender.Sender{Store: r.sfault, Queue: r.queue, Provider: r.pfault, Clock: r.clk, Log: r.log,
-		Breakers: r.breakers, Rand: lockedFloat(seed ^ 0x7177),
+		Breakers: r.breakers, Rand: lockedFloat(seed ^ 0x7177), Sizers: &sender.Sizers{}, Accounts: &sender.AccountReads{},
 		Config: sender.Config{
 			ClaimBatch: 1 + r.intn(8), Concurrency: 4, MaxAttempts: 3,
 			BackoffBase: time.Second, BackoffCap: 4 * time.Second, TurnDuration: 10 * time.Second,
 		}}
-	r.crashBase = *r.sender
 	// SettleAfter is far above what a step can move the fake clock while
 	// a call is in flight (turns' in-handler waits move it too), so the
 	// reconciler never looks up an item whose call has not answered — as
@@ -411,7 +405,9 @@ func (r *run) work(ctx context.Context, m queue.Message, crashAfter int) {
 	if crashAfter >= 0 {
 		cs := &crashingStore{Store: r.sfault}
 		cs.left.Store(int64(crashAfter))
-		s2 := r.crashBase
+		// A copy of the sender with a crashing store: it shares the
+		// process's state (the accounts' sizers) with the other turns.
+		s2 := *r.sender
 		s2.Store = cs
 		s = &s2
 	}

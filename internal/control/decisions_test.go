@@ -9,77 +9,24 @@ import (
 	"time"
 
 	"github.com/qunfa/qunfa/internal/alert"
+	"github.com/qunfa/qunfa/internal/alert/alerttest"
 	"github.com/qunfa/qunfa/internal/control"
-	"github.com/qunfa/qunfa/internal/dispatch"
-	"github.com/qunfa/qunfa/internal/queue"
+	"github.com/qunfa/qunfa/internal/dispatch/dispatchtest"
 	"github.com/qunfa/qunfa/internal/store"
 	"github.com/qunfa/qunfa/internal/store/storetest"
 )
 
-// turns records the turns a command enqueues.
-type turns struct {
-	queue.Queue
-	mu   sync.Mutex
-	sent []dispatch.Turn
-}
-
-func (q *turns) Send(ctx context.Context, p queue.SendParams) (queue.SendResult, error) {
-	t, err := dispatch.Decode(p.Body)
-	if err != nil {
-		return queue.SendResult{}, err
-	}
-	q.mu.Lock()
-	q.sent = append(q.sent, t)
-	q.mu.Unlock()
-	return q.Queue.Send(ctx, p)
-}
-
-// shards returns the shards a turn was enqueued for, turn by shard.
-func (q *turns) shards() map[int]int64 {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	out := map[int]int64{}
-	for _, t := range q.sent {
-		out[t.Shard] = t.Turn
-	}
-	return out
-}
-
-type alerts struct {
-	mu     sync.Mutex
-	events []alert.Event
-}
-
-func (a *alerts) Publish(_ context.Context, events ...alert.Event) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.events = append(a.events, events...)
-	return nil
-}
-
-func (a *alerts) of(t alert.Type) []alert.Event {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var out []alert.Event
-	for _, e := range a.events {
-		if e.Type == t {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
 // recorded is a fixture whose controller's turns and alerts are recorded.
 type recorded struct {
 	fixture
-	turns  *turns
-	alerts *alerts
+	turns  *dispatchtest.Turns
+	alerts *alerttest.Recorder
 }
 
 func newRecorded(t *testing.T) recorded {
 	t.Helper()
 	f := newFixture(t)
-	r := recorded{fixture: f, turns: &turns{Queue: f.ctl.Queue}, alerts: &alerts{}}
+	r := recorded{fixture: f, turns: &dispatchtest.Turns{Queue: f.ctl.Queue}, alerts: &alerttest.Recorder{}}
 	f.ctl.Queue, f.ctl.Alerts = r.turns, r.alerts
 	return r
 }
@@ -187,8 +134,8 @@ func TestCommandTransitions(t *testing.T) {
 					if after.Job.Status != from || !reflect.DeepEqual(after.Job, before.Job) {
 						t.Fatalf("refused %s changed the job: %+v → %+v", cmd.name, before.Job, after.Job)
 					}
-					if len(f.alerts.events) != 0 || len(f.turns.sent) != 0 {
-						t.Fatalf("refused %s: alerts %+v, turns %+v", cmd.name, f.alerts.events, f.turns.sent)
+					if len(f.alerts.Events()) != 0 || len(f.turns.Sent()) != 0 {
+						t.Fatalf("refused %s: alerts %+v, turns %+v", cmd.name, f.alerts.Events(), f.turns.Sent())
 					}
 					return
 				}
@@ -196,15 +143,15 @@ func TestCommandTransitions(t *testing.T) {
 					t.Fatalf("%s of a %s job: %s (stored %s) %v, want %s", cmd.name, from, v.Job.Status, after.Job.Status, err, cmd.to)
 				}
 				if cmd.alert != "" {
-					ev := f.alerts.of(cmd.alert)
+					ev := f.alerts.Of(cmd.alert)
 					if len(ev) != 1 || ev[0].Tenant != "t1" || !ev[0].Time.Equal(f.clk.Now()) {
 						t.Fatalf("%s alerts: %+v", cmd.alert, ev)
 					}
-				} else if len(f.alerts.events) != 0 {
-					t.Fatalf("unexpected alerts %+v", f.alerts.events)
+				} else if len(f.alerts.Events()) != 0 {
+					t.Fatalf("unexpected alerts %+v", f.alerts.Events())
 				}
 				kicks := cmd.kicks && from != store.JobStaging && from != store.JobStarting // no shards yet
-				if got := f.turns.shards(); kicks != (len(got) == 2) || (kicks && (got[0] != 1 || got[1] != 1)) || (!kicks && len(got) != 0) {
+				if got := f.turns.Shards(); kicks != (len(got) == 2) || (kicks && (got[0] != 1 || got[1] != 1)) || (!kicks && len(got) != 0) {
 					t.Fatalf("%s kicked %v, want both shards' first turn: %v", cmd.name, got, kicks)
 				}
 			})
@@ -221,7 +168,7 @@ func TestPauseAlertDetail(t *testing.T) {
 	if err != nil || v.Job.PauseReason != store.PauseManual {
 		t.Fatalf("pause: %+v %v", v.Job, err)
 	}
-	ev := f.alerts.of(alert.JobPaused)
+	ev := f.alerts.Of(alert.JobPaused)
 	if len(ev) != 1 {
 		t.Fatalf("alerts %+v", ev)
 	}
@@ -246,10 +193,10 @@ func TestCancelAlertAndKicks(t *testing.T) {
 	if _, err := f.ctl.Cancel(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.turns.shards(); len(got) != 1 || got[1] != 1 {
+	if got := f.turns.Shards(); len(got) != 1 || got[1] != 1 {
 		t.Fatalf("cancel kicked %v, want shard 1 only (shard 0 is finished)", got)
 	}
-	ev := f.alerts.of(alert.JobFinished)
+	ev := f.alerts.Of(alert.JobFinished)
 	if len(ev) != 1 {
 		t.Fatalf("alerts %+v", ev)
 	}
@@ -300,7 +247,7 @@ func TestResumeUnpausesBreakerPausedShards(t *testing.T) {
 	if v.Job.Status != store.JobRunning || v.Shards[0].Status != store.ShardRunning || v.Shards[1].Status != store.ShardRunning || v.Shards[2].Status != store.ShardFailed {
 		t.Fatalf("after resume: job %s, shards %s %s %s", v.Job.Status, v.Shards[0].Status, v.Shards[1].Status, v.Shards[2].Status)
 	}
-	if got := f.turns.shards(); len(got) != 2 || got[0] != 1 || got[1] != 2 {
+	if got := f.turns.Shards(); len(got) != 2 || got[0] != 1 || got[1] != 2 {
 		t.Fatalf("resume kicked %v, want shard 0 turn 1 and shard 1 turn 2", got)
 	}
 }
@@ -485,7 +432,7 @@ func TestRedrive(t *testing.T) {
 			t.Fatalf("redriven item %+v", it)
 		}
 	}
-	if got := f.turns.shards(); got[0] == 0 {
+	if got := f.turns.Shards(); got[0] == 0 {
 		t.Fatalf("redrive did not kick shard 0: %v", got)
 	}
 	// Nothing left of that category: nothing to do.
@@ -554,7 +501,7 @@ func TestResolveDecisions(t *testing.T) {
 		if c := v.Counts(); c.Confirmed != 1 || c.Submitted != 1 {
 			t.Fatalf("counts %+v", c)
 		}
-		if got := f.turns.shards(); len(got) != 1 || got[0] != v.Shards[0].Turn+1 {
+		if got := f.turns.Shards(); len(got) != 1 || got[0] != v.Shards[0].Turn+1 {
 			t.Fatalf("kicked %v, want shard 0", got)
 		}
 	})
@@ -581,7 +528,7 @@ func TestResolveDecisions(t *testing.T) {
 			if it, err := f.ctl.Resolve(ctx, id, items[0].Seq, control.Delivered); err != nil || it.Status != store.ItemConfirmed {
 				t.Fatalf("delivered: %+v %v", it, err)
 			}
-			if got := f.turns.shards(); (len(got) == 1) != tc.kick {
+			if got := f.turns.Shards(); (len(got) == 1) != tc.kick {
 				t.Fatalf("kicked %v, want a kick: %v", got, tc.kick)
 			}
 		})
@@ -620,7 +567,7 @@ func TestResolveDecisions(t *testing.T) {
 		if c := f.status(t, id).Counts(); c.Pending != 1 || c.Submitted != 1 {
 			t.Fatalf("counts %+v", c)
 		}
-		if got := f.turns.shards(); len(got) != 1 {
+		if got := f.turns.Shards(); len(got) != 1 {
 			t.Fatalf("resend kicked %v", got)
 		}
 	})

@@ -381,7 +381,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 		senderQueue = s.held
 	}
 	s.Sender = &sender.Sender{Store: s.Series, Queue: queuecap.New(senderQueue, queuecap.DefaultMax), Provider: metrics.Provider(prov, s.Metrics), Clock: clk, Log: log,
-		Config: cfg.Sender, Alerts: alerts, Outcomes: hooks, Metrics: s.Metrics, MsgCalls: st,
+		Config: cfg.Sender, Alerts: alerts, Outcomes: hooks, Metrics: s.Metrics, MsgCalls: st, Sizers: &sender.Sizers{}, Accounts: &sender.AccountReads{},
 		Breakers: &breaker.Breakers{Store: st, Clock: clk, Alerts: alerts, Log: log}}
 	s.Reconciler = &reconcile.Reconciler{
 		Store: s.Series, MsgCalls: st, Queue: q, Provider: prov, Clock: clk, Log: log, Alerts: alerts, Outcomes: hooks, Items: st, Gauges: s.Metrics,

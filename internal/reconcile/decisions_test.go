@@ -12,6 +12,7 @@ import (
 	"github.com/qunfa/qunfa/internal/alert"
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/dispatch"
+	"github.com/qunfa/qunfa/internal/dispatch/dispatchtest"
 	"github.com/qunfa/qunfa/internal/provider"
 	"github.com/qunfa/qunfa/internal/queue"
 	"github.com/qunfa/qunfa/internal/reconcile"
@@ -57,37 +58,9 @@ func (p *answers) times(seq int64) int {
 	return p.asked[seq]
 }
 
-// kicks records the turns a pass enqueues.
-type kicks struct {
-	queue.Queue
-	mu   sync.Mutex
-	sent []dispatch.Turn
-}
-
-func (q *kicks) Send(ctx context.Context, p queue.SendParams) (queue.SendResult, error) {
-	t, err := dispatch.Decode(p.Body)
-	if err != nil {
-		return queue.SendResult{}, err
-	}
-	q.mu.Lock()
-	q.sent = append(q.sent, t)
-	q.mu.Unlock()
-	return q.Queue.Send(ctx, p)
-}
-
-func (q *kicks) shards() map[int]int64 {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	out := map[int]int64{}
-	for _, t := range q.sent {
-		out[t.Shard] = t.Turn
-	}
-	return out
-}
-
-func (f *fixture) answering(id string, answer func(seq int64) (provider.Status, error)) (*answers, *kicks) {
+func (f *fixture) answering(id string, answer func(seq int64) (provider.Status, error)) (*answers, *dispatchtest.Turns) {
 	p := &answers{answer: answer, asked: map[int64]int{}, jobID: id}
-	q := &kicks{Queue: f.rec.Queue}
+	q := &dispatchtest.Turns{Queue: f.rec.Queue}
 	f.rec.Provider, f.rec.Queue = p, q
 	return p, q
 }
@@ -205,7 +178,7 @@ func TestSettleDecisions(t *testing.T) {
 			if v.Shards[0].Counts != want {
 				t.Fatalf("shard counts %+v, items say %+v", v.Shards[0].Counts, want)
 			}
-			ev := f.alerts.of(alert.ItemsNeedReview)
+			ev := f.alerts.Of(alert.ItemsNeedReview)
 			if tt.alertCount == 0 && len(ev) != 0 {
 				t.Fatalf("review alerts %+v", ev)
 			}
@@ -221,7 +194,7 @@ func TestSettleDecisions(t *testing.T) {
 				}
 			}
 			if tt.want == store.ItemPending {
-				if got := q.shards(); len(got) != 1 {
+				if got := q.Shards(); len(got) != 1 {
 					t.Fatalf("re-pended items' shard not kicked: %v", got)
 				}
 			}
@@ -269,15 +242,15 @@ func TestStaleAfterBoundary(t *testing.T) {
 	id := f.job(t, 2, 2, 0, 0)
 	_, q := f.answering(id, func(int64) (provider.Status, error) { return provider.StatusUnknown, nil })
 	f.clk.Advance(time.Minute - time.Second)
-	if rep, err := f.rec.Run(ctx); err != nil || rep.Redriven != 0 || len(q.shards()) != 0 {
-		t.Fatalf("before StaleAfter: %+v %v %v", rep, err, q.shards())
+	if rep, err := f.rec.Run(ctx); err != nil || rep.Redriven != 0 || len(q.Shards()) != 0 {
+		t.Fatalf("before StaleAfter: %+v %v %v", rep, err, q.Shards())
 	}
 	f.clk.Advance(2 * time.Second)
 	rep, err := f.rec.Run(ctx)
 	if err != nil || rep.Redriven != 2 || rep.Pages != 0 {
 		t.Fatalf("after StaleAfter: %+v %v", rep, err)
 	}
-	if got := q.shards(); len(got) != 2 || got[0] != 1 || got[1] != 1 {
+	if got := q.Shards(); len(got) != 2 || got[0] != 1 || got[1] != 1 {
 		t.Fatalf("kicked %v, want the first turn of both shards", got)
 	}
 	// A paused job's shards wait for resume.
@@ -286,11 +259,11 @@ func TestStaleAfterBoundary(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.clk.Advance(5 * time.Minute)
-	before := len(q.sent)
+	before := len(q.Sent())
 	if _, err := f.rec.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range q.sent[before:] {
+	for _, k := range q.Sent()[before:] {
 		if k.JobID == paused {
 			t.Fatalf("a paused job's shard was kicked: %+v", k)
 		}
@@ -379,12 +352,12 @@ func TestReconcilerFinishesTheJob(t *testing.T) {
 	if v.Job.Status != store.JobCompleted || v.Counts().Confirmed != 4 {
 		t.Fatalf("job %s counts %+v, want completed", v.Job.Status, v.Counts())
 	}
-	ev := f.alerts.of(alert.JobFinished)
+	ev := f.alerts.Of(alert.JobFinished)
 	if len(ev) != 1 || ev[0].Detail.(alert.JobFinishedDetail).Status != string(store.JobCompleted) {
 		t.Fatalf("finished alerts %+v", ev)
 	}
-	if _, err := f.rec.Run(ctx); err != nil || len(f.alerts.of(alert.JobFinished)) != 1 {
-		t.Fatalf("a second pass finished it again: %v %+v", err, f.alerts.of(alert.JobFinished))
+	if _, err := f.rec.Run(ctx); err != nil || len(f.alerts.Of(alert.JobFinished)) != 1 {
+		t.Fatalf("a second pass finished it again: %v %+v", err, f.alerts.Of(alert.JobFinished))
 	}
 }
 
@@ -411,7 +384,7 @@ func TestRependReopensAFinishedJob(t *testing.T) {
 	if v.Job.Status != store.JobRunning || v.Shards[0].Status != store.ShardRunning || v.Shards[0].Counts.Pending != 1 {
 		t.Fatalf("job %s shard %s counts %+v, want running with the item pending", v.Job.Status, v.Shards[0].Status, v.Shards[0].Counts)
 	}
-	if got := q.shards(); len(got) != 1 {
+	if got := q.Shards(); len(got) != 1 {
 		t.Fatalf("the reopened shard was not kicked: %v", got)
 	}
 }
@@ -437,7 +410,7 @@ func TestCountsMismatchAlert(t *testing.T) {
 	if err != nil || rep.Mismatches != 1 {
 		t.Fatalf("pass: %+v %v", rep, err)
 	}
-	ev := f.alerts.of(alert.CountsMismatch)
+	ev := f.alerts.Of(alert.CountsMismatch)
 	if len(ev) != 1 {
 		t.Fatalf("mismatch alerts %+v", ev)
 	}
@@ -453,7 +426,7 @@ func TestCountsMismatchAlert(t *testing.T) {
 	}
 	// Right counts: the next pass finds nothing.
 	f.clk.Advance(5 * time.Minute)
-	if rep, err := f.rec.Run(ctx); err != nil || rep.Mismatches != 0 || len(f.alerts.of(alert.CountsMismatch)) != 1 {
+	if rep, err := f.rec.Run(ctx); err != nil || rep.Mismatches != 0 || len(f.alerts.Of(alert.CountsMismatch)) != 1 {
 		t.Fatalf("second pass: %+v %v", rep, err)
 	}
 }

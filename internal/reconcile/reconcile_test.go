@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/qunfa/qunfa/internal/alert"
+	"github.com/qunfa/qunfa/internal/alert/alerttest"
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/control"
 	"github.com/qunfa/qunfa/internal/provider"
@@ -62,35 +63,11 @@ func (p *fakeProvider) totalCalls() int {
 	return n
 }
 
-type recorder struct {
-	mu     sync.Mutex
-	events []alert.Event
-}
-
-func (r *recorder) Publish(_ context.Context, events ...alert.Event) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, events...)
-	return nil
-}
-
-func (r *recorder) of(t alert.Type) []alert.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []alert.Event
-	for _, e := range r.events {
-		if e.Type == t {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
 type fixture struct {
 	store  *sqlitestore.Store
 	clk    *clock.Fake
 	prov   *fakeProvider
-	alerts *recorder
+	alerts *alerttest.Recorder
 	rec    *reconcile.Reconciler
 }
 
@@ -109,7 +86,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { q.Close() })
-	f := &fixture{store: st, clk: clk, prov: &fakeProvider{delivered: map[string]bool{}, calls: map[string]int{}}, alerts: &recorder{}}
+	f := &fixture{store: st, clk: clk, prov: &fakeProvider{delivered: map[string]bool{}, calls: map[string]int{}}, alerts: &alerttest.Recorder{}}
 	f.rec = &reconcile.Reconciler{Store: st, Queue: q, Provider: f.prov, Clock: clk, Alerts: f.alerts,
 		Log:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		StaleAfter: time.Minute, SettleAfter: time.Minute}
@@ -217,7 +194,7 @@ func TestCountsComparedPerStatus(t *testing.T) {
 	if got := f.view(t, id).Shards[0].Counts; got != (store.Counts{Pending: 4}) {
 		t.Fatalf("counts after the pass %+v, want recounted to 4 pending", got)
 	}
-	if n := len(f.alerts.of(alert.CountsMismatch)); n != 1 {
+	if n := len(f.alerts.Of(alert.CountsMismatch)); n != 1 {
 		t.Fatalf("%d CountsMismatch alerts, want 1", n)
 	}
 }
@@ -596,8 +573,8 @@ func TestSweepRecountsDirtyFinalShards(t *testing.T) {
 	if want := (store.Counts{Confirmed: 2, Abandoned: 1}); sh.Counts != want || sh.Dirty {
 		t.Fatalf("after the next pass: counts %+v dirty %v, want %+v and clean", sh.Counts, sh.Dirty, want)
 	}
-	if rep.Swept != 1 || rep.Mismatches != 1 || len(f.alerts.of(alert.CountsMismatch)) != 1 {
-		t.Fatalf("pass %+v, %d CountsMismatch alerts; want 1 shard swept, 1 mismatch reported", rep, len(f.alerts.of(alert.CountsMismatch)))
+	if rep.Swept != 1 || rep.Mismatches != 1 || len(f.alerts.Of(alert.CountsMismatch)) != 1 {
+		t.Fatalf("pass %+v, %d CountsMismatch alerts; want 1 shard swept, 1 mismatch reported", rep, len(f.alerts.Of(alert.CountsMismatch)))
 	}
 	refs, err := f.store.ListDirtyShards(ctx, store.ListDirtyShardsParams{})
 	if err != nil || len(refs) != 0 {

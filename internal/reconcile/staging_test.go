@@ -169,7 +169,7 @@ func TestStartingJobWithoutPlanningIsRepairedOrFailed(t *testing.T) {
 		t.Errorf("failed job keeps %d parts", len(parts))
 	}
 	found := false
-	for _, e := range f.alerts.of(alert.JobFinished) {
+	for _, e := range f.alerts.Of(alert.JobFinished) {
 		if d, ok := e.Detail.(alert.JobFinishedDetail); ok && d.JobID == id && d.Status == "failed" {
 			found = true
 		}

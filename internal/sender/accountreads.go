@@ -8,14 +8,14 @@ import (
 	"github.com/qunfa/qunfa/internal/store"
 )
 
-// accountReads holds each account's record as this process last read it
+// AccountReads holds each account's record as this process last read it
 // and when, shared by the process's turns: the shards of one Lambda
 // invocation, and the later invocations of a warm container, read an
 // account once per AccountRefresh between them instead of once per turn.
 // A turn trusts an account for AccountRefresh from when it was read,
 // whoever read it, so a rate change or a breaker threshold still takes
 // effect within AccountRefresh.
-type accountReads struct {
+type AccountReads struct {
 	mu sync.Mutex
 	m  map[string]accountRead
 }
@@ -25,22 +25,18 @@ type accountRead struct {
 	at      time.Time
 }
 
-// accountReadsInit guards the lazy making of Sender.accounts (a Sender
-// may be copied before its first turn, as the chaos harness does).
-var accountReadsInit sync.Mutex
-
 // maxAccountReads bounds the map; when full it is cleared.
 const maxAccountReads = 4096
 
 // readAccount returns the account and when it was read: the process's
-// read when it is younger than refresh, else a read now.
+// read when it is younger than refresh, else a read now. Without
+// AccountReads every call reads.
 func (s *Sender) readAccount(ctx context.Context, tenant, account string, now time.Time, refresh time.Duration) (store.Account, time.Time, error) {
-	accountReadsInit.Lock()
-	if s.accounts == nil {
-		s.accounts = &accountReads{m: map[string]accountRead{}}
+	reads := s.Accounts
+	if reads == nil {
+		a, err := s.Store.GetAccount(ctx, tenant, account)
+		return a, now, err
 	}
-	reads := s.accounts
-	accountReadsInit.Unlock()
 	k := tenant + "\x00" + account
 	reads.mu.Lock()
 	r, ok := reads.m[k]
@@ -53,8 +49,8 @@ func (s *Sender) readAccount(ctx context.Context, tenant, account string, now ti
 		return store.Account{}, time.Time{}, err
 	}
 	reads.mu.Lock()
-	if len(reads.m) >= maxAccountReads {
-		clear(reads.m)
+	if reads.m == nil || len(reads.m) >= maxAccountReads {
+		reads.m = map[string]accountRead{}
 	}
 	reads.m[k] = accountRead{account: a, at: now}
 	reads.mu.Unlock()

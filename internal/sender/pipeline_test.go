@@ -131,7 +131,7 @@ func newPipeline(t testing.TB, o pipelineOptions) *pipeline {
 	p := &pipeline{
 		t: t, dir: dir, clock: o.clock, store: st, queue: q, mock: m, mockURL: srv.URL, logPath: logPath, log: log,
 		submitter: &submit.Submitter{Store: st, Queue: q, Clock: o.clock, Limits: submit.Limits{ShardSplit: o.shardSplit}},
-		sender:    &sender.Sender{Store: st, Queue: q, Provider: prov, Clock: o.clock, Log: log, Config: o.sender},
+		sender:    &sender.Sender{Store: st, Queue: q, Provider: prov, Clock: o.clock, Log: log, Config: o.sender, Sizers: &sender.Sizers{}, Accounts: &sender.AccountReads{}},
 	}
 	p.reconciler = &reconcile.Reconciler{Store: st, Queue: q, Provider: prov, Clock: o.clock, Log: log,
 		StaleAfter: 30 * time.Second, SettleAfter: 30 * time.Second}

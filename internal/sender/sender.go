@@ -74,7 +74,7 @@ type Config struct {
 	// AccountRefresh is how long a turn trusts the account's limits and
 	// breaker state it read (default 1 s): rate changes and breakers opened
 	// by other shards take effect within it. The turns of one process
-	// share the account's read (accountReads). The job's status is read at
+	// share the account's read (Sender.Accounts). The job's status is read at
 	// every batch (pause and cancel act at the next item boundary).
 	AccountRefresh time.Duration
 	// AccountConcurrency is the most provider calls in flight per account
@@ -170,13 +170,16 @@ type Sender struct {
 	// result comes later (nil: their items go to review after the settle
 	// delay).
 	MsgCalls store.MsgCallStore
-
-	// sizers measure each account's calls and choose its batch size and
-	// calls in flight, shared by the turns of this process.
-	sizers *accountSizers
-	// accounts are the accounts as this process last read them, shared
-	// by its turns (see accountReads).
-	accounts *accountReads
+	// Sizers measures each account's calls and chooses its batch size and
+	// calls in flight (see sizing.go), shared by the process's turns and
+	// by every copy of the Sender (nil: no measurement; calls of identical
+	// content carry 80% of the account's max_recipients_per_call and only
+	// Concurrency bounds a turn's calls in flight).
+	Sizers *Sizers
+	// Accounts holds each account as this process last read it, shared
+	// by the process's turns and every copy of the Sender (nil: each turn
+	// reads its account once per AccountRefresh on its own).
+	Accounts *AccountReads
 }
 
 // Message is the queue message of a turn.

@@ -47,6 +47,13 @@ import (
 // old. Lambda instances working the same account each measure their own
 // calls and bound their own calls in flight; the sizing saved is the last
 // one that changed.
+//
+// The log tells a new batch size when it is chosen (it moves only past the
+// target or under SizingGrowBelow of it, so rarely). A change of the calls
+// in flight alone (they follow the P99 at every decision, and jump when it
+// hovers around the target, where the floor of one batch's calls comes and
+// goes) is logged at most once every SizingLogEvery per account; the
+// metrics take every decision.
 const (
 	SizingShare         = 0.8
 	SizingP99Target     = 2 * time.Second
@@ -55,17 +62,17 @@ const (
 	SizingSamples       = 20
 	SizingPublishEvery  = time.Minute
 	SizingSeedMaxAge    = 15 * time.Minute
+	SizingLogEvery      = time.Minute
 	sizingShrinkAtMost  = 0.75
 	sizingGrowStepShare = 8
 )
 
-// sizersInit guards the creation of a Sender's sizers (a Sender is a plain
-// struct, set up by its fields and sometimes copied: copies made after the
-// first turn share the sizers).
-var sizersInit sync.Mutex
-
-// accountSizers holds the process's sizer of every account it sends for.
-type accountSizers struct {
+// Sizers holds the process's sizer of every account it sends for: what it
+// measured of the account's calls and the calls it has in flight, shared
+// by all the process's turns. A Sender takes it as a pointer made where the
+// Sender is wired, so every copy of the Sender shares it; the zero value is
+// ready to use.
+type Sizers struct {
 	mu sync.Mutex
 	m  map[string]*accountSizer
 }
@@ -80,7 +87,7 @@ type accountSizer struct {
 	top   int     // SizingShare of limit, at least 1
 	rate  float64 // the account's batch rate (0: unlimited)
 	most  int     // the configured maximum of calls in flight
-	floor int     // the fewest calls in flight it allows: one batch's calls
+	floor int     // the fewest calls in flight it allows (callBounds)
 
 	batch       int
 	concurrency int
@@ -98,50 +105,81 @@ type accountSizer struct {
 	decisions        int64 // bumped by every decision
 	publishedMetrics int64 // the decision last given to the metrics
 	loggedVersion    int64 // the version last logged
+	loggedBatch      int   // the batch size last logged
+	loggedAt         time.Time
+}
+
+// callBounds are the sender's bounds on an account's calls in flight.
+type callBounds struct {
+	// most is the configured maximum (Config.AccountConcurrency).
+	most int
+	// floor is the fewest allowed while the P99 latency is within its
+	// target: the calls one batch of the sender makes. Little's law sizes
+	// the calls in flight of an even flow (rate × latency), but a sender
+	// starts a batch's calls together, after the batch's store work: with
+	// fewer slots than one batch's calls, the store work and the calls
+	// take turns and a fast provider's account falls well below its rate
+	// (measured: 23–53% of the batch rate on DynamoDB). Once the latency
+	// is over the target, Little's law alone rules.
+	floor int
+}
+
+// callBounds of the sender's config.
+func (c Config) callBounds() callBounds {
+	return callBounds{most: c.AccountConcurrency, floor: min(c.ClaimBatch, c.Concurrency)}
 }
 
 // sizer returns the process's sizer of the turn's account, creating it
 // (from the sizing saved on the account, if recent) on first use, and
-// keeps it in line with the account's limits.
-func (s *Sender) sizer(a store.Account, most int, now time.Time) *accountSizer {
-	sizersInit.Lock()
-	if s.sizers == nil {
-		s.sizers = &accountSizers{m: map[string]*accountSizer{}}
+// keeps it in line with the account's limits. With no Sizers there is
+// none (nil): calls carry SizingShare of the account's limit and only the
+// turn's Concurrency bounds its calls in flight.
+func (s *Sender) sizer(a store.Account, b callBounds, now time.Time) *accountSizer {
+	reg := s.Sizers
+	if reg == nil {
+		return nil
 	}
-	reg := s.sizers
-	sizersInit.Unlock()
 	reg.mu.Lock()
 	k := a.Tenant + "\x00" + a.ID
 	z := reg.m[k]
 	if z == nil {
-		z = newAccountSizer(a, most, now)
+		z = newAccountSizer(a, b, now)
+		if reg.m == nil {
+			reg.m = map[string]*accountSizer{}
+		}
 		reg.m[k] = z
+		reg.mu.Unlock()
+		return z
 	}
 	reg.mu.Unlock()
-	z.configure(a, most)
+	z.configure(a, b)
 	return z
 }
 
-func newAccountSizer(a store.Account, most int, now time.Time) *accountSizer {
+func newAccountSizer(a store.Account, b callBounds, now time.Time) *accountSizer {
 	z := &accountSizer{}
 	z.cond = sync.NewCond(&z.mu)
-	z.configure(a, most)
-	z.batch, z.concurrency = z.top, z.most
+	z.configure(a, b)
 	if sz := a.Sizing; sz.Measured() && now.Sub(sz.At) < SizingSeedMaxAge && sz.BatchSize > 0 && sz.Concurrency > 0 {
 		z.batch, z.concurrency = min(sz.BatchSize, z.top), min(sz.Concurrency, z.most)
 		z.p99, z.at = sz.P99, sz.At
 		z.published, z.publishedAt = z.version, sz.At
+		z.liftToFloor()
 	}
 	return z
 }
 
-// configure takes the account's current limits: a new
-// max_recipients_per_call starts the measurement afresh.
-func (z *accountSizer) configure(a store.Account, most int) {
-	limit := perCall(a)
+// configure takes the account's current limits and the sender's bounds
+// when they changed: a new max_recipients_per_call starts the measurement
+// afresh, and the calls in flight are kept within the bounds.
+func (z *accountSizer) configure(a store.Account, b callBounds) {
+	limit, rate, most := perCall(a), a.BatchRate(), max(1, b.most)
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	z.rate, z.most = a.BatchRate(), max(1, most)
+	if limit == z.limit && rate == z.rate && most == z.most && b.floor == z.floor {
+		return
+	}
+	z.rate, z.most, z.floor = rate, most, b.floor
 	z.concurrency = min(max(z.concurrency, 1), z.most)
 	if limit != z.limit {
 		z.limit = limit
@@ -152,7 +190,16 @@ func (z *accountSizer) configure(a store.Account, most int) {
 			z.concurrency = z.most
 		}
 	}
+	z.liftToFloor()
 	z.cond.Broadcast()
+}
+
+// liftToFloor raises the calls in flight to the floor while the P99
+// latency is within its target (see callBounds); z.mu is held.
+func (z *accountSizer) liftToFloor() {
+	if z.concurrency < z.floor && z.concurrency < z.most && z.p99 <= SizingP99Target {
+		z.concurrency = min(z.floor, z.most)
+	}
 }
 
 // BatchSize is the recipients a call of identical content carries now.
@@ -193,24 +240,6 @@ func (z *accountSizer) acquire() {
 	z.mu.Unlock()
 }
 
-// setFloor sets the fewest calls in flight the sizer allows while the
-// P99 latency is within its target: the calls one batch of the sender
-// makes. Little's law sizes the calls in flight of an even flow (rate ×
-// latency), but a sender starts a batch's calls together, after the
-// batch's store work: with fewer slots than one batch's calls, the store
-// work and the calls take turns and a fast provider's account falls well
-// below its rate (measured: 23–53% of the batch rate on DynamoDB). Once
-// the latency is over the target, Little's law alone rules.
-func (z *accountSizer) setFloor(n int) {
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	z.floor = n
-	if z.concurrency < n && z.concurrency < z.most && z.p99 <= SizingP99Target {
-		z.concurrency = min(n, z.most)
-		z.cond.Broadcast()
-	}
-}
-
 // release frees a call slot.
 func (z *accountSizer) release() {
 	z.mu.Lock()
@@ -240,6 +269,7 @@ func (z *accountSizer) observe(n int, d time.Duration, now time.Time) {
 	// took no longer than.
 	p99 := sorted[int(math.Ceil(0.99*float64(len(sorted))))-1]
 	perCall := float64(z.recipients) / float64(len(sorted))
+	was := [2]int{z.batch, z.concurrency}
 	switch {
 	case p99 > SizingP99Target && z.batch > 1:
 		allowed := int(math.Floor(float64(z.batch) * float64(SizingP99Target) / float64(p99)))
@@ -247,7 +277,6 @@ func (z *accountSizer) observe(n int, d time.Duration, now time.Time) {
 	case float64(p99) < SizingGrowBelow*float64(SizingP99Target) && z.batch < z.top:
 		z.batch = min(z.top, z.batch+max(1, z.top/sizingGrowStepShare))
 	}
-	was := [2]int{z.batch, z.concurrency}
 	z.concurrency = z.most
 	if z.rate > 0 {
 		c := math.Ceil(z.rate / perCall * p99.Seconds() * SizingSafety)
@@ -292,17 +321,22 @@ func (z *accountSizer) publishDue(now time.Time) (store.AccountSizing, bool) {
 }
 
 // metricsDue tells whether the metrics have not seen the latest decision,
-// and marks it seen; changed tells whether that decision changed the
-// sizing since the last one seen.
-func (z *accountSizer) metricsDue() (sz store.AccountSizing, due, changed bool) {
+// and marks it seen; log tells whether the sizing is to be logged (and
+// marks it logged): it changed since it was last logged, and its batch
+// size did or the last log line is SizingLogEvery old.
+func (z *accountSizer) metricsDue(now time.Time) (sz store.AccountSizing, due, log bool) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	if z.at.IsZero() || z.publishedMetrics == z.decisions {
 		return store.AccountSizing{}, false, false
 	}
-	changed = z.loggedVersion != z.version
-	z.publishedMetrics, z.loggedVersion = z.decisions, z.version
-	return z.snapshotLocked(), true, changed
+	z.publishedMetrics = z.decisions
+	log = z.loggedVersion != z.version &&
+		(z.loggedAt.IsZero() || z.batch != z.loggedBatch || now.Sub(z.loggedAt) >= SizingLogEvery)
+	if log {
+		z.loggedVersion, z.loggedBatch, z.loggedAt = z.version, z.batch, now
+	}
+	return z.snapshotLocked(), true, log
 }
 
 // noteSizing passes the account's latest sizing to the metrics and saves
@@ -314,11 +348,11 @@ func (tr *turn) noteSizing(ctx context.Context) {
 	if z == nil {
 		return
 	}
-	if sz, due, changed := z.metricsDue(); due {
+	if sz, due, log := z.metricsDue(tr.s.Clock.Now()); due {
 		if r, ok := tr.s.metrics().(metrics.SizingRecorder); ok {
 			r.AccountSizing(ctx, tr.shard.Account, sz.BatchSize, sz.Concurrency, sz.P99)
 		}
-		if changed {
+		if log {
 			tr.log.Info("account sizing", slog.String("account", tr.shard.Account), slog.Int("batch_size", sz.BatchSize),
 				slog.Int("concurrency", sz.Concurrency), slog.Duration("p99", sz.P99))
 		}

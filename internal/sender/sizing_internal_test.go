@@ -1,12 +1,20 @@
 package sender
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/content"
 	"github.com/qunfa/qunfa/internal/store"
+	"github.com/qunfa/qunfa/internal/store/sqlitestore"
 )
 
 var sizingT0 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
@@ -30,7 +38,7 @@ func TestSizerShrinksUntilP99UnderTargetThenGrowsBack(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(sizingT0)
 	a := store.Account{Tenant: "t", ID: "a", RatePerSec: 1000, MaxRecipientsPerCall: 100}
-	z := newAccountSizer(a, 64, clk.Now())
+	z := newAccountSizer(a, callBounds{most: 64}, clk.Now())
 	if z.batchSize() != 80 {
 		t.Fatalf("initial batch %d, want 80 (80%% of 100)", z.batchSize())
 	}
@@ -89,7 +97,7 @@ func TestSizerConcurrencyByLittlesLaw(t *testing.T) {
 		{"capped", 10000, 1, time.Second, 64},
 	} {
 		clk := clock.NewFake(sizingT0)
-		z := newAccountSizer(store.Account{Tenant: "t", ID: "a", RatePerSec: tc.rate, MaxRecipientsPerCall: tc.limit}, 64, clk.Now())
+		z := newAccountSizer(store.Account{Tenant: "t", ID: "a", RatePerSec: tc.rate, MaxRecipientsPerCall: tc.limit}, callBounds{most: 64}, clk.Now())
 		if z.snapshot().Concurrency != 64 {
 			t.Fatalf("%s: before measuring, concurrency %d, want the maximum", tc.name, z.snapshot().Concurrency)
 		}
@@ -108,7 +116,7 @@ func TestSizerConcurrencyByLittlesLaw(t *testing.T) {
 func TestSizerSlotsBoundCallsInFlight(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(sizingT0)
-	z := newAccountSizer(store.Account{Tenant: "t", ID: "a", RatePerSec: 10, MaxRecipientsPerCall: 1}, 64, clk.Now())
+	z := newAccountSizer(store.Account{Tenant: "t", ID: "a", RatePerSec: 10, MaxRecipientsPerCall: 1}, callBounds{most: 64}, clk.Now())
 	for range SizingSamples {
 		z.observe(1, 10*time.Millisecond, clk.Now())
 	}
@@ -153,7 +161,7 @@ func TestSizerSeedsFromSavedSizingAndRestartsOnNewLimits(t *testing.T) {
 	now := sizingT0
 	a := store.Account{Tenant: "t", ID: "a", RatePerSec: 100, MaxRecipientsPerCall: 100,
 		Sizing: store.AccountSizing{BatchSize: 45, Concurrency: 3, P99: 1900 * time.Millisecond, At: now.Add(-10 * time.Second)}}
-	z := newAccountSizer(a, 64, now)
+	z := newAccountSizer(a, callBounds{most: 64}, now)
 	if sz := z.snapshot(); sz.BatchSize != 45 || sz.Concurrency != 3 {
 		t.Fatalf("seeded sizing %+v, want batch 45 and 3 in flight", sz)
 	}
@@ -162,13 +170,148 @@ func TestSizerSeedsFromSavedSizingAndRestartsOnNewLimits(t *testing.T) {
 	}
 	stale := a
 	stale.Sizing.At = now.Add(-SizingSeedMaxAge - time.Second)
-	if sz := newAccountSizer(stale, 64, now).snapshot(); sz.BatchSize != 80 || sz.Concurrency != 64 {
+	if sz := newAccountSizer(stale, callBounds{most: 64}, now).snapshot(); sz.BatchSize != 80 || sz.Concurrency != 64 {
 		t.Fatalf("stale seed gave %+v, want 80 and the maximum", sz)
 	}
 	a.MaxRecipientsPerCall = 50
-	z.configure(a, 64)
+	z.configure(a, callBounds{most: 64})
 	if n := z.batchSize(); n != 40 {
 		t.Fatalf("batch %d after the limit became 50, want 40", n)
+	}
+	// A seed below the floor of one batch's calls (its P99 is within the
+	// target) is lifted to it when the sizer is made.
+	a.MaxRecipientsPerCall = 100
+	if c := newAccountSizer(a, callBounds{most: 64, floor: 8}, now).snapshot().Concurrency; c != 8 {
+		t.Fatalf("seeded 3 calls in flight with a floor of 8: %d, want 8", c)
+	}
+}
+
+// TestCopiesOfASenderShareItsSizers: a Sender copied to swap one of its
+// ports (as tests and the chaos harness do), before or after its first
+// turn, measures and bounds an account's calls with the same sizer as the
+// original, so the account's calls in flight stay bounded across them.
+func TestCopiesOfASenderShareItsSizers(t *testing.T) {
+	t.Parallel()
+	a := store.Account{Tenant: "t", ID: "a", RatePerSec: 10, MaxRecipientsPerCall: 100}
+	s := &Sender{Sizers: &Sizers{}}
+	before := *s
+	z := s.sizer(a, callBounds{most: 64}, sizingT0)
+	after := *s
+	if zb, za := before.sizer(a, callBounds{most: 64}, sizingT0), after.sizer(a, callBounds{most: 64}, sizingT0); zb != z || za != z {
+		t.Fatalf("sizers %p (copy made before), %p (copy made after), want the original's %p", zb, za, z)
+	}
+	if other := s.sizer(store.Account{Tenant: "t", ID: "b", RatePerSec: 10}, callBounds{most: 64}, sizingT0); other == z {
+		t.Fatal("two accounts share a sizer")
+	}
+	if z := (&Sender{}).sizer(a, callBounds{most: 64}, sizingT0); z != nil {
+		t.Fatal("a Sender without Sizers sized an account")
+	}
+}
+
+// TestSizingLogLinesFollowMeaningfulChanges: a P99 hovering around the
+// 2 s target moves the calls in flight at every decision (every 20
+// calls); the log tells the sizing at most once a minute for that, while a
+// new batch size is logged when it is chosen.
+func TestSizingLogLinesFollowMeaningfulChanges(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "store.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	// Single calls (a batch size of 1 never moves) at 10/s: 1.9 s gives
+	// ceil(10 × 1.9 × 0.7) = 14 calls in flight, 2.1 s gives 15.
+	a, err := st.PutAccount(ctx, store.Account{Tenant: "t", ID: "a", RatePerSec: 10, Burst: 10, MaxRecipientsPerCall: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(sizingT0)
+	var buf bytes.Buffer
+	s := &Sender{Store: st, Clock: clk, Sizers: &Sizers{}}
+	tr := &turn{s: s, cfg: Config{}.withDefaults(), log: slog.New(slog.NewJSONHandler(&buf, nil)), account: a}
+	tr.job.Tenant, tr.shard.Account = "t", "a"
+	tr.sizing = s.sizer(a, callBounds{most: 64}, clk.Now())
+	type line struct {
+		Msg         string `json:"msg"`
+		BatchSize   int    `json:"batch_size"`
+		Concurrency int    `json:"concurrency"`
+	}
+	lines := func() []line {
+		var out []line
+		for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+			var ln line
+			if err := json.Unmarshal([]byte(l), &ln); err != nil {
+				t.Fatalf("log line %q: %v", l, err)
+			}
+			if ln.Msg == "account sizing" {
+				out = append(out, ln)
+			}
+		}
+		return out
+	}
+	// 18 decisions 10 s apart (3 minutes), each changing the calls in
+	// flight.
+	var changes int
+	last := 0
+	for i := range 18 {
+		latency := 1900 * time.Millisecond
+		if i%2 == 1 {
+			latency = 2100 * time.Millisecond
+		}
+		clk.Advance(10 * time.Second)
+		for range SizingSamples {
+			tr.sizing.observe(1, latency, clk.Now())
+		}
+		if c := tr.sizing.snapshot().Concurrency; c != last {
+			changes, last = changes+1, c
+		}
+		tr.noteSizing(ctx)
+	}
+	got := lines()
+	if changes != 18 {
+		t.Fatalf("%d of 18 decisions changed the calls in flight, want every one (the test's premise)", changes)
+	}
+	// The first decision, then one a minute: at 0:10, 1:10, 2:10.
+	if len(got) != 3 {
+		t.Fatalf("%d sizing log lines for 3 minutes of calls in flight moving by one, want 3: %+v", len(got), got)
+	}
+	if got[0].BatchSize != 1 || got[0].Concurrency != 14 {
+		t.Fatalf("first line %+v, want batch 1 and 14 calls in flight", got[0])
+	}
+
+	// A provider slower by 40 ms a recipient makes an account allowing
+	// 100 a call shrink its batch from 80 to 50, then faster by 10 ms grow
+	// it back by 10 at a time: each new size is logged when chosen,
+	// within the minute.
+	buf.Reset()
+	b, err := st.PutAccount(ctx, store.Account{Tenant: "t", ID: "b", RatePerSec: 1000, Burst: 1000, MaxRecipientsPerCall: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.account, tr.shard.Account = b, "b"
+	tr.sizing = s.sizer(b, callBounds{most: 64}, clk.Now())
+	var sizes []int
+	for i := range 4 {
+		perRecipient := 10 * time.Millisecond
+		if i == 0 {
+			perRecipient = 40 * time.Millisecond
+		}
+		tr.sizing.feed(clk, perRecipient)
+		sizes = append(sizes, tr.sizing.batchSize())
+		tr.noteSizing(ctx)
+	}
+	got = lines()
+	if !slices.Equal(sizes, []int{50, 60, 70, 80}) {
+		t.Fatalf("batch sizes %v, want 50, 60, 70, 80 (the test's premise)", sizes)
+	}
+	if len(got) != len(sizes) {
+		t.Fatalf("%d sizing log lines for batch sizes %v, want one each: %+v", len(got), sizes, got)
+	}
+	for i, l := range got {
+		if l.BatchSize != sizes[i] {
+			t.Fatalf("log lines %+v, want batch sizes %v", got, sizes)
+		}
 	}
 }
 
@@ -178,7 +321,7 @@ func TestSizerSeedsFromSavedSizingAndRestartsOnNewLimits(t *testing.T) {
 func TestSizerPublishesChangesAndOncePerMinute(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(sizingT0)
-	z := newAccountSizer(store.Account{Tenant: "t", ID: "a", RatePerSec: 100, MaxRecipientsPerCall: 100}, 64, clk.Now())
+	z := newAccountSizer(store.Account{Tenant: "t", ID: "a", RatePerSec: 100, MaxRecipientsPerCall: 100}, callBounds{most: 64}, clk.Now())
 	if _, due := z.publishDue(clk.Now()); due {
 		t.Fatal("nothing measured, yet due")
 	}
@@ -196,6 +339,24 @@ func TestSizerPublishesChangesAndOncePerMinute(t *testing.T) {
 	}
 }
 
+// TestSizerSavesAChangeOfTheBatchSizeAlone: a decision that changes the
+// batch size but not the calls in flight (an account without a rate
+// limit always has the maximum) is saved at once, like any change: the
+// account view and the gauge agree on the size.
+func TestSizerSavesAChangeOfTheBatchSizeAlone(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(sizingT0)
+	z := newAccountSizer(store.Account{Tenant: "t", ID: "a", MaxRecipientsPerCall: 100}, callBounds{most: 64}, clk.Now())
+	z.feed(clk, 40*time.Millisecond) // 3.2 s a call of 80: down to 50
+	if sz, due := z.publishDue(clk.Now()); !due || sz.BatchSize != 50 || sz.Concurrency != 64 {
+		t.Fatalf("after the shrink: %+v due %v, want batch 50 and 64 in flight saved", sz, due)
+	}
+	z.feed(clk, 10*time.Millisecond) // 0.5 s: grows by 10
+	if sz, due := z.publishDue(clk.Now()); !due || sz.BatchSize != 60 {
+		t.Fatalf("after the batch grew: %+v due %v, want batch 60 saved", sz, due)
+	}
+}
+
 // TestPackedCallsCarryTheBatchSize: identical content goes out in calls of
 // the measured batch size (80 of 100 to start), a group's remainder spread
 // over its calls (never over the account's limit, and never over the
@@ -209,8 +370,8 @@ func TestPackedCallsCarryTheBatchSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := store.Account{Tenant: "t", ID: "a", RatePerSec: 1000, MaxRecipientsPerCall: 100}
-	tr := &turn{s: &Sender{}, cfg: Config{}.withDefaults(), account: a, tmpl: tmpl}
-	tr.sizing = tr.s.sizer(a, 64, sizingT0)
+	tr := &turn{s: &Sender{Sizers: &Sizers{}}, cfg: Config{}.withDefaults(), account: a, tmpl: tmpl}
+	tr.sizing = tr.s.sizer(a, callBounds{most: 64}, sizingT0)
 	items := func(n int) []store.Item {
 		out := make([]store.Item, n)
 		for i := range out {
@@ -282,8 +443,8 @@ func TestBatchTakesItsCallSlotsBeforeClaiming(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := store.Account{Tenant: "t", ID: "a", RatePerSec: 10, MaxRecipientsPerCall: 100}
-	s := &Sender{}
-	z := s.sizer(a, 64, clk.Now())
+	s := &Sender{Sizers: &Sizers{}}
+	z := s.sizer(a, callBounds{most: 64}, clk.Now())
 	for range SizingSamples { // 10/s in calls of 80, 1.6 s each: 1 call in flight
 		z.observe(80, 1600*time.Millisecond, clk.Now())
 	}

@@ -98,8 +98,7 @@ func (tr *turn) checkState(ctx context.Context) (bool, Result, error) {
 			return true, Result{}, fmt.Errorf("read account %q: %w", tr.shard.Account, err)
 		}
 		tr.account, tr.accountReadAt = acct, readAt
-		tr.sizing = tr.s.sizer(acct, tr.cfg.AccountConcurrency, now)
-		tr.sizing.setFloor(min(tr.cfg.ClaimBatch, tr.cfg.Concurrency))
+		tr.sizing = tr.s.sizer(acct, tr.cfg.callBounds(), now)
 	}
 	return tr.gate(ctx)
 }

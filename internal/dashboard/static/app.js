@@ -1032,6 +1032,10 @@
     { key: 'min_samples', step: 1, min: 0 },
     { key: 'cooldown_sec', step: 1, min: 0 },
   ];
+  // The account's settings the form does not edit: saving sends them back
+  // as last read, so a save from the form keeps them (the API replaces the
+  // whole account).
+  const keptAccountFields = ['max_content_bytes', 'warmup_sec', 'frequency_cap', 'provider', 'status_lookup', 'http', 'pacing'];
 
   function accountsPage() {
     let list, empty;
@@ -1071,9 +1075,10 @@
         const numVal = (name) => { const v = form.elements[name].value; return v === '' ? undefined : Number(v); };
         for (const f of accountFields) body[f.key] = numVal(f.key);
         for (const f of breakerFields) { const v = numVal('breaker.' + f.key); body.breaker[f.key] = v === undefined ? 0 : v; }
-        // The form does not edit pacing: saving keeps the account's.
         const known = !isNew && forms.get(acct.account);
-        if (known && known.pacing) body.pacing = { mode: known.pacing.mode, min_gap_ms: known.pacing.min_gap_ms };
+        if (known && known.account) {
+          for (const k of keptAccountFields) if (known.account[k] != null) body[k] = known.account[k];
+        }
         try {
           const saved = await api('PUT', '/v1/accounts/' + enc(id), body);
           form.dataset.dirty = '';
@@ -1156,7 +1161,7 @@
         t('acct.batchFormula', { rate: a.rate_per_sec, reserve: a.online_reserve_per_sec }));
       setText($('.pacing', c.info), a.pacing && a.pacing.mode === 'random'
         ? t('acct.pacingRandom', { ms: a.pacing.min_gap_ms }) : t('acct.pacingBucket'));
-      c.pacing = a.pacing || null;
+      c.account = a;
       setText($('.updated-at', c.info), a.updated_at ? fmtTime(a.updated_at) : t('none'));
       // What the senders chose from the account's measured latency.
       const z = a.sizing;

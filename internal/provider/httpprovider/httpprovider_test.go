@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -50,26 +48,9 @@ func (c configured) Send(ctx context.Context, req provider.SendRequest) (provide
 	return c.SendFor(ctx, store.Account{Tenant: "tenant-a", ID: req.Account, Provider: "http", HTTP: c.cfg}, req)
 }
 
-type secret struct {
-	mu sync.Mutex
-	s  string
-}
-
-func (s *secret) Token(context.Context, string) (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.s, nil
-}
-func (s *secret) Invalidate(context.Context, string, string) {}
-func (s *secret) set(v string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.s = v
-}
-
 type fixture struct {
 	mock   *mockprovider.Mock
-	secret *secret
+	secret *providertest.Secret
 	client configured
 	logDir string
 }
@@ -84,7 +65,7 @@ func newFixture(t *testing.T) *fixture {
 	srv := httptest.NewServer(m.Handler())
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { _ = m.Close() })
-	sec := &secret{s: "tok-1"}
+	sec := providertest.NewSecret("tok-1")
 	c := New(Config{AllowPrivate: true, Logger: quiet,
 		Credentials: credcache.New(sec, credcache.Options{Clock: clock.NewFake(time.Unix(1_700_000_000, 0)), Log: quiet}),
 		Timeouts:    httpcall.Timeouts{Connect: 200 * time.Millisecond, Response: 200 * time.Millisecond}})
@@ -105,55 +86,12 @@ func TestConformance(t *testing.T) {
 	providertest.Run(t, providertest.Adapter{
 		New: func(t *testing.T) providertest.Fixture {
 			f := newFixture(t)
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			closed := "http://" + ln.Addr().String()
-			_ = ln.Close()
-			return providertest.Fixture{Provider: f.client, Unreachable: configured{Client: f.client.Client, cfg: smsGateway(closed)}, Mock: &driver{f}}
+			return providertest.Fixture{Provider: f.client, Unreachable: configured{Client: f.client.Client, cfg: smsGateway(providertest.ClosedURL(t))},
+				Mock: &providertest.MockProvider{Mock: f.mock, Secret: f.secret, CodePrefix: "http_"}}
 		},
 		Codes:      codes,
 		MaxPerCall: provider.KindHTTP.MaxPerCall(),
 	})
-}
-
-type driver struct{ f *fixture }
-
-func (d *driver) change(t *testing.T, account string, fn func(*mockprovider.Behaviour)) {
-	t.Helper()
-	b := d.f.mock.Behaviour(account)
-	fn(&b)
-	if err := d.f.mock.SetBehaviour(account, b); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (d *driver) Deliveries(account string) int { return int(d.f.mock.Stats()[account].Accepted) }
-
-func (d *driver) Refuse(t *testing.T, account, code string) {
-	n, err := strconv.Atoi(strings.TrimPrefix(code, "http_"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.change(t, account, func(b *mockprovider.Behaviour) { b.Errors = []mockprovider.InjectedError{{Errcode: n, Ratio: 1}} })
-}
-
-func (d *driver) InvalidRecipient(t *testing.T, account, to string) {
-	d.change(t, account, func(b *mockprovider.Behaviour) { b.InvalidToIDs = append(b.InvalidToIDs, to) })
-}
-
-func (d *driver) HoldAnswers(t *testing.T, account string) {
-	d.change(t, account, func(b *mockprovider.Behaviour) { b.TimeoutRatio = 1 })
-}
-
-// ExpireCredential makes the gateway take only a new key; renewable puts
-// it in the secret (a rotation the cached adapter has not seen).
-func (d *driver) ExpireCredential(t *testing.T, account string, renewable bool) {
-	d.change(t, account, func(b *mockprovider.Behaviour) { b.Token = "tok-2" })
-	if renewable {
-		d.f.secret.set("tok-2")
-	}
 }
 
 func TestBodyValuesAreEscapedAndTheSecretStaysInTheHeader(t *testing.T) {

@@ -143,48 +143,20 @@ func runSenderLoop(tb testing.TB, s *dynamostore.Store, n int, fc store.Frequenc
 // turns and the sender loop), on the emulator's accounting of table units
 // (dynalite does not charge index writes; see the package doc for them).
 func BenchmarkCostPerMessage(b *testing.B) {
-	var m capacityMeter
-	s := newStore(b, dynamostore.Options{OnCapacity: m.observe})
-	msgs := 0
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		msgs += runSenderLoop(b, s, 1000, store.FrequencyCap{}, false)
-	}
-	w, r := m.snapshot()
-	b.ReportMetric(w/float64(msgs), "WCU/msg")
-	b.ReportMetric(r/float64(msgs), "RCU/msg")
+	benchmarkCost(b, store.FrequencyCap{}, false)
 }
 
 // TestCostPerMessage keeps the cost target from regressing: at most 0.5
 // write units per delivered single-recipient message.
 func TestCostPerMessage(t *testing.T) {
 	t.Parallel()
-	var m capacityMeter
-	s := newStore(t, dynamostore.Options{OnCapacity: m.observe})
-	msgs := runSenderLoop(t, s, 1000, store.FrequencyCap{}, false)
-	w, r := m.snapshot()
-	t.Logf("%d messages: %.3f WCU/msg, %.3f RCU/msg, %d write requests", msgs, w/float64(msgs), r/float64(msgs), m.writeRequests)
-	if w/float64(msgs) > 0.5 {
-		t.Fatalf("%.3f WCU per message, target 0.5", w/float64(msgs))
-	}
-	if w == 0 {
-		t.Fatalf("no capacity reported: the hook or ReturnConsumedCapacity is not wired")
-	}
+	testCost(t, "", store.FrequencyCap{}, false, 0.5)
 }
 
 // BenchmarkCostPerMessageFrequencyCapped is BenchmarkCostPerMessage on an
 // account with a frequency cap: each message also charges its recipient.
 func BenchmarkCostPerMessageFrequencyCapped(b *testing.B) {
-	var m capacityMeter
-	s := newStore(b, dynamostore.Options{OnCapacity: m.observe})
-	msgs := 0
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		msgs += runSenderLoop(b, s, 1000, store.FrequencyCap{Max: 3, WindowSec: 86400}, false)
-	}
-	w, r := m.snapshot()
-	b.ReportMetric(w/float64(msgs), "WCU/msg")
-	b.ReportMetric(r/float64(msgs), "RCU/msg")
+	benchmarkCost(b, store.FrequencyCap{Max: 3, WindowSec: 86400}, false)
 }
 
 // TestCostPerMessageFrequencyCapped bounds what a frequency cap adds: one
@@ -192,30 +164,14 @@ func BenchmarkCostPerMessageFrequencyCapped(b *testing.B) {
 // units per message in all.
 func TestCostPerMessageFrequencyCapped(t *testing.T) {
 	t.Parallel()
-	var m capacityMeter
-	s := newStore(t, dynamostore.Options{OnCapacity: m.observe})
-	msgs := runSenderLoop(t, s, 1000, store.FrequencyCap{Max: 3, WindowSec: 86400}, false)
-	w, r := m.snapshot()
-	t.Logf("%d messages with a frequency cap: %.3f WCU/msg, %.3f RCU/msg, %d write requests", msgs, w/float64(msgs), r/float64(msgs), m.writeRequests)
-	if w/float64(msgs) > 1.5 {
-		t.Fatalf("%.3f WCU per message with a frequency cap, target 1.5", w/float64(msgs))
-	}
+	testCost(t, " with a frequency cap", store.FrequencyCap{Max: 3, WindowSec: 86400}, false, 1.5)
 }
 
 // BenchmarkCostPerMessageWithRefs is BenchmarkCostPerMessage with a
 // reference of its own on every recipient: each reference adds its
 // look-up record (one write at plan time).
 func BenchmarkCostPerMessageWithRefs(b *testing.B) {
-	var m capacityMeter
-	s := newStore(b, dynamostore.Options{OnCapacity: m.observe})
-	msgs := 0
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		msgs += runSenderLoop(b, s, 1000, store.FrequencyCap{}, true)
-	}
-	w, r := m.snapshot()
-	b.ReportMetric(w/float64(msgs), "WCU/msg")
-	b.ReportMetric(r/float64(msgs), "RCU/msg")
+	benchmarkCost(b, store.FrequencyCap{}, true)
 }
 
 // TestCostPerMessageWithRefs keeps references within the cost target: a
@@ -223,13 +179,39 @@ func BenchmarkCostPerMessageWithRefs(b *testing.B) {
 // record of its own (which would add a whole write unit per message).
 func TestCostPerMessageWithRefs(t *testing.T) {
 	t.Parallel()
+	testCost(t, " with a reference each", store.FrequencyCap{}, true, 0.5)
+}
+
+// benchmarkCost reports the write and read units per message of whole
+// jobs of 1,000 items through the sender loop (runSenderLoop).
+func benchmarkCost(b *testing.B, capped store.FrequencyCap, refs bool) {
+	var m capacityMeter
+	s := newStore(b, dynamostore.Options{OnCapacity: m.observe})
+	msgs := 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		msgs += runSenderLoop(b, s, 1000, capped, refs)
+	}
+	w, r := m.snapshot()
+	b.ReportMetric(w/float64(msgs), "WCU/msg")
+	b.ReportMetric(r/float64(msgs), "RCU/msg")
+}
+
+// testCost runs one job of 1,000 items through the sender loop and fails
+// when it took more than maxWCU write units per message (what names the
+// case in the log and the failure).
+func testCost(t *testing.T, what string, capped store.FrequencyCap, refs bool, maxWCU float64) {
+	t.Helper()
 	var m capacityMeter
 	s := newStore(t, dynamostore.Options{OnCapacity: m.observe})
-	msgs := runSenderLoop(t, s, 1000, store.FrequencyCap{}, true)
+	msgs := runSenderLoop(t, s, 1000, capped, refs)
 	w, r := m.snapshot()
-	t.Logf("%d messages with a reference each: %.3f WCU/msg, %.3f RCU/msg, %d write requests", msgs, w/float64(msgs), r/float64(msgs), m.writeRequests)
-	if w/float64(msgs) > 0.5 {
-		t.Fatalf("%.3f WCU per message with references, target 0.5", w/float64(msgs))
+	t.Logf("%d messages%s: %.3f WCU/msg, %.3f RCU/msg, %d write requests", msgs, what, w/float64(msgs), r/float64(msgs), m.writeRequests)
+	if w == 0 {
+		t.Fatalf("no capacity reported: the hook or ReturnConsumedCapacity is not wired")
+	}
+	if w/float64(msgs) > maxWCU {
+		t.Fatalf("%.3f WCU per message%s, target %v", w/float64(msgs), what, maxWCU)
 	}
 }
 
