@@ -36,10 +36,12 @@ func BenchmarkPacked1M(b *testing.B) {
 	b.ReportMetric(float64(n)/sending.Seconds(), "send-recipients/s")
 	b.ReportMetric(float64(calls), "calls")
 	b.ReportMetric(perCallAvg, "recipients/call")
+	b.ReportMetric(r.cpuTotal.Seconds(), "dev-CPU-s")
+	b.ReportMetric(r.cpuTotal.Seconds()/float64(n)*1e5, "dev-CPU-s/100k")
 	b.ReportMetric(float64(r.hwm)/(1<<20), "peak-RSS-MiB")
 	b.ReportMetric(float64(r.mockHWM)/(1<<20), "mock-peak-RSS-MiB")
 	load, _ := os.ReadFile("/proc/loadavg")
-	b.Logf("%d recipients, %d accounts, %d per call allowed: running after %v, completed after %v (%.0f recipients/s end to end, %.0f while sending); %d calls, %.1f recipients per call; peak RSS of qunfa dev %.0f MiB (mock %.0f MiB); load %s",
+	b.Logf("%d recipients, %d accounts, %d per call allowed: running after %v, completed after %v (%.0f recipients/s end to end, %.0f while sending); %d calls, %.1f recipients per call; CPU of qunfa dev %.1f s (%.1f s until the job ran; %.2f s per 100,000); peak RSS of qunfa dev %.0f MiB (mock %.0f MiB); load %s",
 		n, accounts, perCall, r.staged.Round(time.Millisecond), r.total.Round(time.Millisecond), float64(n)/r.total.Seconds(), float64(n)/sending.Seconds(),
-		calls, perCallAvg, float64(r.hwm)/(1<<20), float64(r.mockHWM)/(1<<20), strings.TrimSpace(string(load)))
+		calls, perCallAvg, r.cpuTotal.Seconds(), r.cpuStaged.Seconds(), r.cpuTotal.Seconds()/float64(n)*1e5, float64(r.hwm)/(1<<20), float64(r.mockHWM)/(1<<20), strings.TrimSpace(string(load)))
 }

@@ -88,6 +88,7 @@ type scaleRun struct {
 	id                       string
 	submitted, staged, total time.Duration // since the upload started
 	hwm, mockHWM             int64         // peak RSS of qunfa dev and the mock
+	cpuStaged, cpuTotal      time.Duration // CPU (user + system) of qunfa dev since the upload started
 }
 
 // runScaleJob starts a mock and qunfa dev with accounts big-00… (settings
@@ -107,6 +108,8 @@ func runScaleJob(b *testing.B, n, accounts int, acct map[string]any, template, k
 
 	b.ResetTimer()
 	start := time.Now()
+	pid := r.d.proc.cmd.Process.Pid
+	cpu0 := procCPU(b, pid)
 	cmd := exec.Command(qunfaBin, "submit", "--name", key, "--template", template, "--recipients", file, "--key", key)
 	cmd.Env = append(os.Environ(), "QUNFA_URL="+r.d.URL, "QUNFA_API_TOKEN="+testToken)
 	var out, errb bytes.Buffer
@@ -121,10 +124,12 @@ func runScaleJob(b *testing.B, n, accounts int, acct map[string]any, template, k
 		b.Fatalf("job %s still starting", r.id)
 	}
 	r.staged = time.Since(start)
+	r.cpuStaged = procCPU(b, pid) - cpu0
 	if !poll(30*time.Minute, 100*time.Millisecond, func() bool { j = r.d.job(r.id); return j.Status == "completed" }) {
 		b.Fatalf("job %s did not complete: %s %+v", r.id, j.Status, j.Counts)
 	}
 	r.total = time.Since(start)
+	r.cpuTotal = procCPU(b, pid) - cpu0
 	b.StopTimer()
 	r.hwm = vmHWM(b, r.d.proc.cmd.Process.Pid)
 	r.mockHWM = vmHWM(b, r.m.proc.cmd.Process.Pid)
@@ -193,6 +198,26 @@ func countJobLines(b testing.TB, path, jobID string) (lines, distinct int) {
 }
 
 // vmHWM is a process's peak resident set size in bytes (/proc, Linux).
+// procCPU is the CPU time (user + system) process pid has used, from
+// /proc/PID/stat in clock ticks of 1/100 s (0 when unreadable).
+func procCPU(b testing.TB, pid int) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Logf("CPU time unknown: %v", err)
+		return 0
+	}
+	// Fields after the command name (which may hold spaces) in parentheses:
+	// state is the 3rd field of the line, utime the 14th, stime the 15th.
+	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+	if len(f) < 13 {
+		b.Logf("CPU time unknown: short /proc/%d/stat", pid)
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
 func vmHWM(b testing.TB, pid int) int64 {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {

@@ -76,23 +76,41 @@ func (s *Store) ClaimItems(ctx context.Context, p store.ClaimItemsParams) (store
 		n := int64(len(res.Items))
 		res.Delta = store.Counts{Pending: -n, Submitted: n}
 
-		var next sql.NullInt64
-		if err := s.stmt(ctx, tx, qNextDue).QueryRowContext(ctx, no, p.Index).Scan(&next); err != nil {
+		next, err := s.claimNextDue(ctx, tx, no, p.Index, res.Items, limit, now)
+		if err != nil {
 			return fmt.Errorf("next due item of %s/%d: %w", p.JobID, p.Index, err)
 		}
-		if next.Valid {
-			res.NextDueAt = fromNanos(next.Int64)
-			if next.Int64 == 0 {
-				// A pending item without a next-attempt time is due now.
-				res.NextDueAt = fromNanos(now)
-			}
-		}
+		res.NextDueAt = fromNanos(next)
 		return nil
 	})
 	if err != nil {
 		return store.ClaimItemsResult{}, err
 	}
 	return res, nil
+}
+
+// claimNextDue is the NextDueAt of a claim that took claimed (in seq
+// order) of at most limit at now: now if a pending item is still due, else
+// the earliest next-attempt time of the pending items, 0 if none is
+// pending. A claim of fewer than limit took every due item, fresh ones
+// (next_at 0) included, so only items_due's retries can be left; a full
+// claim looks past its last seq for one more due item first.
+func (s *Store) claimNextDue(ctx context.Context, tx *sql.Tx, no int64, shard int, claimed []store.Item, limit int, now int64) (int64, error) {
+	if len(claimed) == limit {
+		var more bool
+		last := claimed[len(claimed)-1].Seq
+		if err := s.stmt(ctx, tx, qMoreDue).QueryRowContext(ctx, no, shard, last, now).Scan(&more); err != nil {
+			return 0, err
+		}
+		if more {
+			return now, nil
+		}
+	}
+	var next sql.NullInt64
+	if err := s.stmt(ctx, tx, qNextDue).QueryRowContext(ctx, no, shard).Scan(&next); err != nil {
+		return 0, err
+	}
+	return next.Int64, nil
 }
 
 func cmpInt(a, b int64) int {

@@ -40,7 +40,7 @@ var _ store.Store = (*Store)(nil)
 // schemaVersion is the version of the schema (schema plus migrations),
 // kept in PRAGMA user_version. Open refuses a file written by a newer
 // version.
-const schemaVersion = 17
+const schemaVersion = 18
 
 // busyTimeout is how long a write waits for another process's write lock.
 const busyTimeout = 30 * time.Second
@@ -208,6 +208,16 @@ ALTER TABLE jobs ADD COLUMN canary_failed INTEGER NOT NULL DEFAULT 0;
 	// 17: issue 18: provider calls accepted under a message id whose
 	// result comes later (msgcalls.go).
 	17: msgCallsSchema,
+	// 18: issue 10: the next-due index holds only pending items with a
+	// next-attempt time (retries and items planned for later). Fresh items
+	// (next_at 0, due at once) are in items_claim in seq order; leaving
+	// them out of items_due saves an index write per item at planning and
+	// another at its claim. ClaimItems tells whether one is left by
+	// itself (claimNextDue).
+	18: `
+DROP INDEX items_due;
+CREATE INDEX items_due ON items (job_no, shard, next_at) WHERE status = 0 AND next_at > 0;
+`,
 	// 10: the audit log of state-changing API calls (audit.go).
 	10: auditSchema,
 	// 9: tenants (issue 12). API tokens get an id, a name, a role and an
@@ -457,8 +467,13 @@ WHERE job_no = ?3 AND shard = ?4 AND seq IN (
 	WHERE job_no = ?3 AND shard = ?4 AND status = 0 AND next_at <= ?2
 	ORDER BY seq LIMIT ?5)
 RETURNING seq, account, to_id, vars, ref, attempts, next_at, cat, code, msg`
+	// qNextDue is the earliest next-attempt time of the shard's pending
+	// items that have one; qMoreDue whether a pending item after seq ?3
+	// is due at ?4 (fresh items, next_at 0, are always due).
 	qNextDue = `SELECT MIN(next_at) FROM items INDEXED BY items_due
-WHERE job_no = ?1 AND shard = ?2 AND status = 0`
+WHERE job_no = ?1 AND shard = ?2 AND status = 0 AND next_at > 0`
+	qMoreDue = `SELECT EXISTS (SELECT 1 FROM items INDEXED BY items_claim
+WHERE job_no = ?1 AND shard = ?2 AND status = 0 AND seq > ?3 AND next_at <= ?4)`
 	qItemState = `SELECT seq, status, attempts, next_at, claim, cat, code, msg, fin_at, msgid FROM items
 WHERE job_no = ?1 AND shard = ?2 AND seq IN (SELECT value FROM json_each(?3))`
 	qItemStateRange = `SELECT seq, status, attempts, next_at, claim, cat, code, msg, fin_at, msgid FROM items
@@ -476,7 +491,7 @@ ON CONFLICT (name) DO UPDATE SET tokens = excluded.tokens, at = excluded.at, war
 
 func (s *Store) prepare(ctx context.Context) error {
 	s.stmts = map[string]*sql.Stmt{}
-	for _, q := range []string{qClaim, qNextDue, qItemState, qItemStateRange, qShardGet, qShardPut, qBucketGet, qBucketPut} {
+	for _, q := range []string{qClaim, qNextDue, qMoreDue, qItemState, qItemStateRange, qShardGet, qShardPut, qBucketGet, qBucketPut} {
 		st, err := s.w.PrepareContext(ctx, q)
 		if err != nil {
 			return fmt.Errorf("prepare %q: %w", firstLine(q), err)

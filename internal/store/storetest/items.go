@@ -64,7 +64,7 @@ func testClaimItems(t *testing.T, s store.Store, _ Capabilities) {
 		t.Fatalf("NextDueAt %v after a short claim, later than the earliest pending item (%v)", c.NextDueAt, t1.Add(5*time.Second))
 	}
 	// Every due item claimed: NextDueAt is the earliest future one.
-	c = claim(t, s, id, 0, 100, t1, "c3")
+	c = claim(t, s, id, 0, 5, t1, "c3") // exactly the due items: NextDueAt is exact
 	checkClaimed(t, c.Items, snap, []int64{11, 13, 15, 17, 19}, t1, "c3", 1)
 	if c.Delta != (store.Counts{Pending: -5, Submitted: 5}) {
 		t.Fatalf("claim delta %+v, want 5 pending → submitted", c.Delta)

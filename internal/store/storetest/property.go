@@ -143,6 +143,35 @@ func (m *shardModel) claim(rt *rapid.T) {
 		rt.Fatalf("ClaimItems delta %+v, want %+v", res.Delta, want)
 	}
 	m.fold(res.Delta, nil)
+	m.checkNextDue(rt, res.NextDueAt, len(got) == len(due))
+}
+
+// checkNextDue checks a claim's NextDueAt against the pending items left:
+// exactly the earliest of their (all future) next-attempt times, or zero
+// when none is pending, after a claim that took every due item; not later
+// than the earliest (now for one due) after one that Max cut short.
+func (m *shardModel) checkNextDue(rt *rapid.T, next time.Time, tookAll bool) {
+	var earliest time.Time
+	pending := false
+	for _, it := range m.items {
+		if it.status != store.ItemPending {
+			continue
+		}
+		due := it.next
+		if due.Before(m.now) {
+			due = m.now
+		}
+		if !pending || due.Before(earliest) {
+			earliest = due
+		}
+		pending = true
+	}
+	switch {
+	case tookAll && !next.Equal(earliest):
+		rt.Fatalf("NextDueAt %v after a claim of every due item, want %v (pending left: %v)", next, earliest, pending)
+	case !tookAll && next.After(earliest):
+		rt.Fatalf("NextDueAt %v after a short claim, later than the earliest pending item (%v)", next, earliest)
+	}
 }
 
 // updateKinds are the item changes qunfa makes, by the status they start
