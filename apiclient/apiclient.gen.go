@@ -787,19 +787,24 @@ type Campaign struct {
 	Mode        CampaignMode `json:"mode"`
 	Name        string       `json:"name"`
 
-	// NextFireAt The next firing as the local runtime counts it (EventBridge counts a rate from the rule's creation); null when disabled or never again.
+	// NextFireAt The next firing as the local runtime counts it, a cron schedule in the campaign's time zone (EventBridge Scheduler counts a rate from the schedule's creation); null when disabled or never again.
 	NextFireAt *NullableTimestamp `json:"next_fire_at"`
 
 	// Request The job request of a campaign: the body of POST /v1/jobs, with recipients for a snapshot campaign and none for a requery campaign.
 	Request CampaignJobRequest `json:"request"`
 
-	// Schedule EventBridge schedule expression, in UTC: rate(N minute|minutes|hour|hours|day|days) or cron(minutes hours day-of-month month day-of-week year) with *, ?, ranges, lists and increments (L, W and # are not supported).
+	// Schedule EventBridge schedule expression: rate(N minute|minutes|hour|hours|day|days) or cron(minutes hours day-of-month month day-of-week year) with *, ?, ranges, lists and increments (L, W and # are not supported). A cron expression is wall-clock time in timezone: a time a daylight-saving change skips does not fire that day, one it repeats fires once.
 	//
 	// Examples: cron(0 9 ? * MON-FRI *), rate(1 hour)
 	Schedule string `json:"schedule"`
 
 	// Source requery: the https URL the recipients are fetched from; empty for snapshot.
 	Source string `json:"source"`
+
+	// Timezone The IANA time zone the cron schedule is read in, such as Asia/Shanghai or America/New_York; empty: the stack's default (UTC locally; the CampaignTimeZone parameter in AWS). A name the zone database does not know is a 422 on timezone.
+	//
+	// Examples: Asia/Shanghai,
+	Timezone string `json:"timezone"`
 
 	// UpdatedAt An RFC 3339 time in UTC.
 	UpdatedAt Timestamp `json:"updated_at"`
@@ -846,13 +851,18 @@ type CampaignRequest struct {
 	// Request The job request of a campaign: the body of POST /v1/jobs, with recipients for a snapshot campaign and none for a requery campaign.
 	Request CampaignJobRequest `json:"request"`
 
-	// Schedule EventBridge schedule expression, in UTC: rate(N minute|minutes|hour|hours|day|days) or cron(minutes hours day-of-month month day-of-week year) with *, ?, ranges, lists and increments (L, W and # are not supported).
+	// Schedule EventBridge schedule expression: rate(N minute|minutes|hour|hours|day|days) or cron(minutes hours day-of-month month day-of-week year) with *, ?, ranges, lists and increments (L, W and # are not supported). A cron expression is wall-clock time in timezone: a time a daylight-saving change skips does not fire that day, one it repeats fires once.
 	//
 	// Examples: cron(0 9 ? * MON-FRI *), rate(1 hour)
 	Schedule string `json:"schedule"`
 
 	// Source requery: the https URL the recipients are fetched from; empty for snapshot.
 	Source *string `json:"source,omitempty"`
+
+	// Timezone The IANA time zone the cron schedule is read in, such as Asia/Shanghai or America/New_York; empty: the stack's default (UTC locally; the CampaignTimeZone parameter in AWS). A name the zone database does not know is a 422 on timezone.
+	//
+	// Examples: Asia/Shanghai,
+	Timezone *string `json:"timezone,omitempty"`
 }
 
 // CampaignRequestMode defines model for CampaignRequest.Mode.

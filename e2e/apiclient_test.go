@@ -267,14 +267,14 @@ func TestGeneratedClientDrivesEveryOperation(t *testing.T) {
 
 	// Campaigns.
 	enabled := false
-	cp, err := cl.PutCampaignWithResponse(ctx, apiclient.CampaignRequest{Name: "weekly", Schedule: "rate(7 days)",
-		Mode: apiclient.CampaignRequestModeSnapshot, Enabled: &enabled,
+	cp, err := cl.PutCampaignWithResponse(ctx, apiclient.CampaignRequest{Name: "weekly", Schedule: "cron(0 9 ? * MON *)",
+		Timezone: ptr("Asia/Shanghai"), Mode: apiclient.CampaignRequestModeSnapshot, Enabled: &enabled,
 		Request: apiclient.CampaignJobRequest{Template: "Hi {{name}}", Recipients: ptr(recipients("acct-fast", 2))}})
 	want("putCampaign", cp, err, 201)
 	camp := cp.JSON201
 	gc, err := cl.GetCampaignWithResponse(ctx, camp.Id)
 	want("getCampaign", gc, err, 200)
-	if gc.JSON200.Name != "weekly" || gc.JSON200.Enabled {
+	if gc.JSON200.Name != "weekly" || gc.JSON200.Enabled || gc.JSON200.Timezone != "Asia/Shanghai" {
 		t.Errorf("getCampaign: %+v", gc.JSON200)
 	}
 	lc, err := cl.ListCampaignsWithResponse(ctx)

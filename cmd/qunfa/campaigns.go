@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -60,7 +61,11 @@ func (c *cli) campaignsGet(ctx context.Context, args []string) error {
 
 func printCampaign(w io.Writer, k apiclient.Campaign) {
 	fmt.Fprintf(w, "campaign %s %q\n", k.Id, k.Name)
-	fmt.Fprintf(w, "  schedule:  %s (%s), enabled: %s, at most %ds late\n", k.Schedule, k.Mode, enabledText(k.Enabled), k.MaxDelaySec)
+	zone := k.Timezone
+	if zone == "" {
+		zone = "the stack's time zone"
+	}
+	fmt.Fprintf(w, "  schedule:  %s in %s (%s), enabled: %s, at most %ds late\n", k.Schedule, zone, k.Mode, enabledText(k.Enabled), k.MaxDelaySec)
 	if k.Source != "" {
 		fmt.Fprintf(w, "  source:    %s\n", k.Source)
 	}
@@ -74,14 +79,18 @@ func printCampaign(w io.Writer, k apiclient.Campaign) {
 }
 
 // campaignsCreate creates (or, with an id, replaces) a campaign from a
-// JSON file: the body of POST /v1/campaigns.
+// JSON file: the body of POST /v1/campaigns. --timezone sets the
+// campaign's time zone over the file's.
 func (c *cli) campaignsCreate(ctx context.Context, args []string) error {
 	fs := c.newFlagSet("campaigns")
 	out := outputFlag(fs)
+	zone := fs.String("timezone", "", "IANA time zone the cron schedule is read in, e.g. Asia/Shanghai (overrides the file's timezone; \"\" for the stack's)")
 	pos, err := c.parse(fs, args, 1, "FILE (the campaign's JSON, or - for stdin)")
 	if err != nil {
 		return err
 	}
+	zoneSet := false
+	fs.Visit(func(f *flag.Flag) { zoneSet = zoneSet || f.Name == "timezone" })
 	if err := checkOutput(*out); err != nil {
 		return err
 	}
@@ -91,6 +100,11 @@ func (c *cli) campaignsCreate(ctx context.Context, args []string) error {
 	}
 	if !json.Valid(body) {
 		return fmt.Errorf("%s is not valid JSON", pos[0])
+	}
+	if zoneSet {
+		if body, err = withField(body, "timezone", *zone); err != nil {
+			return fmt.Errorf("%s: %w", pos[0], err)
+		}
 	}
 	cl, err := c.client()
 	if err != nil {
@@ -105,6 +119,20 @@ func (c *cli) campaignsCreate(ctx context.Context, args []string) error {
 		k = resp.JSON200
 	}
 	return c.show(*out, resp.Body, func(w io.Writer) { printCampaign(w, *k) })
+}
+
+// withField sets one top-level field of a JSON object.
+func withField(body []byte, name string, value any) ([]byte, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(body, &obj); err != nil || obj == nil {
+		return nil, fmt.Errorf("want a JSON object")
+	}
+	v, err := json.Marshal(value)
+	if err != nil {
+		return nil, err
+	}
+	obj[name] = v
+	return json.Marshal(obj)
 }
 
 func (c *cli) campaignsDelete(ctx context.Context, args []string) error {

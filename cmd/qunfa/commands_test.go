@@ -213,7 +213,20 @@ func TestCampaignsCommand(t *testing.T) {
 	ctx := context.Background()
 	file := writeFile(t, "campaign.json", `{"id": "weekly", "name": "weekly news", "schedule": "rate(7 days)", "mode": "snapshot",
 		"request": {"template": "Hi {{name}}", "recipients": [{"account": "acct-a", "to": "u1", "vars": {"name": "Li"}}]}}`)
-	runCLI(ctx, srv, "", "campaigns", "create", file).want(t, 0, []string{"campaign weekly \"weekly news\"", "rate(7 days)", "1 recipients"}, nil)
+	runCLI(ctx, srv, "", "campaigns", "create", file).want(t, 0, []string{"campaign weekly \"weekly news\"", "rate(7 days) in the stack's time zone", "1 recipients"}, nil)
+	// --timezone sets the campaign's zone over the file's; an unknown one
+	// is refused by the API, naming the field.
+	zoned := writeFile(t, "zoned.json", `{"id": "morning", "name": "morning", "schedule": "cron(0 9 * * ? *)", "timezone": "UTC", "mode": "snapshot",
+		"request": {"template": "Hi", "recipients": [{"account": "acct-a", "to": "u1"}]}}`)
+	runCLI(ctx, srv, "", "campaigns", "create", zoned, "--timezone", "America/New_York").
+		want(t, 0, []string{"cron(0 9 * * ? *) in America/New_York"}, nil)
+	var m struct{ Timezone string }
+	jsonOut(t, runCLI(ctx, srv, "", "campaigns", "get", "morning", "--output", "json"), &m)
+	if m.Timezone != "America/New_York" {
+		t.Errorf("campaign created with --timezone America/New_York has zone %q", m.Timezone)
+	}
+	runCLI(ctx, srv, "", "campaigns", "create", "--timezone", "Mars/Olympus", zoned).want(t, 1, nil, []string{"(HTTP 422)", "  timezone:"})
+	runCLI(ctx, srv, "", "campaigns", "create", "--timezone", "UTC", writeFile(t, "list.json", `[1]`)).want(t, 1, nil, []string{"want a JSON object"})
 	runCLI(ctx, srv, "", "campaigns").want(t, 0, []string{"ID", "weekly", "rate(7 days)", "snapshot", "yes"}, nil)
 	runCLI(ctx, srv, "", "campaigns", "get", "weekly").want(t, 0, []string{"campaign weekly", "Hi {{name}}"}, nil)
 	var k struct{ ID, Schedule string }

@@ -17,6 +17,10 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	// The zone database in the binary: campaigns name IANA time zones
+	// (qunfa dev fires them), whatever the host has installed.
+	_ "time/tzdata"
 )
 
 // Exit codes.
@@ -140,7 +144,7 @@ func init() {
 		"campaigns": {
 			usage: "[list] [--output table|json]\n" +
 				"       qunfa campaigns get CAMPAIGN [--output table|json]\n" +
-				"       qunfa campaigns create FILE|- (the JSON body of POST /v1/campaigns)\n" +
+				"       qunfa campaigns create FILE|- [--timezone ZONE] (the JSON body of POST /v1/campaigns)\n" +
 				"       qunfa campaigns delete CAMPAIGN",
 			summary: "list, show, create or delete scheduled campaigns",
 			run:     (*cli).campaigns,

@@ -126,6 +126,20 @@ func TestDashboardPages(t *testing.T) {
 	b.do("open the campaign", chromedp.Click(chromedp.CSS(`tr[data-campaign=weekly] a`)))
 	b.waitJS("five next firings, Mondays 09:00 UTC", `(() => { const li = [...document.querySelectorAll('#campaign-next li[data-at]')];
 		return li.length === 5 && li.every((e) => { const d = new Date(e.dataset.at); return d.getUTCDay() === 1 && d.getUTCHours() === 9 && d.getUTCMinutes() === 0; }); })()`)
+	// A campaign in its own time zone: 09:00 on Mondays in New York, on
+	// both sides of any daylight-saving change among the next five.
+	b.do("back to campaigns", chromedp.Click(chromedp.CSS("#nav-campaigns")), chromedp.WaitVisible(chromedp.CSS("#campaign-form")))
+	b.do("fill a campaign in New York time", chromedp.SendKeys(chromedp.CSS("#camp-id"), "ny"), chromedp.SendKeys(chromedp.CSS("#camp-name"), "NY"),
+		chromedp.SendKeys(chromedp.CSS("#camp-schedule"), "cron(0 9 ? * MON *)"), chromedp.SendKeys(chromedp.CSS("#camp-timezone"), "America/New_York"),
+		chromedp.SendKeys(chromedp.CSS("#camp-template"), "Hi {{name}}"),
+		chromedp.SendKeys(chromedp.CSS("#camp-recipients"), "account,to,var.name\n"+account+",c1,Li\n"),
+		chromedp.Click(chromedp.CSS("#campaign-create")))
+	b.waitJS("the New York campaign is listed with its zone", `document.querySelector('tr[data-campaign=ny] .schedule')?.textContent.includes('America/New_York')`)
+	b.do("open the New York campaign", chromedp.Click(chromedp.CSS(`tr[data-campaign=ny] a`)))
+	b.waitJS("five next firings, Mondays 09:00 in New York", `(() => { const li = [...document.querySelectorAll('#campaign-next li[data-at]')];
+		const f = new Intl.DateTimeFormat('en-US', { timeZone: 'America/New_York', weekday: 'short', hour: '2-digit', minute: '2-digit', hourCycle: 'h23' });
+		return li.length === 5 && li.every((e) => f.format(new Date(e.dataset.at)) === 'Mon 09:00'); })()`)
+	b.waitJS("its facts name the zone", `document.getElementById('campaign-facts').textContent.includes('America/New_York')`)
 
 	// Suppressions: search, add, import.
 	b.do("open suppressions", chromedp.Click(chromedp.CSS("#nav-suppressions")))
@@ -227,7 +241,7 @@ func TestDashboardPages(t *testing.T) {
 		{"jobs", "#/jobs", `document.querySelectorAll('#jobs-body tr').length > 0`},
 		{"job", "#/jobs/" + jobID, `document.getElementById('job-words')?.textContent.length > 0`},
 		{"newjob", "#/new-job", `document.getElementById('newjob-form') !== null`},
-		{"campaigns", "#/campaigns", `document.querySelectorAll('#campaigns-body tr').length === 2`},
+		{"campaigns", "#/campaigns", `document.querySelectorAll('#campaigns-body tr').length === 3`},
 		{"campaign", "#/campaigns/weekly", `document.querySelectorAll('#campaign-next li').length === 5`},
 		{"suppressions", "#/suppressions", `document.querySelectorAll('#supp-body tr').length >= 4`},
 		{"webhooks", "#/webhooks", `document.querySelectorAll('#hooks-body tr').length > 0`},

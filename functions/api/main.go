@@ -6,6 +6,9 @@ package main
 
 import (
 	"log/slog"
+	// The zone database in the binary: campaigns name IANA time zones, and
+	// the provided.al2023 runtime has no guaranteed /usr/share/zoneinfo.
+	_ "time/tzdata"
 
 	"github.com/qunfa/qunfa/internal/awsrun"
 	"github.com/qunfa/qunfa/internal/handlers"

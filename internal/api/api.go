@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/qunfa/qunfa/internal/campaign"
 	"github.com/qunfa/qunfa/internal/clock"
@@ -49,6 +50,10 @@ type Deps struct {
 	// Scheduler keeps campaigns' schedules (EventBridge rules in AWS;
 	// default campaign.NoScheduler{}, the local runtime fires them itself).
 	Scheduler campaign.Scheduler
+	// CampaignZone is the time zone of the cron schedules of campaigns
+	// that name none, the stack's default (nil: UTC): the next firing
+	// shown is counted in it.
+	CampaignZone *time.Location
 	// Webhooks stores webhooks and their deliveries (default: Store, when
 	// it implements store.WebhookStore).
 	Webhooks store.WebhookStore

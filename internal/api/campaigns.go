@@ -24,6 +24,9 @@ type CampaignRequest struct {
 	ID       string `json:"id"`
 	Name     string `json:"name"`
 	Schedule string `json:"schedule"`
+	// Timezone is the IANA zone the cron schedule is read in (empty: the
+	// stack's default).
+	Timezone string `json:"timezone"`
 	// Mode is "snapshot" or "requery".
 	Mode string `json:"mode"`
 	// Request is the job request (recipients for snapshot only).
@@ -40,13 +43,14 @@ type Campaign struct {
 	ID          string          `json:"id"`
 	Name        string          `json:"name"`
 	Schedule    string          `json:"schedule"`
+	Timezone    string          `json:"timezone"`
 	Mode        string          `json:"mode"`
 	Request     json.RawMessage `json:"request"`
 	Source      string          `json:"source"`
 	MaxDelaySec int             `json:"max_delay_sec"`
 	Enabled     bool            `json:"enabled"`
-	// NextFireAt is the next firing as the local runtime counts it (null
-	// when disabled or never again).
+	// NextFireAt is the next firing as the local runtime counts it, in the
+	// campaign's time zone (null when disabled or never again).
 	NextFireAt  *time.Time `json:"next_fire_at"`
 	LastFiredAt *time.Time `json:"last_fired_at"`
 	CreatedBy   string     `json:"created_by"`
@@ -60,13 +64,13 @@ type CampaignList struct {
 }
 
 func (s *server) campaignView(c store.Campaign) Campaign {
-	v := Campaign{ID: c.ID, Name: c.Name, Schedule: c.Schedule, Mode: c.Mode, Request: json.RawMessage(c.Request),
+	v := Campaign{ID: c.ID, Name: c.Name, Schedule: c.Schedule, Timezone: c.Timezone, Mode: c.Mode, Request: json.RawMessage(c.Request),
 		Source: c.Source, MaxDelaySec: c.MaxDelaySec, Enabled: c.Enabled, LastFiredAt: timePtr(c.LastFiredAt),
 		CreatedBy: c.CreatedBy, CreatedAt: c.CreatedAt.UTC(), UpdatedAt: c.UpdatedAt.UTC()}
 	if !json.Valid(v.Request) {
 		v.Request = json.RawMessage("{}")
 	}
-	if sched, err := campaign.ParseSchedule(c.Schedule); err == nil && c.Enabled {
+	if sched, err := campaign.ScheduleOf(c, s.CampaignZone); err == nil && c.Enabled {
 		v.NextFireAt = timePtr(sched.Next(s.Clock.Now()))
 	}
 	return v
@@ -88,7 +92,7 @@ func (s *server) putCampaign(w http.ResponseWriter, r *http.Request, tenant stri
 		return p
 	}
 	now := s.Clock.Now()
-	c := store.Campaign{Tenant: tenant, ID: req.ID, Name: req.Name, Schedule: req.Schedule, Mode: req.Mode,
+	c := store.Campaign{Tenant: tenant, ID: req.ID, Name: req.Name, Schedule: req.Schedule, Timezone: req.Timezone, Mode: req.Mode,
 		Source: req.Source, MaxDelaySec: req.MaxDelaySec, Enabled: req.Enabled == nil || *req.Enabled,
 		CreatedBy: tenant, CreatedAt: now, UpdatedAt: now}
 	if c.ID == "" {

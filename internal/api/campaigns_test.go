@@ -118,6 +118,58 @@ func TestCampaigns(t *testing.T) {
 	}
 }
 
+// TestCampaignTimeZones (issue 14): a campaign's own time zone is stored,
+// shown, handed to the scheduler and counts its next firing; without one
+// the stack's zone counts; a zone Go does not know is a 422 on timezone
+// that changes nothing.
+func TestCampaignTimeZones(t *testing.T) {
+	sched := &recordingScheduler{rules: map[string]store.Campaign{}}
+	shanghai, err := time.LoadLocation("Asia/Shanghai")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStack(t, func(d *api.Deps) { d.Scheduler, d.CampaignZone = sched, shanghai })
+	body := func(id, zone string) string {
+		return `{"id": "` + id + `", "name": "Weekly", "schedule": "cron(0 9 ? * MON *)", "timezone": "` + zone + `", "mode": "snapshot",
+		"request": {"template": "Hi", "recipients": [{"account": "acct-a", "to": "u1"}]}}`
+	}
+	for _, tc := range []struct {
+		id, zone string
+		next     time.Time // Monday 2025-03-03, 09:00 in the zone
+	}{
+		{"ny", "America/New_York", time.Date(2025, 3, 3, 14, 0, 0, 0, time.UTC)},
+		{"stack", "", time.Date(2025, 3, 3, 1, 0, 0, 0, time.UTC)},
+		{"utc", "UTC", time.Date(2025, 3, 3, 9, 0, 0, 0, time.UTC)},
+	} {
+		var c api.Campaign
+		r := s.do("POST", "/v1/campaigns", tokenA, body(tc.id, tc.zone))
+		r.json(t, &c)
+		if r.status != http.StatusCreated || c.Timezone != tc.zone || c.NextFireAt == nil || !c.NextFireAt.Equal(tc.next) {
+			t.Fatalf("create %s: %d %s", tc.id, r.status, r.body)
+		}
+		s.do("GET", "/v1/campaigns/"+tc.id, tokenA, nil).json(t, &c)
+		if c.Timezone != tc.zone || c.NextFireAt == nil || !c.NextFireAt.Equal(tc.next) {
+			t.Errorf("get %s: %+v", tc.id, c)
+		}
+		if got := sched.rules["tenant-a/"+tc.id]; got.Timezone != tc.zone {
+			t.Errorf("scheduler got zone %q for %s, want %q", got.Timezone, tc.id, tc.zone)
+		}
+	}
+	for _, bad := range []struct{ id, zone string }{{"mars", "Mars/Olympus"}, {"ny", "Local"}, {"ny", "EST5EDT/../../x"}} {
+		p := wantProblem(t, s.do("POST", "/v1/campaigns", tokenA, body(bad.id, bad.zone)), http.StatusUnprocessableEntity)
+		if len(p.Errors) != 1 || p.Errors[0].Field != "timezone" {
+			t.Errorf("%q: errors %+v, want one on timezone", bad.zone, p.Errors)
+		}
+	}
+	if _, err := s.store.GetCampaign(context.Background(), "tenant-a", "mars"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a campaign with an unknown zone was stored: %v", err)
+	}
+	if c, err := s.store.GetCampaign(context.Background(), "tenant-a", "ny"); err != nil || c.Timezone != "America/New_York" ||
+		sched.rules["tenant-a/ny"].Timezone != "America/New_York" {
+		t.Errorf("a refused replace changed the campaign: %+v %v", c, err)
+	}
+}
+
 // TestRequerySourceMustBePublic (issue 12, SSRF): a requery campaign whose
 // source names a loopback, private, link-local or unique-local address, or
 // a name that resolves to one, is refused when saved (422 on source) and

@@ -172,6 +172,10 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 			return nil, err
 		}
 		deps.Scheduler = sched
+		// The next firings the API shows count in the stack's zone too.
+		if deps.CampaignZone, err = campaign.LoadZone(cfg.CampaignTimeZone, nil); err != nil {
+			return nil, fmt.Errorf("%s: %w", EnvCampaignTimeZone, err)
+		}
 	}
 	core.API = api.New(deps)
 	core.WebhookPublisher = &webhook.Publisher{Store: st, Clock: clk, Log: log}

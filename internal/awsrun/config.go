@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/qunfa/qunfa/internal/campaign"
 	"github.com/qunfa/qunfa/internal/campaign/awsscheduler"
 	"github.com/qunfa/qunfa/internal/campaign/ebscheduler"
 	"github.com/qunfa/qunfa/internal/sender"
@@ -217,6 +218,9 @@ func (c Config) validate() error {
 		if _, err := awsscheduler.New(nil, c.scheduleConfig()); err != nil {
 			errs = append(errs, fmt.Errorf("%s=%q, %s=%q, %s=%q: %w", EnvCampaignScheduleGroup, c.CampaignScheduleGroup,
 				EnvSchedulerRole, c.SchedulerRole, EnvCampaignTimeZone, c.CampaignTimeZone, err))
+		}
+		if _, err := campaign.LoadZone(c.CampaignTimeZone, nil); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w (an IANA name such as Asia/Shanghai)", EnvCampaignTimeZone, err))
 		}
 	}
 	if !c.fn.Provider {

@@ -61,6 +61,8 @@ func TestLoad(t *testing.T) {
 			wantErr: []string{awsrun.EnvCampaignScheduleGroup, "role"}},
 		{name: "campaign time zone unknown", fn: awsrun.API, env: with(awsrun.EnvCampaignTimeZone, "Mars/Olympus"),
 			wantErr: []string{awsrun.EnvCampaignTimeZone}},
+		{name: "campaign time zone Local", fn: awsrun.API, env: with(awsrun.EnvCampaignTimeZone, "Local"),
+			wantErr: []string{awsrun.EnvCampaignTimeZone}},
 		{name: "campaign time zone", fn: awsrun.API, env: with(awsrun.EnvCampaignTimeZone, "Asia/Shanghai")},
 		{name: "campaign rule prefix too long", fn: awsrun.API, env: with(awsrun.EnvCampaignRulePrefix, strings.Repeat("p", 41)),
 			wantErr: []string{awsrun.EnvCampaignRulePrefix}},

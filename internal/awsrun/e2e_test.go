@@ -313,8 +313,16 @@ func TestLambdaHandlersOnAWSAdapters(t *testing.T) {
 	// rule on the default bus any more).
 	var postCampaign events.APIGatewayV2HTTPRequest
 	readEvent(t, "api-post-campaign.json", &postCampaign)
-	if resp, err := apiH(ctx, postCampaign); err != nil || resp.StatusCode != 201 {
-		t.Fatalf("POST campaign: %v %d %s", err, resp.StatusCode, resp.Body)
+	cresp, err := apiH(ctx, postCampaign)
+	if err != nil || cresp.StatusCode != 201 {
+		t.Fatalf("POST campaign: %v %d %s", err, cresp.StatusCode, cresp.Body)
+	}
+	// Its next firing counts in the stack's zone: Monday 08:00 in Shanghai.
+	var shown api.Campaign
+	shanghai, _ := time.LoadLocation("Asia/Shanghai")
+	if err := json.Unmarshal([]byte(cresp.Body), &shown); err != nil || shown.NextFireAt == nil ||
+		shown.NextFireAt.In(shanghai).Format("Mon 15:04") != "Mon 08:00" {
+		t.Fatalf("campaign's next firing: %v %s", err, cresp.Body)
 	}
 	schedules, err := admin.Scheduler.ListSchedules(ctx, &scheduler.ListSchedulesInput{GroupName: aws.String(scheduleGroup)})
 	if err != nil || len(schedules.Schedules) != 1 {

@@ -132,6 +132,9 @@ type Campaigns struct {
 	Alerts alert.Publisher
 	Log    *slog.Logger
 	Limits SourceLimits
+	// Zone is the time zone of the cron schedules of campaigns that name
+	// none: the stack's default (nil: UTC).
+	Zone *time.Location
 
 	mu      sync.Mutex
 	retryAt map[string]time.Time // FireDue: failed firings, when to try again

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -589,6 +590,63 @@ func TestFireDue(t *testing.T) {
 	}
 }
 
+// The local scheduler reads a campaign's cron in the campaign's time zone:
+// 09:00 in New York is 14:00 UTC before the spring change (2025-03-09) and
+// 13:00 UTC after it; a campaign without a zone keeps the stack's (Zone).
+func TestFireDueInTimeZone(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.c.Zone = time.FixedZone("UTC+8", 8*3600)
+	f.clock.Set(at("2025-03-07T20:00:00Z"))
+	ny := snapshot(t, "ny", "cron(0 9 * * ? *)", 300)
+	ny.Timezone = "America/New_York"
+	f.put(t, ny)
+	f.put(t, snapshot(t, "stack", "cron(0 9 * * ? *)", 300)) // 01:00 UTC
+	newYork, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fired := map[string]int{}
+	for _, step := range []struct{ now, want string }{
+		{"2025-03-08T01:00:30Z", "stack"},
+		{"2025-03-08T13:59:59Z", ""},
+		{"2025-03-08T14:00:30Z", "ny"}, // 09:00 EST
+		{"2025-03-09T01:00:30Z", "stack"},
+		{"2025-03-09T12:59:59Z", ""},
+		{"2025-03-09T13:00:30Z", "ny"}, // 09:00 EDT
+		{"2025-03-09T14:00:30Z", ""},
+	} {
+		f.clock.Set(at(step.now))
+		rep, err := f.c.FireDue(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := campaign.DueReport{}
+		if step.want != "" {
+			want.Fired = 1
+			fired[step.want]++
+		}
+		if rep != want {
+			t.Fatalf("at %s: %+v, want %+v (%s)", step.now, rep, want, step.want)
+		}
+	}
+	var local []string
+	for _, j := range f.jobs(t) {
+		if j.Meta[campaign.MetaCampaign] != "ny" {
+			continue
+		}
+		when, err := time.Parse(time.RFC3339, j.Meta[campaign.MetaScheduledAt])
+		if err != nil {
+			t.Fatal(err)
+		}
+		local = append(local, when.In(newYork).Format("2006-01-02 15:04 MST"))
+	}
+	slices.Sort(local)
+	if got := strings.Join(local, ", "); got != "2025-03-08 09:00 EST, 2025-03-09 09:00 EDT" || fired["stack"] != 2 {
+		t.Errorf("New York firings %s, stack firings %d", got, fired["stack"])
+	}
+}
+
 // A failing firing is retried after RetryFailedAfter, not every tick.
 func TestFireDueRetriesFailures(t *testing.T) {
 	f := newFixture(t)
@@ -636,6 +694,9 @@ func TestValidate(t *testing.T) {
 	for want, c := range map[string]store.Campaign{
 		"id":            with(ok, func(c *store.Campaign) { c.ID = "no spaces" }),
 		"schedule":      with(ok, func(c *store.Campaign) { c.Schedule = "cron(0 9 * * * *)" }),
+		"timezone":      with(ok, func(c *store.Campaign) { c.Timezone = "Mars/Olympus" }),
+		"timezone ":     with(ok, func(c *store.Campaign) { c.Timezone = "Local" }),
+		"timezone  ":    with(ok, func(c *store.Campaign) { c.Timezone = "../../etc/passwd" }),
 		"mode":          with(ok, func(c *store.Campaign) { c.Mode = "live" }),
 		"source":        with(ok, func(c *store.Campaign) { c.Source = "https://x.example/" }),
 		"max_delay_sec": with(ok, func(c *store.Campaign) { c.MaxDelaySec = -1 }),

@@ -29,8 +29,9 @@ type DueFiring struct {
 
 // Due lists the enabled campaigns (of every tenant) whose schedule fired
 // after their LastFiredAt (or their creation) and at or before now: the
-// local runtime's stand-in for EventBridge rules. A campaign whose stored
-// schedule no longer parses is logged and left out.
+// local runtime's stand-in for EventBridge Scheduler. Cron schedules are
+// read in the campaign's time zone (Zone when it names none). A campaign
+// whose stored schedule or zone no longer parses is logged and left out.
 func (c *Campaigns) Due(ctx context.Context, now time.Time) ([]DueFiring, error) {
 	all, err := c.Store.ListCampaigns(ctx, "")
 	if err != nil {
@@ -41,7 +42,7 @@ func (c *Campaigns) Due(ctx context.Context, now time.Time) ([]DueFiring, error)
 		if !cmp.Enabled {
 			continue
 		}
-		sched, err := ParseSchedule(cmp.Schedule)
+		sched, err := ScheduleOf(cmp, c.Zone)
 		if err != nil {
 			c.log().Error("campaign has an invalid schedule", slog.String("tenant", cmp.Tenant), slog.String("campaign", cmp.ID), slog.Any("err", err))
 			continue

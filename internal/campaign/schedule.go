@@ -11,7 +11,8 @@ import (
 
 // Schedule is a parsed EventBridge schedule expression: "rate(N unit)" or
 // "cron(minutes hours day-of-month month day-of-week year)", evaluated in
-// UTC as EventBridge evaluates rules.
+// UTC, or in the zone given by In as EventBridge Scheduler evaluates a
+// schedule with a time zone.
 //
 // Supported in cron fields: numbers, names (JAN–DEC, SUN–SAT), "*", "?",
 // lists ",", ranges "-" and increments "/". EventBridge's "L", "W" and "#"
@@ -31,6 +32,8 @@ type Schedule struct {
 	minute, hour, dom, month, dow uint64
 	domAny, dowAny                bool // the field is "?" (no restriction)
 	years                         [4]uint64
+	// loc is the zone of the cron fields (nil: UTC); see In.
+	loc *time.Location
 }
 
 // Limits of the expressions EventBridge accepts.
@@ -292,7 +295,11 @@ func fieldValue(field cronField, v string) (int, error) {
 
 // Next returns the first firing strictly after t (in UTC, at a whole
 // minute), or the zero time if the schedule never fires again (a cron
-// whose years are all past).
+// whose years are all past). A cron expression's fields are wall-clock
+// times of the schedule's zone (In), as EventBridge Scheduler reads them
+// with ScheduleExpressionTimezone: a time that a daylight-saving change
+// skips does not fire that day, and a time it repeats fires once, at its
+// first occurrence.
 func (s Schedule) Next(t time.Time) time.Time {
 	t = t.UTC()
 	if s.rate > 0 {
@@ -308,6 +315,65 @@ func (s Schedule) Next(t time.Time) time.Time {
 	if s.expr == "" {
 		return time.Time{}
 	}
+	if s.loc == nil || s.loc == time.UTC {
+		return s.nextWall(t)
+	}
+	// Walk the zone's wall clock; each wall time that matches is mapped
+	// back to an instant.
+	wall := wallClock(t, s.loc)
+	for {
+		w := s.nextWall(wall)
+		if w.IsZero() {
+			return w
+		}
+		if at, ok := instant(w, s.loc); ok && at.After(t) {
+			return at
+		}
+		wall = w
+	}
+}
+
+// In returns the schedule with its cron fields read in loc (nil: UTC).
+// Rate expressions do not depend on the zone.
+func (s Schedule) In(loc *time.Location) Schedule {
+	s.loc = loc
+	return s
+}
+
+// Location is the zone the schedule's cron fields are read in.
+func (s Schedule) Location() *time.Location {
+	if s.loc == nil {
+		return time.UTC
+	}
+	return s.loc
+}
+
+// wallClock is t's wall clock in loc, written as a UTC time.
+func wallClock(t time.Time, loc *time.Location) time.Time {
+	l := t.In(loc)
+	return time.Date(l.Year(), l.Month(), l.Day(), l.Hour(), l.Minute(), l.Second(), l.Nanosecond(), time.UTC)
+}
+
+// instant is the first instant whose wall clock in loc is w (a UTC time
+// holding the wall clock), in UTC; false when loc skips w (a
+// daylight-saving gap). The offsets in force a day before and a day after
+// w are the only candidates: zones do not change twice within two days.
+func instant(w time.Time, loc *time.Location) (time.Time, bool) {
+	var first time.Time
+	for _, probe := range []time.Time{w.Add(-24 * time.Hour), w.Add(24 * time.Hour)} {
+		_, off := probe.In(loc).Zone()
+		at := w.Add(-time.Duration(off) * time.Second)
+		if wallClock(at, loc).Equal(w) && (first.IsZero() || at.Before(first)) {
+			first = at
+		}
+	}
+	return first, !first.IsZero()
+}
+
+// nextWall is the first time strictly after t (a UTC time, or a wall
+// clock written as one) at a whole minute that the cron fields allow, or
+// the zero time.
+func (s Schedule) nextWall(t time.Time) time.Time {
 	// Start at the next whole minute and move field by field, jumping to
 	// the next allowed value and resetting the smaller fields.
 	t = t.Truncate(time.Minute).Add(time.Minute)

@@ -70,6 +70,52 @@ func TestScheduleNext(t *testing.T) {
 	}
 }
 
+// Cron fields read in a zone, as EventBridge Scheduler reads them with
+// ScheduleExpressionTimezone: 09:00 stays 09:00 local across
+// daylight-saving changes, a skipped time does not fire that day, a
+// repeated one fires once.
+func TestScheduleNextInZone(t *testing.T) {
+	tests := []struct {
+		zone, expr, after string
+		want              []string
+	}{
+		// New York springs forward on 2025-03-09 and falls back on 2025-11-02.
+		{"America/New_York", "cron(0 9 * * ? *)", "2025-03-07T15:00:00Z",
+			[]string{"2025-03-08T14:00:00Z", "2025-03-09T13:00:00Z", "2025-03-10T13:00:00Z"}},
+		{"America/New_York", "cron(0 9 * * ? *)", "2025-10-31T14:00:00Z",
+			[]string{"2025-11-01T13:00:00Z", "2025-11-02T14:00:00Z"}},
+		{"America/New_York", "cron(30 2 * * ? *)", "2025-03-08T00:00:00Z", // 02:30 does not exist on 03-09
+			[]string{"2025-03-08T07:30:00Z", "2025-03-10T06:30:00Z"}},
+		{"America/New_York", "cron(30 1 * * ? *)", "2025-11-01T00:00:00Z", // 01:30 happens twice on 11-02
+			[]string{"2025-11-01T05:30:00Z", "2025-11-02T05:30:00Z", "2025-11-03T06:30:00Z"}},
+		{"America/New_York", "cron(0/30 * * * ? *)", "2025-11-02T05:00:00Z",
+			[]string{"2025-11-02T05:30:00Z", "2025-11-02T07:00:00Z", "2025-11-02T07:30:00Z"}},
+		{"Asia/Shanghai", "cron(0 9 ? * MON-FRI *)", "2025-03-07T02:00:00Z", // Friday 10:00 in Shanghai
+			[]string{"2025-03-10T01:00:00Z", "2025-03-11T01:00:00Z"}},
+		{"Asia/Kolkata", "cron(0 0 1 * ? *)", "2025-01-01T00:00:00Z",
+			[]string{"2025-01-31T18:30:00Z"}},
+		// A rate does not depend on the zone.
+		{"Asia/Shanghai", "rate(1 day)", "2025-03-01T12:00:00Z", []string{"2025-03-02T00:00:00Z"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.zone+" "+tt.expr, func(t *testing.T) {
+			loc, err := time.LoadLocation(tt.zone)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := campaign.MustParseSchedule(tt.expr).In(loc)
+			cur := at(tt.after)
+			for _, w := range tt.want {
+				got := s.Next(cur)
+				if !got.Equal(at(w)) || got.Location() != time.UTC {
+					t.Fatalf("Next(%s) = %s (%s local), want %s", cur.Format(time.RFC3339), got.Format(time.RFC3339), got.In(loc).Format(time.Kitchen), w)
+				}
+				cur = got
+			}
+		})
+	}
+}
+
 func TestScheduleRefused(t *testing.T) {
 	for expr, want := range map[string]string{
 		"":                            "want",

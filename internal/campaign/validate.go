@@ -24,7 +24,7 @@ var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 func ValidID(id string) bool { return validID.MatchString(id) }
 
 // Validate checks a campaign before it is stored: id, name, schedule
-// (ParseSchedule), mode and source (an https URL for requery, none for
+// (ParseSchedule), time zone (LoadZone), mode and source (an https URL for requery, none for
 // snapshot), max delay, and the job request — for a snapshot exactly as
 // a job submission is checked (accounts, template variables), for a
 // requery everything but the recipients, which must be absent. It returns
@@ -41,6 +41,9 @@ func Validate(ctx context.Context, v JobSubmitter, c store.Campaign) error {
 	}
 	if _, err := ParseSchedule(c.Schedule); err != nil {
 		add("schedule", strings.TrimPrefix(err.Error(), ErrSchedule.Error()+": "))
+	}
+	if _, err := LoadZone(c.Timezone, nil); err != nil {
+		add("timezone", "must be an IANA time zone name such as Asia/Shanghai or America/New_York, or empty for the stack's default: "+err.Error())
 	}
 	if c.MaxDelaySec < 0 || c.MaxDelaySec > MaxDelayLimit {
 		add("max_delay_sec", "must be from 0 (never skip) to "+strconv.Itoa(MaxDelayLimit))

@@ -339,6 +339,9 @@ type Campaign struct {
 	// Schedule is an EventBridge expression: "rate(1 hour)" or
 	// "cron(0 9 * * ? *)".
 	Schedule string
+	// Timezone is the IANA zone (e.g. "Asia/Shanghai") a cron schedule is
+	// evaluated in; "" is the stack's default zone.
+	Timezone string
 	// Mode is "snapshot" (Request holds the recipients) or "requery"
 	// (recipients fetched from Source at each firing).
 	Mode string

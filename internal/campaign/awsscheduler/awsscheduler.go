@@ -52,8 +52,8 @@ type Config struct {
 	// DeadLetterARN is the SQS queue of firings that could not be
 	// delivered (empty: none).
 	DeadLetterARN string
-	// TimeZone of the campaigns' cron expressions, an IANA name (default
-	// "UTC").
+	// TimeZone of the cron expressions of campaigns that name no zone of
+	// their own, an IANA name (default "UTC").
 	TimeZone string
 	// Legacy removes a campaign's EventBridge rule of before (nil: none):
 	// a campaign made when campaigns were rules keeps firing from its rule
@@ -116,9 +116,14 @@ func Input(tenant, id string) string {
 }
 
 // Upsert creates or updates the campaign's schedule (DISABLED for a
-// disabled campaign).
+// disabled campaign), in the campaign's time zone or, when it names none,
+// the stack's (Config.TimeZone).
 func (s *Scheduler) Upsert(ctx context.Context, c store.Campaign) error {
 	name := ScheduleName(c.Tenant, c.ID)
+	zone := aws.String(s.cfg.TimeZone)
+	if c.Timezone != "" {
+		zone = aws.String(c.Timezone)
+	}
 	state := types.ScheduleStateEnabled
 	if !c.Enabled {
 		state = types.ScheduleStateDisabled
@@ -139,7 +144,7 @@ func (s *Scheduler) Upsert(ctx context.Context, c store.Campaign) error {
 	for range 3 {
 		_, err := s.client.UpdateSchedule(ctx, &scheduler.UpdateScheduleInput{
 			Name: aws.String(name), GroupName: aws.String(s.cfg.Group), ScheduleExpression: aws.String(c.Schedule),
-			ScheduleExpressionTimezone: aws.String(s.cfg.TimeZone), FlexibleTimeWindow: window, Target: target,
+			ScheduleExpressionTimezone: zone, FlexibleTimeWindow: window, Target: target,
 			State: state, Description: aws.String(desc),
 		})
 		var nf *types.ResourceNotFoundException
@@ -151,7 +156,7 @@ func (s *Scheduler) Upsert(ctx context.Context, c store.Campaign) error {
 		}
 		_, err = s.client.CreateSchedule(ctx, &scheduler.CreateScheduleInput{
 			Name: aws.String(name), GroupName: aws.String(s.cfg.Group), ScheduleExpression: aws.String(c.Schedule),
-			ScheduleExpressionTimezone: aws.String(s.cfg.TimeZone), FlexibleTimeWindow: window, Target: target,
+			ScheduleExpressionTimezone: zone, FlexibleTimeWindow: window, Target: target,
 			State: state, Description: aws.String(desc),
 		})
 		var conflict *types.ConflictException

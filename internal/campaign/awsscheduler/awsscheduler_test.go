@@ -87,12 +87,22 @@ func TestSchedulesOnMoto(t *testing.T) {
 		t.Errorf("input %s → %+v %v", filled, firing, err)
 	}
 
-	c.Enabled, c.Schedule = false, "rate(1 day)"
+	// A campaign's own time zone replaces the stack's.
+	c.Timezone = "America/New_York"
 	if err := s.Upsert(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	if got := get(); got.State != types.ScheduleStateDisabled || aws.ToString(got.ScheduleExpression) != "rate(1 day)" {
-		t.Errorf("updated schedule %+v", got)
+	if got := get(); aws.ToString(got.ScheduleExpressionTimezone) != "America/New_York" || aws.ToString(got.ScheduleExpression) != c.Schedule {
+		t.Errorf("schedule in the campaign's zone: %s %s", aws.ToString(got.ScheduleExpression), aws.ToString(got.ScheduleExpressionTimezone))
+	}
+
+	c.Enabled, c.Schedule, c.Timezone = false, "rate(1 day)", ""
+	if err := s.Upsert(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(); got.State != types.ScheduleStateDisabled || aws.ToString(got.ScheduleExpression) != "rate(1 day)" ||
+		aws.ToString(got.ScheduleExpressionTimezone) != "Asia/Shanghai" {
+		t.Errorf("updated schedule %+v (zone %s)", got, aws.ToString(got.ScheduleExpressionTimezone))
 	}
 
 	for range 2 {

@@ -1253,9 +1253,12 @@
 
   // nextFirings computes the next n firings (ms, UTC) of an EventBridge
   // schedule after `after`: rate(N unit) counts on from the server's next
-  // firing; cron(min hour dom month dow year) is evaluated here (UTC;
-  // lists, ranges, steps, names; not L, W or #). null when it cannot say.
-  function nextFirings(schedule, nextAt, after, n) {
+  // firing; cron(min hour dom month dow year) is evaluated here (lists,
+  // ranges, steps, names; not L, W or #) as wall-clock time in `zone` (an
+  // IANA name; '' is UTC): a time a daylight-saving change skips does not
+  // fire, one it repeats fires once, as EventBridge Scheduler does. null
+  // when it cannot say.
+  function nextFirings(schedule, nextAt, after, n, zone) {
     const out = [];
     let m = /^rate\((\d+)\s+(minute|minutes|hour|hours|day|days)\)$/.exec(schedule || '');
     if (m) {
@@ -1287,12 +1290,24 @@
       }
       return set;
     };
-    let sets;
+    let sets, wallOf;
     try {
       sets = { min: field(f[0], 0, 59), hour: field(f[1], 0, 23), dom: field(f[2], 1, 31), mon: field(f[3], 1, 12), dow: field(f[4], 1, 7), year: field(f[5], 1970, 2199) };
+      wallOf = zoneWall(zone);
     } catch (e) { return null; }
+    // The first instant whose wall clock is `wall` (ms, wall clock written
+    // as UTC), or null when the zone skips it; the offsets a day either
+    // side are the only candidates.
+    const instant = (wall) => {
+      let first = null;
+      for (const probe of [wall - 86400e3, wall + 86400e3]) {
+        const at = wall - (wallOf(probe) - probe);
+        if (wallOf(at) === wall && (first === null || at < first)) first = at;
+      }
+      return first;
+    };
     const ok = (set, v) => set === null || set.has(v);
-    let d = new Date(Math.floor(after / 60000) * 60000 + 60000);
+    let d = new Date(Math.floor(wallOf(after) / 60000) * 60000 + 60000);
     for (let guard = 0; guard < 600000 && out.length < n; guard++) {
       if (!ok(sets.year, d.getUTCFullYear()) || !ok(sets.mon, d.getUTCMonth() + 1) ||
           !ok(sets.dom, d.getUTCDate()) || !ok(sets.dow, d.getUTCDay() + 1)) {
@@ -1300,10 +1315,27 @@
         continue;
       }
       if (!ok(sets.hour, d.getUTCHours())) { d = new Date(d.getTime() + (60 - d.getUTCMinutes()) * 60000); continue; }
-      if (ok(sets.min, d.getUTCMinutes())) out.push(d.getTime());
+      if (ok(sets.min, d.getUTCMinutes())) {
+        const at = instant(d.getTime());
+        if (at !== null && at > after && (!out.length || at > out[out.length - 1])) out.push(at);
+      }
       d = new Date(d.getTime() + 60000);
     }
     return out;
+  }
+
+  // zoneWall returns a function from an instant (ms) to its wall clock in
+  // the IANA zone (ms, written as UTC); throws on a zone the browser does
+  // not know.
+  function zoneWall(zone) {
+    if (!zone || zone === 'UTC') return (ms) => ms;
+    const fmt = new Intl.DateTimeFormat('en-US', { timeZone: zone, hourCycle: 'h23', year: 'numeric', month: 'numeric', day: 'numeric',
+      hour: 'numeric', minute: 'numeric', second: 'numeric' });
+    return (ms) => {
+      const p = {};
+      for (const { type, value } of fmt.formatToParts(new Date(ms))) p[type] = Number(value);
+      return Date.UTC(p.year, p.month - 1, p.day, p.hour, p.minute, p.second) + (((ms % 1000) + 1000) % 1000);
+    };
   }
 
   // formMsg shows an API error on a form: the message, and each field error
@@ -1371,11 +1403,13 @@
           field('camp-id', 'camp.id', inp('id', { required: true }), 'camp.id.help'),
           field('camp-name', 'camp.name', inp('name', { required: true })),
           field('camp-schedule', 'camp.schedule', inp('schedule', { required: true, placeholder: 'cron(0 9 ? * MON *)' }), 'camp.schedule.help'),
+          field('camp-timezone', 'camp.timezone', inp('timezone', { placeholder: 'Asia/Shanghai', list: 'camp-zones', autocomplete: 'off' }), 'camp.timezone.help'),
           field('camp-mode', 'camp.mode', mode),
           field('camp-source', 'camp.source', inp('source', { type: 'url' }), 'camp.source.help'),
           field('camp-maxdelay', 'camp.maxDelay', inp('max_delay_sec', { type: 'number', min: 0, step: 1, value: 0 }), 'camp.maxDelay.help')),
         field('camp-template', 'camp.template', h('textarea', { name: 'template', rows: 3, required: true })),
         field('camp-recipients', 'camp.recipients', h('textarea', { name: 'recipients', rows: 4, placeholder: 'account,to,var.name' }), 'camp.recipients.help'),
+        h('datalist', { id: 'camp-zones' }, ...((Intl.supportedValuesOf && Intl.supportedValuesOf('timeZone')) || []).map((z) => h('option', { value: z }))),
         h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary', id: 'campaign-create' }, t('camp.create'))), msg);
       form.addEventListener('submit', async (e) => {
         e.preventDefault();
@@ -1383,6 +1417,7 @@
         const v = (n) => form.elements[n].value.trim();
         const body = { id: v('id'), name: v('name'), schedule: v('schedule'), mode: v('mode'), max_delay_sec: Number(v('max_delay_sec') || 0),
           request: { name: v('name'), template: form.elements.template.value } };
+        if (v('timezone')) body.timezone = v('timezone');
         if (body.mode === 'requery') body.source = v('source');
         else {
           const parsed = recipientsFromCSV(form.elements.recipients.value);
@@ -1409,10 +1444,9 @@
         h('td', { class: 'mono schedule' }), h('td', { class: 'enabled' }), h('td', { class: 'next' }), h('td', { class: 'last' })),
       (tr, c) => {
         setText($('a', tr), c.name || c.id);
-        setText($('.schedule', tr), c.schedule);
+        setText($('.schedule', tr), c.timezone ? c.schedule + ' · ' + c.timezone : c.schedule);
         setText($('.enabled', tr), c.enabled ? t('camp.on') : t('camp.off'));
-        const next = c.enabled ? nextFirings(c.schedule, c.next_fire_at, Date.now(), 1) : [];
-        setText($('.next', tr), next && next.length ? fmtTime(new Date(next[0]).toISOString()) : c.next_fire_at ? fmtTime(c.next_fire_at) : t('none'));
+        setText($('.next', tr), c.next_fire_at ? fmtTime(c.next_fire_at) : t('none'));
         setText($('.last', tr), c.last_fired_at ? fmtTime(c.last_fired_at) : t('never'));
       });
     }
@@ -1470,10 +1504,13 @@
       async poll() {
         const c = await api('GET', '/v1/campaigns/' + enc(id));
         setText($('#campaign-name'), c.name || c.id);
-        facts.replaceChildren(...[['camp.schedule', c.schedule], ['camp.mode', tOr('camp.mode.', c.mode)], ['camp.enabled', c.enabled ? t('camp.on') : t('camp.off')],
+        facts.replaceChildren(...[['camp.schedule', c.schedule], ['camp.timezone', c.timezone || t('camp.timezone.stack')], ['camp.mode', tOr('camp.mode.', c.mode)], ['camp.enabled', c.enabled ? t('camp.on') : t('camp.off')],
           ['camp.last', c.last_fired_at ? fmtTime(c.last_fired_at) : t('never')], ['camp.maxDelay', String(c.max_delay_sec)]]
           .flatMap(([k, v]) => [h('dt', {}, t(k)), h('dd', {}, v)]));
-        const next = c.enabled ? nextFirings(c.schedule, c.next_fire_at, Date.now(), cfg.nextFirings) : [];
+        let next = c.enabled ? nextFirings(c.schedule, c.next_fire_at, Date.now(), cfg.nextFirings, c.timezone) : [];
+        // Without a zone of its own the campaign follows the stack's, which
+        // the server knows: its next firing is the truth.
+        if (next && next.length && c.next_fire_at && next[0] !== Date.parse(c.next_fire_at)) next = null;
         nextList.replaceChildren(...(next === null ? [h('li', {}, c.next_fire_at ? fmtTime(c.next_fire_at) : t('none'))]
           : next.length ? next.map((tm) => h('li', { 'data-at': new Date(tm).toISOString() }, fmtTime(new Date(tm).toISOString()))) : [h('li', {}, t('camp.off'))]));
         // Its firings are the jobs it created ("campaign:<id>").

@@ -24,7 +24,7 @@ func campaignItem(c store.Campaign) map[string]types.AttributeValue {
 		"maxDelay": attrN(int64(c.MaxDelaySec)), "enabled": attrBool(c.Enabled),
 		"g1pk": attrS(campaignsPK), "g1sk": attrS(c.Tenant + "#" + c.ID),
 	}
-	for name, v := range map[string]string{"name": c.Name, "schedule": c.Schedule, "mode": c.Mode, "source": c.Source, "createdBy": c.CreatedBy} {
+	for name, v := range map[string]string{"name": c.Name, "schedule": c.Schedule, "mode": c.Mode, "source": c.Source, "createdBy": c.CreatedBy, "timezone": c.Timezone} {
 		if v != "" {
 			m[name] = attrS(v)
 		}
@@ -42,7 +42,7 @@ func campaignItem(c store.Campaign) map[string]types.AttributeValue {
 
 func campaignFrom(m map[string]types.AttributeValue) store.Campaign {
 	c := store.Campaign{
-		Tenant: getS(m, "tenant"), ID: getS(m, "id"), Name: getS(m, "name"), Schedule: getS(m, "schedule"),
+		Tenant: getS(m, "tenant"), ID: getS(m, "id"), Name: getS(m, "name"), Schedule: getS(m, "schedule"), Timezone: getS(m, "timezone"),
 		Mode: getS(m, "mode"), Source: getS(m, "source"), MaxDelaySec: int(getN(m, "maxDelay")),
 		Enabled: getBool(m, "enabled"), LastFiredAt: fromNanos(getN(m, "lastFiredAt")),
 		CreatedBy: getS(m, "createdBy"), CreatedAt: fromNanos(getN(m, "createdAt")), UpdatedAt: fromNanos(getN(m, "updatedAt")),

@@ -10,7 +10,7 @@ import (
 )
 
 const campaignCols = `tenant, id, name, schedule, mode, request, source, max_delay_sec, enabled,
-last_fired_at, created_by, created_at, updated_at`
+last_fired_at, created_by, created_at, updated_at, timezone`
 
 func scanCampaign(row interface{ Scan(...any) error }) (store.Campaign, error) {
 	var (
@@ -19,7 +19,7 @@ func scanCampaign(row interface{ Scan(...any) error }) (store.Campaign, error) {
 		lastFired, created, updated int64
 	)
 	err := row.Scan(&c.Tenant, &c.ID, &c.Name, &c.Schedule, &c.Mode, &c.Request, &c.Source, &c.MaxDelaySec,
-		&enabled, &lastFired, &c.CreatedBy, &created, &updated)
+		&enabled, &lastFired, &c.CreatedBy, &created, &updated, &c.Timezone)
 	if err != nil {
 		return c, err
 	}
@@ -49,9 +49,9 @@ func (s *Store) PutCampaign(ctx context.Context, c store.Campaign) (store.Campai
 	}
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO campaigns (`+campaignCols+`)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			c.Tenant, c.ID, c.Name, c.Schedule, c.Mode, request, c.Source, c.MaxDelaySec, enabled,
-			toNanos(c.LastFiredAt), c.CreatedBy, toNanos(c.CreatedAt), toNanos(c.UpdatedAt))
+			toNanos(c.LastFiredAt), c.CreatedBy, toNanos(c.CreatedAt), toNanos(c.UpdatedAt), c.Timezone)
 		if err != nil {
 			return fmt.Errorf("put campaign %s/%s: %w", c.Tenant, c.ID, err)
 		}

@@ -40,7 +40,7 @@ var _ store.Store = (*Store)(nil)
 // schemaVersion is the version of the schema (schema plus migrations),
 // kept in PRAGMA user_version. Open refuses a file written by a newer
 // version.
-const schemaVersion = 18
+const schemaVersion = 19
 
 // busyTimeout is how long a write waits for another process's write lock.
 const busyTimeout = 30 * time.Second
@@ -218,6 +218,8 @@ ALTER TABLE jobs ADD COLUMN canary_failed INTEGER NOT NULL DEFAULT 0;
 DROP INDEX items_due;
 CREATE INDEX items_due ON items (job_no, shard, next_at) WHERE status = 0 AND next_at > 0;
 `,
+	// 19: issue 14: a campaign's time zone ('': the stack's default).
+	19: `ALTER TABLE campaigns ADD COLUMN timezone TEXT NOT NULL DEFAULT '';`,
 	// 10: the audit log of state-changing API calls (audit.go).
 	10: auditSchema,
 	// 9: tenants (issue 12). API tokens get an id, a name, a role and an

@@ -39,7 +39,9 @@ func testCampaigns(t *testing.T, s store.Store, _ Capabilities) {
 	requery.Schedule, requery.Enabled, requery.MaxDelaySec = "rate(1 hour)", false, 0
 	requery.LastFiredAt = at(time.Hour)
 	bare := store.Campaign{Tenant: "tenant-b", ID: "camp-1"}
-	puts := []store.Campaign{requery, campaign("tenant-a", "camp-1"), bare, campaign("tenant-b", "camp-3")}
+	zoned := campaign("tenant-a", "camp-1")
+	zoned.Timezone = "America/New_York"
+	puts := []store.Campaign{requery, zoned, bare, campaign("tenant-b", "camp-3")}
 	for _, c := range puts {
 		got, err := s.PutCampaign(ctx, c)
 		if err != nil {
@@ -68,9 +70,13 @@ func testCampaigns(t *testing.T, s store.Store, _ Capabilities) {
 		}
 	}
 
-	// Replace: a firing recorded, the campaign disabled.
+	// Replace: a firing recorded, the campaign disabled, back to the
+	// stack's time zone.
 	fired := get("tenant-a", "camp-1")
-	fired.LastFiredAt, fired.UpdatedAt, fired.Enabled = at(24*time.Hour), at(24*time.Hour), false
+	if fired.Timezone != "America/New_York" {
+		t.Fatalf("GetCampaign(tenant-a/camp-1).Timezone = %q, want America/New_York", fired.Timezone)
+	}
+	fired.LastFiredAt, fired.UpdatedAt, fired.Enabled, fired.Timezone = at(24*time.Hour), at(24*time.Hour), false, ""
 	if _, err := s.PutCampaign(ctx, fired); err != nil {
 		t.Fatalf("PutCampaign(replace): %v", err)
 	}
