@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -43,12 +44,14 @@ func TracingEnabled(getenv func(string) string) bool {
 // Tracing is what instruments a function's calls for X-Ray.
 type Tracing struct{}
 
-// StartTracing configures the X-Ray SDK for the function: its own log
+// StartTracing configures the X-Ray SDK for the function: segments go
+// to the daemon at AWS_XRAY_DAEMON_ADDRESS, the SDK's own log
 // lines go to log (warnings and errors only), and a call made outside an
 // invocation (no trace header in its context) is simply not traced.
 func StartTracing(log *slog.Logger) (*Tracing, error) {
 	xray.SetLogger(xrayLogger{log: log})
-	if err := xray.Configure(xray.Config{ContextMissingStrategy: ctxmissing.NewDefaultIgnoreErrorStrategy()}); err != nil {
+	if err := xray.Configure(xray.Config{DaemonAddr: os.Getenv(envXRayDaemonAddress),
+		ContextMissingStrategy: ctxmissing.NewDefaultIgnoreErrorStrategy()}); err != nil {
 		return nil, fmt.Errorf("configure X-Ray: %w", err)
 	}
 	return &Tracing{}, nil
