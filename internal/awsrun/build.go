@@ -305,12 +305,13 @@ func Run(fn Function, handlerFor func(core *Core, log *slog.Logger) any) {
 		fail("invalid configuration", cfgErr)
 	}
 	// Under Lambda, the AWS and provider calls are X-Ray sub-segments of
-	// the invocation's trace (tracing.go).
+	// the invocation's trace (tracing.go); a function that cannot trace
+	// still works.
 	var tracing *Tracing
 	if TracingEnabled(os.Getenv) {
 		t, err := StartTracing(log)
 		if err != nil {
-			fail("tracing", err)
+			log.Warn("tracing off", slog.Any("err", err))
 		}
 		tracing = t
 	}
@@ -323,7 +324,7 @@ func Run(fn Function, handlerFor func(core *Core, log *slog.Logger) any) {
 	if err != nil {
 		fail("build core", err)
 	}
-	log.Info("ready", slog.Any("config", cfg))
+	log.Info("ready", slog.Any("config", cfg), slog.Bool("tracing", tracing != nil))
 	lambda.Start(handler(handlerFor(core, log), current, log))
 }
 
