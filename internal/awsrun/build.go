@@ -75,6 +75,9 @@ type Clients struct {
 	SecretsManager *secretsmanager.Client
 	// Scheduler keeps the campaigns' schedules (api).
 	Scheduler *scheduler.Client
+	// Tracing, when set, wraps the provider HTTP clients for X-Ray (the
+	// AWS clients get it through their configuration: Tracing.AWSOption).
+	Tracing *Tracing
 }
 
 // NewClients loads the AWS configuration the SDK way (the Lambda role's
@@ -194,9 +197,10 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 	creds := credcache.New(smcreds.New(c.SecretsManager, smcreds.Config{
 		DefaultSecret: cfg.ProviderSecret, TenantPrefix: cfg.TenantSecretPrefix,
 	}), credcache.Options{Clock: clk, Log: log})
+	wrap := c.Tracing.HTTPClient
 	wecom, err := wecomapi.New(wecomapi.Config{
 		BaseURL: cfg.ProviderURL, Credentials: creds, Owners: st, Clock: clk,
-		ConnectTimeout: cfg.ProviderConnectTimeout, ResponseTimeout: cfg.ProviderTimeout, Logger: log,
+		ConnectTimeout: cfg.ProviderConnectTimeout, ResponseTimeout: cfg.ProviderTimeout, Logger: log, WrapHTTP: wrap,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("provider: %w", err)
@@ -210,7 +214,7 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 		}), credcache.Options{Clock: clk, Log: log})
 	}
 	// Tenant-given URLs: public addresses only.
-	adapters[provider.KindHTTP] = httpprovider.New(httpprovider.Config{Credentials: httpCreds, Logger: log,
+	adapters[provider.KindHTTP] = httpprovider.New(httpprovider.Config{Credentials: httpCreds, Logger: log, WrapHTTP: wrap,
 		Timeouts: httpcall.Timeouts{Connect: cfg.ProviderConnectTimeout, Response: cfg.ProviderTimeout}})
 	if cfg.TenantSecretPrefix != "" {
 		// WeCom application accounts: each tenant's application secret
@@ -223,7 +227,7 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 		appAccountCreds := credcache.New(smcreds.New(c.SecretsManager, smcreds.Config{
 			TenantPrefix: cfg.TenantSecretPrefix + string(provider.KindWecomApp) + "/accounts/",
 		}), credcache.Options{Clock: clk, Log: log})
-		app, err := wecomapp.New(wecomapp.Config{AccountCredentials: appAccountCreds, Credentials: appCreds, Owners: st, Clock: clk, Logger: log,
+		app, err := wecomapp.New(wecomapp.Config{AccountCredentials: appAccountCreds, Credentials: appCreds, Owners: st, Clock: clk, Logger: log, WrapHTTP: wrap,
 			Timeouts: httpcall.Timeouts{Connect: cfg.ProviderConnectTimeout, Response: cfg.ProviderTimeout}})
 		if err != nil {
 			return nil, fmt.Errorf("provider: %w", err)
@@ -233,14 +237,14 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 		mpCreds := credcache.New(smcreds.New(c.SecretsManager, smcreds.Config{
 			TenantPrefix: cfg.TenantSecretPrefix + "wechat-mp/",
 		}), credcache.Options{Clock: clk, Log: log})
-		tmpl, err := wechatmp.NewTemplate(wechatmp.Config{Credentials: mpCreds, Owners: st, Clock: clk, Logger: log,
+		tmpl, err := wechatmp.NewTemplate(wechatmp.Config{Credentials: mpCreds, Owners: st, Clock: clk, Logger: log, WrapHTTP: wrap,
 			Timeouts: httpcall.Timeouts{Connect: cfg.ProviderConnectTimeout, Response: cfg.ProviderTimeout}})
 		if err != nil {
 			return nil, fmt.Errorf("provider: %w", err)
 		}
 		adapters[provider.KindWechatMPTemplate] = tmpl
 		// Official Account mass send: the same AppSecrets; the account is the appid.
-		mass, err := wechatmp.NewMass(wechatmp.Config{Credentials: mpCreds, Owners: st, Clock: clk, Logger: log,
+		mass, err := wechatmp.NewMass(wechatmp.Config{Credentials: mpCreds, Owners: st, Clock: clk, Logger: log, WrapHTTP: wrap,
 			Timeouts: httpcall.Timeouts{Connect: cfg.ProviderConnectTimeout, Response: cfg.ProviderTimeout}})
 		if err != nil {
 			return nil, fmt.Errorf("provider: %w", err)
@@ -304,15 +308,27 @@ func Run(fn Function, handlerFor func(core *Core, log *slog.Logger) any) {
 	if cfgErr != nil {
 		fail("invalid configuration", cfgErr)
 	}
-	clients, err := NewClients(ctx)
+	// Under Lambda, the AWS and provider calls are X-Ray sub-segments of
+	// the invocation's trace (tracing.go); a function that cannot trace
+	// still works.
+	var tracing *Tracing
+	if TracingEnabled(os.Getenv) {
+		t, err := StartTracing(log)
+		if err != nil {
+			log.Warn("tracing off", slog.Any("err", err))
+		}
+		tracing = t
+	}
+	clients, err := NewClients(ctx, tracing.AWSOption())
 	if err != nil {
 		fail("AWS clients", err)
 	}
+	clients.Tracing = tracing
 	core, err := Build(cfg, clients, log)
 	if err != nil {
 		fail("build core", err)
 	}
-	log.Info("ready", slog.Any("config", cfg))
+	log.Info("ready", slog.Any("config", cfg), slog.Bool("tracing", tracing != nil))
 	lambda.Start(handler(handlerFor(core, log), current, log))
 }
 

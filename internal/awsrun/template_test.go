@@ -399,7 +399,8 @@ func checkPolicy(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 			wild := strings.ContainsAny(strings.TrimPrefix(r, "sub:"), "*?")
 			if wild && !(svc == "events:rules" && r == campaignRuleARN) && !(svc == "secretsmanager" && slices.Contains(providerSecretARNs, r)) &&
 				!(svc == "scheduler" && r == campaignScheduleARN) &&
-				!(svc == "secretsmanager:callbacks" && slices.Contains(callbackSecretARNs, r)) {
+				!(svc == "secretsmanager:callbacks" && slices.Contains(callbackSecretARNs, r)) &&
+				!(svc == "xray" && r == "*") {
 				t.Errorf("wildcard resource %s", r)
 			}
 			resources[svc] = append(resources[svc], r)
@@ -423,6 +424,7 @@ func checkPolicy(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 		{"scheduler", fn.CampaignSchedules, []string{campaignScheduleARN}},
 		{"iam", passRole(fn), []string{"getatt:SchedulerRole.Arn"}},
 		{"secretsmanager:callbacks", fn.CallbackSecrets, callbackSecretARNs},
+		{"xray", xrayWrites, []string{"*"}},
 	}
 	for _, c := range checks {
 		if got, want := sorted(actions[c.svc]), sorted(c.actions); !slices.Equal(got, want) {
@@ -435,6 +437,52 @@ func checkPolicy(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 	}
 	for svc, a := range actions {
 		t.Errorf("%s grants %s actions %v that the function does not call", roleOf(fn), svc, a)
+	}
+}
+
+// xrayWrites are what active tracing needs of every function's role:
+// Lambda and the X-Ray SDK send segments with it (the SDK's sampling calls
+// are not made under Lambda, which decides the sampling). X-Ray has no
+// resource-level permissions, hence "*".
+var xrayWrites = []string{"PutTelemetryRecords", "PutTraceSegments"}
+
+// TestTemplateTracing: every function is traced (Tracing: Active) and its
+// role, which the template makes itself, so SAM does not add X-Ray's
+// policy to it, may write the segments: without that Lambda drops the
+// traces. Only the two writes, nothing else of X-Ray.
+func TestTemplateTracing(t *testing.T) {
+	tp := loadTemplate(t)
+	for _, fn := range awsrun.Functions() {
+		if got := functionProp(tp, fn, "Tracing"); got != "Active" {
+			t.Errorf("%s Tracing = %v, want Active", fn.Name, got)
+		}
+		if role := functionProp(tp, fn, "Role"); role != "getatt:"+roleOf(fn)+".Arn" {
+			t.Errorf("%s role %v, want its own %s", fn.Name, role, roleOf(fn))
+		}
+		role, err := tp.typed.GetIAMRoleWithName(roleOf(fn))
+		if err != nil {
+			t.Fatalf("role: %v", err)
+		}
+		var got []string
+		for _, p := range role.Policies {
+			stmts, _ := at(p.PolicyDocument, "Statement").([]any)
+			for _, st := range stmts {
+				for _, a := range strs(at(st, "Action")) {
+					if strings.HasPrefix(a, "xray:") {
+						got = append(got, strings.TrimPrefix(a, "xray:"))
+						if r := strs(at(st, "Resource")); !slices.Equal(r, []string{"*"}) || at(st, "Effect") != "Allow" {
+							t.Errorf("%s: %s on %v", roleOf(fn), a, r)
+						}
+					}
+				}
+			}
+		}
+		if !slices.Equal(sorted(got), xrayWrites) {
+			t.Errorf("%s X-Ray actions %v, want %v", roleOf(fn), got, xrayWrites)
+		}
+	}
+	if rules := tp.typed.GetAllXRaySamplingRuleResources(); len(rules) != 0 {
+		t.Errorf("sampling rules %v: Lambda does not apply them to its functions' traces", rules)
 	}
 }
 

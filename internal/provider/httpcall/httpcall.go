@@ -153,3 +153,11 @@ func Same(n int, r provider.RecipientResult) provider.SendResult {
 	}
 	return provider.SendResult{Recipients: out}
 }
+
+// Wrap is wrap(c), or c when wrap is nil (an adapter's Config.WrapHTTP).
+func Wrap(wrap func(*http.Client) *http.Client, c *http.Client) *http.Client {
+	if wrap == nil {
+		return c
+	}
+	return wrap(c)
+}

@@ -57,6 +57,9 @@ type Config struct {
 	AllowPrivate bool
 	// Logger receives failure logs (default: slog.Default()).
 	Logger *slog.Logger
+	// WrapHTTP, when set, wraps the HTTP client the adapter builds (the
+	// Lambda functions' X-Ray tracing).
+	WrapHTTP func(*http.Client) *http.Client
 }
 
 // Client is the adapter; safe for concurrent use.
@@ -79,7 +82,7 @@ func New(cfg Config) *Client {
 		tr.DialContext = dialer.DialContext
 		tr.Proxy = nil // a proxy would dial for us, past the guard
 	}
-	return &Client{cfg: cfg, http: hc}
+	return &Client{cfg: cfg, http: httpcall.Wrap(cfg.WrapHTTP, hc)}
 }
 
 // Close drops idle connections.

@@ -57,6 +57,9 @@ type Config struct {
 	Clock clock.Clock
 	// Logger receives failure logs (default: slog.Default()).
 	Logger *slog.Logger
+	// WrapHTTP, when set, wraps the HTTP client the adapter builds (the
+	// Lambda functions' X-Ray tracing).
+	WrapHTTP func(*http.Client) *http.Client
 }
 
 // Codes maps the error codes of cgi-bin/token and message/template/send
@@ -180,7 +183,7 @@ func newAPI(cfg Config) (*api, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &api{cfg: cfg, base: base, http: httpcall.NewClient(cfg.Timeouts)}, nil
+	return &api{cfg: cfg, base: base, http: httpcall.Wrap(cfg.WrapHTTP, httpcall.NewClient(cfg.Timeouts))}, nil
 }
 
 // answer is every field a WeChat answer may carry.

@@ -44,6 +44,7 @@ import (
 
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/provider"
+	"github.com/qunfa/qunfa/internal/provider/httpcall"
 )
 
 var _ provider.Provider = (*Client)(nil)
@@ -93,6 +94,9 @@ type Config struct {
 	// Clock times the cache of the accounts' owners (default: the system
 	// clock).
 	Clock clock.Clock
+	// WrapHTTP, when set, wraps the HTTP client the adapter builds (the
+	// Lambda functions' X-Ray tracing).
+	WrapHTTP func(*http.Client) *http.Client
 }
 
 // AccountOwners tells which tenant owns a provider account
@@ -199,11 +203,11 @@ func New(cfg Config) (*Client, error) {
 		cfg:    cfg,
 		owners: newOwnerCache(cfg.Owners, cfg.Clock),
 		base:   strings.TrimRight(cfg.BaseURL, "/"),
-		http: &http.Client{
+		http: httpcall.Wrap(cfg.WrapHTTP, &http.Client{
 			Transport: tr,
 			// A redirected POST could be sent twice; take the answer as it is.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
+		}),
 	}, nil
 }
 

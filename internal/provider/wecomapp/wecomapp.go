@@ -70,6 +70,9 @@ type Config struct {
 	Clock clock.Clock
 	// Logger receives failure logs (default: slog.Default()).
 	Logger *slog.Logger
+	// WrapHTTP, when set, wraps the HTTP client the adapter builds (the
+	// Lambda functions' X-Ray tracing).
+	WrapHTTP func(*http.Client) *http.Client
 }
 
 // AccountOwners tells which tenant owns an account (store.ErrNotFound:
@@ -98,7 +101,7 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Client{cfg: cfg, base: base, http: httpcall.NewClient(cfg.Timeouts)}, nil
+	return &Client{cfg: cfg, base: base, http: httpcall.Wrap(cfg.WrapHTTP, httpcall.NewClient(cfg.Timeouts))}, nil
 }
 
 // Close drops idle connections.

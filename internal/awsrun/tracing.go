@@ -1,0 +1,93 @@
+package awsrun
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-xray-sdk-go/instrumentation/awsv2"
+	"github.com/aws/aws-xray-sdk-go/strategy/ctxmissing"
+	"github.com/aws/aws-xray-sdk-go/xray"
+	"github.com/aws/aws-xray-sdk-go/xraylog"
+)
+
+// X-Ray tracing of what a function calls. Lambda traces each invocation
+// (Tracing: Active) and hands the function the trace header; the X-Ray SDK
+// makes a facade segment of it, under which every AWS SDK call (DynamoDB,
+// SQS, EventBridge, Scheduler, Secrets Manager) and every provider HTTP
+// call becomes a sub-segment, sent to the daemon Lambda runs
+// (AWS_XRAY_DAEMON_ADDRESS) when Lambda sampled the invocation. Outside
+// Lambda (qunfa dev, tests, the runtime emulator) nothing is instrumented:
+// no middleware, no wrapped transport, no UDP.
+//
+// A provider sub-segment records the method, the URL without its query
+// (the SDK strips it: WeChat and WeCom carry access_token there, and
+// gettoken the secret) and the status; never a header or a body.
+
+// Tracing environment: set by Lambda.
+const (
+	envLambdaFunctionName = "AWS_LAMBDA_FUNCTION_NAME"
+	envXRayDaemonAddress  = "AWS_XRAY_DAEMON_ADDRESS"
+	envXRaySDKDisabled    = "AWS_XRAY_SDK_DISABLED"
+)
+
+// TracingEnabled tells whether the process runs under Lambda with an X-Ray
+// daemon to send to (getenv is os.Getenv).
+func TracingEnabled(getenv func(string) string) bool {
+	return getenv(envLambdaFunctionName) != "" && getenv(envXRayDaemonAddress) != "" &&
+		!strings.EqualFold(getenv(envXRaySDKDisabled), "true")
+}
+
+// Tracing is what instruments a function's calls for X-Ray.
+type Tracing struct{}
+
+// StartTracing configures the X-Ray SDK for the function: segments go
+// to the daemon at AWS_XRAY_DAEMON_ADDRESS, the SDK's own log
+// lines go to log (warnings and errors only), and a call made outside an
+// invocation (no trace header in its context) is simply not traced.
+func StartTracing(log *slog.Logger) (*Tracing, error) {
+	xray.SetLogger(xrayLogger{log: log})
+	if err := xray.Configure(xray.Config{DaemonAddr: os.Getenv(envXRayDaemonAddress),
+		ContextMissingStrategy: ctxmissing.NewDefaultIgnoreErrorStrategy()}); err != nil {
+		return nil, fmt.Errorf("configure X-Ray: %w", err)
+	}
+	return &Tracing{}, nil
+}
+
+// AWSOption adds the X-Ray middleware to every AWS SDK client made from
+// the configuration it loads: each call is a sub-segment, and its request
+// carries the trace header (SQS keeps it as the message's AWSTraceHeader).
+// On a nil Tracing it does nothing.
+func (t *Tracing) AWSOption() func(*config.LoadOptions) error {
+	return func(o *config.LoadOptions) error {
+		if t != nil {
+			awsv2.AWSV2Instrumentor(&o.APIOptions)
+		}
+		return nil
+	}
+}
+
+// HTTPClient wraps a provider's HTTP client so that each call is a
+// sub-segment named after the host; on a nil Tracing it returns c.
+func (t *Tracing) HTTPClient(c *http.Client) *http.Client {
+	if t == nil {
+		return c
+	}
+	return xray.Client(c)
+}
+
+// xrayLogger writes the SDK's warnings and errors as the function's JSON
+// log lines.
+type xrayLogger struct{ log *slog.Logger }
+
+func (l xrayLogger) Log(level xraylog.LogLevel, msg fmt.Stringer) {
+	switch level {
+	case xraylog.LogLevelError:
+		l.log.Error("x-ray", slog.String("detail", msg.String()))
+	case xraylog.LogLevelWarn:
+		l.log.Warn("x-ray", slog.String("detail", msg.String()))
+	}
+}
