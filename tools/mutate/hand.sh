@@ -27,7 +27,9 @@
 # mutant lived.
 #
 # Environment: HAND_TIMEOUT (seconds per mutant, default 600), HAND_NICE
-# (default 15), HAND_BASELINE=0 to skip the unmutated runs.
+# (default 15), HAND_BASELINE=0 to skip the unmutated runs, HAND_RUN a
+# go test -run pattern (which tests of the target judge, to check a new
+# test against the mutants it is meant to catch).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -59,6 +61,7 @@ judge() { # target: runs its tests in the copy; returns go test's status
 	local -a pkgs flags
 	read -r -a pkgs <<<"$t_tests"
 	read -r -a flags <<<"$t_flags"
+	[[ -z ${HAND_RUN:-} ]] || flags+=(-run "$HAND_RUN")
 	(cd "$copy" && timeout "${HAND_TIMEOUT:-600}" nice -n "${HAND_NICE:-15}" \
 		go test -count=1 -timeout "${HAND_TIMEOUT:-600}s" "${flags[@]}" "${pkgs[@]}" >"$work/out" 2>&1)
 }
@@ -70,7 +73,9 @@ if [[ ${HAND_BASELINE:-1} != 0 ]]; then
 		t=$(field target "$m")
 		[[ -n ${seen[$t]:-} ]] && continue
 		seen[$t]=1
-		if ! judge "$t"; then
+		# Once more on failure: a test that measures time can fail on a
+		# machine that is very busy, whatever the code.
+		if ! judge "$t" && ! judge "$t"; then
 			echo "baseline: the tests of $t fail unmutated:" >&2
 			tail -30 "$work/out" >&2
 			exit 2
