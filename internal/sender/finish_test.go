@@ -218,3 +218,81 @@ func TestFinishJobLeavesOtherStatusesAlone(t *testing.T) {
 		}
 	}
 }
+
+// redriveOnFinish is a store on which an operator redrives the job's
+// failed items (back to pending, counts folded) just before the job is
+// moved to a final status: between FinishJob's read and its transition.
+type redriveOnFinish struct {
+	*sqlitestore.Store
+	f    *finishFixture
+	done bool
+}
+
+func (r *redriveOnFinish) TransitionJob(ctx context.Context, p store.TransitionJobParams) (store.Job, error) {
+	if !r.done && store.JobFinal(p.To) {
+		r.done = true
+		r.f.redriveFailed(1)
+	}
+	return r.Store.TransitionJob(ctx, p)
+}
+
+// redriveFailed moves the failed items of a shard back to pending, as
+// control.Redrive does, folding the counts.
+func (f *finishFixture) redriveFailed(shard int) {
+	f.t.Helper()
+	ctx := context.Background()
+	res, err := f.st.ListItems(ctx, store.ListItemsParams{JobID: f.jobID, Status: store.ItemFailed, Shard: &shard, Limit: 100})
+	if err != nil || len(res.Items) == 0 {
+		f.t.Fatalf("failed items of shard %d: %+v %v", shard, res.Items, err)
+	}
+	before, err := store.BeginOutsideTurn(ctx, f.st, f.jobID, shard)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var ups []store.ItemUpdate
+	for _, it := range res.Items {
+		ups = append(ups, store.ItemUpdate{Seq: it.Seq, From: store.ItemFailed, To: store.ItemPending, ResetAttempts: true,
+			NextAttemptAt: storetest.Epoch, Error: &store.ItemError{Category: store.CategoryRetryable, Message: "redrive"}})
+	}
+	up, err := f.st.UpdateItems(ctx, store.UpdateItemsParams{JobID: f.jobID, Index: shard, Updates: ups, At: storetest.Epoch.Add(time.Minute)})
+	if err != nil || len(up.Rejected) > 0 {
+		f.t.Fatalf("redrive: %+v %v", up, err)
+	}
+	if _, err := store.FoldOutsideTurn(ctx, f.st, before, up.Delta, up.FailuresDelta); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// TestFinishJobRacingARedrive: an operator redrives a failed item while
+// the job is being finished partial (after FinishJob read the counts,
+// before it moved the job): the redrive saw the job running and will not
+// run it again, so FinishJob must — the job ends running with the shard
+// reopened, not partial with an item pending for ever.
+func TestFinishJobRacingARedrive(t *testing.T) {
+	t.Parallel()
+	f := newFinishFixture(t, 2, 3)
+	f.move(0, 3, store.ItemConfirmed, "")
+	f.move(1, 2, store.ItemConfirmed, "")
+	f.move(1, 1, store.ItemFailed, store.CategoryExhausted)
+	f.finishShard(0)
+	f.finishShard(1)
+	racing := &redriveOnFinish{Store: f.st, f: f}
+	alerts := &alertRecorder{}
+	if err := sender.FinishJob(context.Background(), racing, alerts, nil, f.jobID, storetest.Epoch.Add(2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if !racing.done {
+		t.Fatal("the job was never moved to a final status")
+	}
+	v, err := f.st.GetJob(context.Background(), f.jobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Job.Status != store.JobRunning || v.Shards[1].Status != store.ShardRunning || v.Counts().Pending != 1 {
+		t.Fatalf("job %s, shard 1 %s, counts %+v: want the job and the shard running again with the redriven item pending",
+			v.Job.Status, v.Shards[1].Status, v.Counts())
+	}
+	if fin := alerts.of(alert.JobFinished); len(fin) != 0 {
+		t.Fatalf("JobFinished published for a job running again: %+v", fin)
+	}
+}
