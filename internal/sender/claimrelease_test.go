@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qunfa/qunfa/internal/mockprovider"
 	"github.com/qunfa/qunfa/internal/sender"
 	"github.com/qunfa/qunfa/internal/store"
 	"github.com/qunfa/qunfa/internal/store/sqlitestore"
@@ -133,21 +134,46 @@ func TestAbandonPendingGoesOnPastARacedItem(t *testing.T) {
 	}
 }
 
-// TestBudgetCountsOnlyWhatWasClaimed: a batch reserves budget for a full
-// claim, and the claim may find fewer items due (here the last batch finds
-// one of four): what it did not claim goes back, so the budget used is the
-// number of sends, and a job whose budget covers its recipients completes
-// without a budget pause.
+// TestBudgetCountsOnlyWhatWasClaimed: a batch reserves budget for the
+// shard's pending items, and its claim may find fewer of them due (here
+// every item waits out a backoff after a failed send): what it did not
+// claim goes back, so the budget used is the number of sends made, however
+// often the turn looked for due items meanwhile.
 func TestBudgetCountsOnlyWhatWasClaimed(t *testing.T) {
 	t.Parallel()
-	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 4})
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 4, MaxAttempts: 2, BackoffBase: 10 * time.Second, BackoffCap: 10 * time.Second})
 	p.account("a", 1000, 1000, 0, 1)
-	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 5), Budget: 7}, "budget-claimed")
-	v := p.driveUntil(clk, final, job.Job.ID)
-	if v.Job.Status != store.JobCompleted || v.Counts().Confirmed != 5 {
-		t.Fatalf("job %s %+v, want completed with 5 confirmed", v.Job.Status, v.Counts())
+	if err := p.mock.SetBehaviour("a", mockprovider.Behaviour{Errors: []mockprovider.InjectedError{{Errcode: -1, Ratio: 1}}}); err != nil {
+		t.Fatal(err)
 	}
-	if v.Job.BudgetUsed != 5 || len(p.deliveries()) != 5 {
-		t.Fatalf("budget used %d for %d deliveries, want 5 for 5", v.Job.BudgetUsed, len(p.deliveries()))
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 4), Budget: 20}, "budget-claimed")
+	v := p.driveUntil(clk, final, job.Job.ID)
+	if v.Job.Status != store.JobFailed || v.Counts().Failed != 4 {
+		t.Fatalf("job %s %+v, want failed with every item exhausted", v.Job.Status, v.Counts())
+	}
+	calls := p.mock.Stats()["a"].Calls
+	if calls != 8 || v.Job.BudgetUsed != int64(calls) {
+		t.Fatalf("budget used %d for %d sends, want 8 for 8 (two attempts of 4 items)", v.Job.BudgetUsed, calls)
+	}
+}
+
+// TestFailuresByCategoryWhileRunning: the failures a job shows by
+// category add up to its failed items while it runs, not only once a
+// recount finishes it: here every send is refused permanently (invalid
+// recipient) and the job pauses at its budget with four items failed.
+func TestFailuresByCategoryWhileRunning(t *testing.T) {
+	t.Parallel()
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 2})
+	p.account("a", 1000, 1000, 0, 1)
+	if err := p.mock.SetBehaviour("a", mockprovider.Behaviour{Errors: []mockprovider.InjectedError{{Errcode: mockprovider.CodeRecipientInvalid, Ratio: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 8), Budget: 4}, "failures-running")
+	v := p.driveUntil(clk, func(v store.JobView) bool { return v.Job.Status == store.JobPaused }, job.Job.ID)
+	if c := v.Counts(); c.Failed != 4 || c.Pending != 4 {
+		t.Fatalf("counts %+v at the budget pause, want 4 failed and 4 pending", c)
+	}
+	if f := v.Failures(); f[store.CategoryPermanent] != 4 {
+		t.Fatalf("failures %v, want the 4 failed items under %s", f, store.CategoryPermanent)
 	}
 }
