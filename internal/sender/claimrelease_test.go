@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/qunfa/qunfa/internal/alert"
 	"github.com/qunfa/qunfa/internal/mockprovider"
 	"github.com/qunfa/qunfa/internal/sender"
 	"github.com/qunfa/qunfa/internal/store"
@@ -175,5 +177,77 @@ func TestFailuresByCategoryWhileRunning(t *testing.T) {
 	}
 	if f := v.Failures(); f[store.CategoryPermanent] != 4 {
 		t.Fatalf("failures %v, want the 4 failed items under %s", f, store.CategoryPermanent)
+	}
+}
+
+// settledMeanwhile is a store on which the first item of the first batch
+// of outcomes is settled by someone else (an operator's resolution, the
+// reconciler) right before the sender records it: the sender's update of
+// that item is rejected.
+type settledMeanwhile struct {
+	store.Store
+	mu   sync.Mutex
+	seq  int64
+	done bool
+}
+
+func (s *settledMeanwhile) UpdateItems(ctx context.Context, p store.UpdateItemsParams) (store.UpdateItemsResult, error) {
+	s.mu.Lock()
+	first := !s.done && len(p.Updates) > 0 && p.Updates[0].To == store.ItemConfirmed && p.Updates[0].ClaimID != ""
+	if first {
+		s.done, s.seq = true, p.Updates[0].Seq
+	}
+	s.mu.Unlock()
+	if first {
+		u := p.Updates[0]
+		before, err := store.BeginOutsideTurn(ctx, s.Store, p.JobID, p.Index)
+		if err != nil {
+			return store.UpdateItemsResult{}, err
+		}
+		res, err := s.Store.UpdateItems(ctx, store.UpdateItemsParams{JobID: p.JobID, Index: p.Index, At: p.At, Updates: []store.ItemUpdate{
+			{Seq: u.Seq, From: store.ItemSubmitted, ClaimID: u.ClaimID, To: store.ItemConfirmed, MsgID: "settled-meanwhile"}}})
+		if err != nil || len(res.Rejected) > 0 {
+			return store.UpdateItemsResult{}, fmt.Errorf("settle meanwhile: %+v %v", res, err)
+		}
+		if _, err := store.FoldOutsideTurn(ctx, s.Store, before, res.Delta, res.FailuresDelta); err != nil {
+			return store.UpdateItemsResult{}, err
+		}
+	}
+	return s.Store.UpdateItems(ctx, p)
+}
+
+// TestRejectedOutcomesAreNotPublished: an outcome the store rejects (the
+// item was settled by someone else meanwhile) is not published as an
+// ItemOutcomes event by the sender: it is not the item's outcome. Every
+// other item's outcome is published once.
+func TestRejectedOutcomesAreNotPublished(t *testing.T) {
+	t.Parallel()
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 4})
+	outcomes := &alertRecorder{}
+	p.sender.Outcomes = outcomes
+	settled := &settledMeanwhile{Store: p.store}
+	p.sender.Store = settled
+	p.account("a", 1000, 1000, 0, 1)
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 8)}, "rejected-outcomes")
+	v := p.driveUntil(clk, final, job.Job.ID)
+	if !settled.done || v.Job.Status != store.JobCompleted || v.Counts().Confirmed != 8 {
+		t.Fatalf("settled meanwhile %v; job %s %+v, want completed with 8 confirmed", settled.done, v.Job.Status, v.Counts())
+	}
+	seen := map[int64]int{}
+	for _, e := range outcomes.of(alert.ItemOutcomes) {
+		for _, o := range e.Detail.(alert.ItemOutcomesDetail).Items {
+			seen[o.Seq]++
+		}
+	}
+	if seen[settled.seq] != 0 {
+		t.Fatalf("the outcome of item %d, settled by someone else, was published by the sender", settled.seq)
+	}
+	if len(seen) != 7 {
+		t.Fatalf("outcomes published for %d items, want the 7 the sender settled", len(seen))
+	}
+	for seq, n := range seen {
+		if n != 1 {
+			t.Errorf("outcome of item %d published %d times", seq, n)
+		}
 	}
 }
