@@ -3,6 +3,8 @@ package sender_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"maps"
 	"path/filepath"
 	"testing"
@@ -101,7 +103,7 @@ func (f *finishFixture) finishShard(shard int) {
 func (f *finishFixture) finish(alerts *alertRecorder) store.JobView {
 	f.t.Helper()
 	ctx := context.Background()
-	if err := sender.FinishJob(ctx, f.st, alerts, nil, f.jobID, storetest.Epoch.Add(2*time.Minute)); err != nil {
+	if err := sender.FinishJob(ctx, f.st, alerts, quiet, f.jobID, storetest.Epoch.Add(2*time.Minute)); err != nil {
 		f.t.Fatalf("FinishJob: %v", err)
 	}
 	v, err := f.st.GetJob(ctx, f.jobID)
@@ -278,7 +280,7 @@ func TestFinishJobRacingARedrive(t *testing.T) {
 	f.finishShard(1)
 	racing := &redriveOnFinish{Store: f.st, f: f}
 	alerts := &alertRecorder{}
-	if err := sender.FinishJob(context.Background(), racing, alerts, nil, f.jobID, storetest.Epoch.Add(2*time.Minute)); err != nil {
+	if err := sender.FinishJob(context.Background(), racing, alerts, quiet, f.jobID, storetest.Epoch.Add(2*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if !racing.done {
@@ -296,3 +298,6 @@ func TestFinishJobRacingARedrive(t *testing.T) {
 		t.Fatalf("JobFinished published for a job running again: %+v", fin)
 	}
 }
+
+// quiet is a logger that drops what FinishJob logs.
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
