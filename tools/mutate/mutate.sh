@@ -8,9 +8,12 @@
 #   breaker      internal/breaker          breaker, sender
 #   control      internal/control          control, reconcile, sender
 #   reconcile    internal/reconcile        reconcile, control, sender
-#   sender       internal/sender           sender, reconcile, control, breaker
+#   sender       internal/sender           sender (fake-clock tests, without
+#                                          the property test)
 #   sqlitestore  sqlitestore/items.go      sqlitestore, sender, reconcile
-#   dynamostore  dynamostore/items.go      dynamostore (dynalite)
+#   dynamostore  dynamostore/items.go,     dynamostore on dynalite: the item
+#                page.go                   tests of the conformance suite and
+#                                          the adapter's page tests
 #
 # Environment:
 #   MUTATE_TESTS     replace a target's test packages (import paths or ./dirs)
@@ -19,6 +22,11 @@
 #                    than this many times the coverage run is killed and
 #                    counted "timed out" (default 4)
 #   MUTATE_OUT       directory of the JSON reports (default mutate-out/)
+#   MUTATE_FILES     mutate only these files of the target's directory
+#                    (space-separated base names, e.g. "finish.go state.go"):
+#                    a large target measured in short runs; the report is
+#                    then mutate-out/<target>-<first file>.json
+#   MUTATE_NICE      niceness of the run (default 15: the machine is shared)
 #
 # A mutant is KILLED when a test fails, TIMED OUT when its tests hang
 # (both count as caught), LIVED when every test passes, NOT COVERED when no
@@ -36,26 +44,34 @@ realgo=$(command -v go)
 out=${MUTATE_OUT:-$root/mutate-out}
 mkdir -p "$out"
 
-# -short skips the tests that measure wall-clock rates: under a mutant's
-# load they fail whatever the mutant; the fake-clock tests cover that code.
-short=-short
+# shellcheck source=tools/mutate/targets.sh
+source "$root/tools/mutate/targets.sh"
 
-# excludes_but DIR FILE: gremlins -E flags excluding every non-test Go file
-# of DIR except FILE (gremlins matches them against paths relative to DIR).
+# excludes_but DIR FILE...: gremlins -E flags excluding every non-test Go
+# file of DIR except the FILEs (gremlins matches them against paths relative
+# to DIR).
 excludes_but() {
-	local f
-	for f in "$1"/*.go; do
+	local dir=$1 f
+	shift
+	for f in "$dir"/*.go; do
 		f=$(basename "$f")
-		[[ $f == *_test.go || $f == "$2" ]] && continue
+		[[ $f == *_test.go || " $* " == *" $f "* ]] && continue
 		printf -- '-E\n^%s$\n' "${f//./\\.}"
 	done
 }
 
 run() {
-	local name=$1 dir=$2 tests=$3 only=${4:-}
+	local name=$1 dir=$2 tests=$3 testflags=$4 only=${5:-}
 	local -a flags=()
+	if [[ -n ${MUTATE_FILES:-} ]]; then
+		only=$MUTATE_FILES
+		local -a files
+		read -r -a files <<<"$MUTATE_FILES"
+		name=$name-${files[0]%.go}
+	fi
 	if [[ -n $only ]]; then
-		mapfile -t flags < <(excludes_but "$dir" "$only")
+		# shellcheck disable=SC2086 # a list of file names
+		mapfile -t flags < <(excludes_but "$dir" $only)
 	fi
 	# Only the target package is instrumented: its blocks decide which
 	# mutants are covered.
@@ -68,15 +84,15 @@ run() {
 		[[ $p == ./* ]] && p=$mod/${p#./}
 		pkgs+=("$p")
 	done
-	echo "== $name: $dir${only:+/$only}, judged by: ${pkgs[*]}" >&2
+	echo "== $name: $dir${only:+ ($only)}, judged by: ${pkgs[*]} $testflags" >&2
 	(
 		cd "$dir"
 		PATH=$root/tools/mutate/bin:$PATH \
 			QUNFA_MUTATE_GO=$realgo \
 			QUNFA_MUTATE_TESTS="${pkgs[*]}" \
-			QUNFA_MUTATE_FLAGS=$short \
+			QUNFA_MUTATE_FLAGS=$testflags \
 			QUNFA_MUTATE_EMULATORS=$(readlink -f "$root/tools/emulators/node_modules" 2>/dev/null || true) \
-			nice -n 10 "$gremlins" unleash "$PWD" \
+			nice -n "${MUTATE_NICE:-15}" "$gremlins" unleash "$PWD" \
 			--workers "${MUTATE_WORKERS:-1}" \
 			--timeout-coefficient "${MUTATE_TIMEOUT:-4}" \
 			--invert-logical --invert-loopctrl \
@@ -86,18 +102,11 @@ run() {
 }
 
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(breaker control reconcile sender sqlitestore dynamostore)
+[[ ${#targets[@]} -gt 0 ]] || targets=("${all_targets[@]}")
 for t in "${targets[@]}"; do
-	case $t in
-	breaker) run breaker ./internal/breaker "./internal/breaker ./internal/sender" ;;
-	control) run control ./internal/control "./internal/control ./internal/reconcile ./internal/sender" ;;
-	reconcile) run reconcile ./internal/reconcile "./internal/reconcile ./internal/control ./internal/sender" ;;
-	sender) run sender ./internal/sender "./internal/sender ./internal/reconcile ./internal/control ./internal/breaker" ;;
-	sqlitestore) run sqlitestore ./internal/store/sqlitestore "./internal/store/sqlitestore ./internal/sender ./internal/reconcile" items.go ;;
-	dynamostore) run dynamostore ./internal/store/dynamostore "./internal/store/dynamostore" items.go ;;
-	*)
-		echo "unknown target $t (breaker control reconcile sender sqlitestore dynamostore)" >&2
+	if ! target "$t"; then
+		echo "unknown target $t (${all_targets[*]})" >&2
 		exit 2
-		;;
-	esac
+	fi
+	run "$t" "$t_dir" "$t_tests" "$t_flags" "$t_files"
 done
