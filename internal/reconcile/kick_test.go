@@ -40,7 +40,7 @@ func TestSettledShardGetsATurnAtOnce(t *testing.T) {
 				t.Fatalf("report %+v: a shard was redriven, the test needs none stale", rep)
 			}
 			v := f.view(t, id)
-			got := q.shards()
+			got := q.Shards()
 			for _, sh := range v.Shards {
 				if turn, ok := got[sh.Index]; !ok || turn != sh.Turn+1 {
 					t.Errorf("shard %d (turn %d) got turns %v after its items were settled, want its next turn", sh.Index, sh.Turn, got)

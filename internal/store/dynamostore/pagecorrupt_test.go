@@ -9,7 +9,7 @@ import "testing"
 func TestDecodeRejectsEmptyRuns(t *testing.T) {
 	t.Parallel()
 	for _, enc := range []string{"2:", "0:p0;2:p0", "2:p0;0:s1"} {
-		if _, err := decodeSlots(enc, 2); err == nil {
+		if _, err := decodeSlots(enc, 2, 0); err == nil {
 			t.Errorf("decodeSlots(%q, 2) accepted a corrupt state", enc)
 		}
 	}
