@@ -96,14 +96,18 @@ chaos: emulators ## Chaos suite: 500 randomized seeded runs under faults on SQLi
 	$(GO) test -count=1 -timeout 10m -run 'TestChaosKills$$' -v ./e2e/
 
 .PHONY: test-race
-test-race: emulators openapi-ts ## Run all tests with the race detector
-	$(GO) test -race -count=1 ./...
+# ./e2e and ./e2e/browser are left out: they run qunfa as child processes
+# built without -race (it would slow them below the rates they judge), so
+# under -race they would only be the process-level suite once more, with
+# nothing of qunfa's own code watched (make test runs them; make test-aws
+# runs ./e2e on the aws backend).
+test-race: emulators openapi-ts ## Run the tests of every package but the process-level ones (e2e) with the race detector
+	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v '/e2e\(/browser\)\?$$')
 
 # Coverage of internal/ by the tests that run its code in their own process.
 # ./e2e is left out: it runs qunfa as child processes built without -cover,
-# so under coverage it would only be the same process-level suite a third
-# time (make test and make test-race run it already; make test-aws runs it
-# on the aws backend).
+# so under coverage it would only be the same process-level suite once more
+# (make test runs it already; make test-aws runs it on the aws backend).
 .PHONY: test-cover
 test-cover: emulators openapi-ts ## Run the tests of every package but e2e with coverage of internal/ (slower: flushes out timing-dependent tests)
 	set -o pipefail; $(GO) test -count=1 -coverpkg=./internal/... -coverprofile=coverage.out $$($(GO) list ./... | grep -v '/e2e$$') | grep -v 'coverage: 0.0%'
