@@ -1,13 +1,9 @@
 package dynamostore
 
 import (
-	"bytes"
-	"compress/flate"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"sort"
 	"strings"
 
@@ -226,34 +222,15 @@ func historyOf(rec map[string]types.AttributeValue) ([]store.BreakerTransition, 
 	if !ok {
 		return []store.BreakerTransition{}, nil
 	}
-	raw, err := io.ReadAll(flate.NewReader(bytes.NewReader(z.Value)))
-	if err != nil {
-		return nil, fmt.Errorf("breaker history: %w", err)
-	}
 	var hist []store.BreakerTransition
-	if err := json.Unmarshal(raw, &hist); err != nil {
+	if err := inflateJSON(z.Value, &hist); err != nil {
 		return nil, fmt.Errorf("breaker history: %w", err)
 	}
 	return hist, nil
 }
 
 func encodeHistory(hist []store.BreakerTransition) ([]byte, error) {
-	raw, err := json.Marshal(hist)
-	if err != nil {
-		return nil, err
-	}
-	var buf bytes.Buffer
-	w, err := flate.NewWriter(&buf, flate.BestCompression)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := w.Write(raw); err != nil {
-		return nil, err
-	}
-	if err := w.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return deflateJSON(hist)
 }
 
 // ListBreakerHistory reads the breaker record (one consistent GetItem) and

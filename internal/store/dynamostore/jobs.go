@@ -1,13 +1,9 @@
 package dynamostore
 
 import (
-	"bytes"
-	"compress/flate"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"sort"
 	"strconv"
@@ -656,22 +652,7 @@ func (s *Store) putItemsOnce(ctx context.Context, p store.PutItemsParams) error 
 // snapshot is most of the bytes written per message, and recipients and
 // variables compress well.
 func encodePayloads(data map[string]payload) ([]byte, error) {
-	raw, err := json.Marshal(data)
-	if err != nil {
-		return nil, err
-	}
-	var buf bytes.Buffer
-	w, err := flate.NewWriter(&buf, flate.BestCompression)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := w.Write(raw); err != nil {
-		return nil, err
-	}
-	if err := w.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return deflateJSON(data)
 }
 
 func decodePayloads(rec map[string]types.AttributeValue) (map[string]payload, error) {
@@ -680,11 +661,7 @@ func decodePayloads(rec map[string]types.AttributeValue) (map[string]payload, er
 	if !ok {
 		return data, nil
 	}
-	raw, err := io.ReadAll(flate.NewReader(bytes.NewReader(z.Value)))
-	if err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(raw, &data); err != nil {
+	if err := inflateJSON(z.Value, &data); err != nil {
 		return nil, err
 	}
 	return data, nil

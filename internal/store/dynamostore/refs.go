@@ -1,13 +1,9 @@
 package dynamostore
 
 import (
-	"bytes"
-	"compress/flate"
 	"context"
-	"encoding/json"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -113,22 +109,7 @@ func encodeRefRecord(refs map[string][]refEntry) ([]byte, error) {
 	for ref, es := range refs {
 		m[ref] = encodeRefEntries(es)
 	}
-	raw, err := json.Marshal(m)
-	if err != nil {
-		return nil, err
-	}
-	var buf bytes.Buffer
-	w, err := flate.NewWriter(&buf, flate.BestCompression)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := w.Write(raw); err != nil {
-		return nil, err
-	}
-	if err := w.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return deflateJSON(m)
 }
 
 func decodeRefRecord(rec map[string]types.AttributeValue) (map[string][]refEntry, error) {
@@ -137,15 +118,12 @@ func decodeRefRecord(rec map[string]types.AttributeValue) (map[string][]refEntry
 	if !ok {
 		return out, nil
 	}
-	raw, err := io.ReadAll(flate.NewReader(bytes.NewReader(z.Value)))
-	if err != nil {
-		return nil, err
-	}
 	m := map[string]string{}
-	if err := json.Unmarshal(raw, &m); err != nil {
+	if err := inflateJSON(z.Value, &m); err != nil {
 		return nil, err
 	}
 	for ref, text := range m {
+		var err error
 		if out[ref], err = decodeRefEntries(text); err != nil {
 			return nil, err
 		}
