@@ -774,7 +774,12 @@ type Campaign struct {
 	// CreatedAt An RFC 3339 time in UTC.
 	CreatedAt Timestamp `json:"created_at"`
 	CreatedBy string    `json:"created_by"`
-	Enabled   bool      `json:"enabled"`
+
+	// EffectiveTimezone The IANA time zone the schedule is read in: timezone or, when the campaign names none, the stack's default (the list's default_timezone). Shown, never set.
+	//
+	// Examples: Asia/Shanghai, UTC
+	EffectiveTimezone string `json:"effective_timezone"`
+	Enabled           bool   `json:"enabled"`
 
 	// Id Letters, digits, '.', '_' and '-' (at most 64), starting with a letter or digit.
 	Id string `json:"id"`
@@ -833,6 +838,11 @@ type CampaignJobRequest struct {
 // CampaignList defines model for CampaignList.
 type CampaignList struct {
 	Campaigns []Campaign `json:"campaigns"`
+
+	// DefaultTimezone The stack's default time zone, the one a campaign without a timezone of its own is read in (UTC locally; the CampaignTimeZone parameter in AWS).
+	//
+	// Examples: Asia/Shanghai, UTC
+	DefaultTimezone string `json:"default_timezone"`
 }
 
 // CampaignRequest The body of POST /v1/campaigns.

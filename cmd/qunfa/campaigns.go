@@ -63,7 +63,7 @@ func printCampaign(w io.Writer, k apiclient.Campaign) {
 	fmt.Fprintf(w, "campaign %s %q\n", k.Id, k.Name)
 	zone := k.Timezone
 	if zone == "" {
-		zone = "the stack's time zone"
+		zone = "the stack's time zone (" + k.EffectiveTimezone + ")"
 	}
 	fmt.Fprintf(w, "  schedule:  %s in %s (%s), enabled: %s, at most %ds late\n", k.Schedule, zone, k.Mode, enabledText(k.Enabled), k.MaxDelaySec)
 	if k.Source != "" {

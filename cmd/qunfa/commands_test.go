@@ -213,7 +213,7 @@ func TestCampaignsCommand(t *testing.T) {
 	ctx := context.Background()
 	file := writeFile(t, "campaign.json", `{"id": "weekly", "name": "weekly news", "schedule": "rate(7 days)", "mode": "snapshot",
 		"request": {"template": "Hi {{name}}", "recipients": [{"account": "acct-a", "to": "u1", "vars": {"name": "Li"}}]}}`)
-	runCLI(ctx, srv, "", "campaigns", "create", file).want(t, 0, []string{"campaign weekly \"weekly news\"", "rate(7 days) in the stack's time zone", "1 recipients"}, nil)
+	runCLI(ctx, srv, "", "campaigns", "create", file).want(t, 0, []string{"campaign weekly \"weekly news\"", "rate(7 days) in the stack's time zone (UTC)", "1 recipients"}, nil)
 	// --timezone sets the campaign's zone over the file's; an unknown one
 	// is refused by the API, naming the field.
 	zoned := writeFile(t, "zoned.json", `{"id": "morning", "name": "morning", "schedule": "cron(0 9 * * ? *)", "timezone": "UTC", "mode": "snapshot",

@@ -137,6 +137,9 @@ func runDev(ctx context.Context, args []string, record func(*flag.FlagSet)) erro
 	if b := stack.Config.AWS; b != nil {
 		fmt.Fprintf(os.Stderr, "  table:      %s\n  queue:      %s\n", b.Table, b.QueueURL)
 	}
+	if stack.DynamoDBEndpoint != "" {
+		fmt.Fprintf(os.Stderr, "  dynamodb:   %s (emulator)\n  sqs:        %s (emulator)\n", stack.DynamoDBEndpoint, stack.SQSEndpoint)
+	}
 	if stack.MockURL != "" {
 		fmt.Fprintf(os.Stderr, "  mock:       %s (deliveries: %s/mock-deliveries.jsonl)\n", stack.MockURL, stack.Config.DataDir)
 	}

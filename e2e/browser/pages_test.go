@@ -118,6 +118,11 @@ func TestDashboardPages(t *testing.T) {
 	// Campaigns: create one from the form; next firings; the seeded one.
 	b.do("open campaigns", chromedp.Click(chromedp.CSS("#nav-campaigns")), chromedp.WaitVisible(chromedp.CSS("#campaign-form")))
 	b.waitJS("the campaign is listed", `document.querySelector('tr[data-campaign=weekly] .next')?.textContent.length > 1`)
+	// The stack's default zone (qunfa dev: UTC), which a campaign without
+	// its own follows: under the form's time zone and in the list.
+	b.waitJS("the form and the list tell the stack's default zone", `document.getElementById('camp-timezone-default')?.textContent === "Empty: the stack's default time zone, UTC." &&
+		document.getElementById('camp-timezone').placeholder === 'UTC' &&
+		document.querySelector('tr[data-campaign=weekly] .schedule')?.textContent === 'cron(0 9 ? * MON *) · UTC (default)'`)
 	b.do("fill a campaign", chromedp.SendKeys(chromedp.CSS("#camp-id"), "hourly"), chromedp.SendKeys(chromedp.CSS("#camp-name"), "Hourly"),
 		chromedp.SendKeys(chromedp.CSS("#camp-schedule"), "rate(1 hour)"), chromedp.SendKeys(chromedp.CSS("#camp-template"), "Hi {{name}}"),
 		chromedp.SendKeys(chromedp.CSS("#camp-recipients"), "account,to,var.name\n"+account+",c1,Li\n"),
@@ -126,6 +131,7 @@ func TestDashboardPages(t *testing.T) {
 	b.do("open the campaign", chromedp.Click(chromedp.CSS(`tr[data-campaign=weekly] a`)))
 	b.waitJS("five next firings, Mondays 09:00 UTC", `(() => { const li = [...document.querySelectorAll('#campaign-next li[data-at]')];
 		return li.length === 5 && li.every((e) => { const d = new Date(e.dataset.at); return d.getUTCDay() === 1 && d.getUTCHours() === 9 && d.getUTCMinutes() === 0; }); })()`)
+	b.waitJS("its facts name the stack's default zone", `document.getElementById('campaign-facts').textContent.includes("the stack's default, UTC")`)
 	// A campaign in its own time zone: 09:00 on Mondays in New York, on
 	// both sides of any daylight-saving change among the next five.
 	b.do("back to campaigns", chromedp.Click(chromedp.CSS("#nav-campaigns")), chromedp.WaitVisible(chromedp.CSS("#campaign-form")))

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -40,15 +41,18 @@ type CampaignRequest struct {
 
 // Campaign is a scheduled campaign as the API shows it.
 type Campaign struct {
-	ID          string          `json:"id"`
-	Name        string          `json:"name"`
-	Schedule    string          `json:"schedule"`
-	Timezone    string          `json:"timezone"`
-	Mode        string          `json:"mode"`
-	Request     json.RawMessage `json:"request"`
-	Source      string          `json:"source"`
-	MaxDelaySec int             `json:"max_delay_sec"`
-	Enabled     bool            `json:"enabled"`
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	Schedule string `json:"schedule"`
+	Timezone string `json:"timezone"`
+	// EffectiveTimezone is the zone the schedule is read in: Timezone, or
+	// the stack's default when the campaign names none (read-only).
+	EffectiveTimezone string          `json:"effective_timezone"`
+	Mode              string          `json:"mode"`
+	Request           json.RawMessage `json:"request"`
+	Source            string          `json:"source"`
+	MaxDelaySec       int             `json:"max_delay_sec"`
+	Enabled           bool            `json:"enabled"`
 	// NextFireAt is the next firing as the local runtime counts it, in the
 	// campaign's time zone (null when disabled or never again).
 	NextFireAt  *time.Time `json:"next_fire_at"`
@@ -61,10 +65,22 @@ type Campaign struct {
 // CampaignList is a tenant's campaigns, ordered by id.
 type CampaignList struct {
 	Campaigns []Campaign `json:"campaigns"`
+	// DefaultTimezone is the stack's default zone, the one a campaign
+	// without a timezone of its own is read in (read-only).
+	DefaultTimezone string `json:"default_timezone"`
+}
+
+// defaultZone is the IANA name of the stack's default campaign zone.
+func (s *server) defaultZone() string {
+	if s.CampaignZone == nil {
+		return time.UTC.String()
+	}
+	return s.CampaignZone.String()
 }
 
 func (s *server) campaignView(c store.Campaign) Campaign {
-	v := Campaign{ID: c.ID, Name: c.Name, Schedule: c.Schedule, Timezone: c.Timezone, Mode: c.Mode, Request: json.RawMessage(c.Request),
+	v := Campaign{ID: c.ID, Name: c.Name, Schedule: c.Schedule, Timezone: c.Timezone, EffectiveTimezone: cmp.Or(c.Timezone, s.defaultZone()),
+		Mode: c.Mode, Request: json.RawMessage(c.Request),
 		Source: c.Source, MaxDelaySec: c.MaxDelaySec, Enabled: c.Enabled, LastFiredAt: timePtr(c.LastFiredAt),
 		CreatedBy: c.CreatedBy, CreatedAt: c.CreatedAt.UTC(), UpdatedAt: c.UpdatedAt.UTC()}
 	if !json.Valid(v.Request) {
@@ -167,7 +183,7 @@ func (s *server) listCampaigns(w http.ResponseWriter, r *http.Request, tenant st
 	if err != nil {
 		return s.storeProblem(r, "campaigns", err)
 	}
-	out := CampaignList{Campaigns: make([]Campaign, 0, len(all))}
+	out := CampaignList{Campaigns: make([]Campaign, 0, len(all)), DefaultTimezone: s.defaultZone()}
 	for _, c := range all {
 		out.Campaigns = append(out.Campaigns, s.campaignView(c))
 	}

@@ -134,26 +134,38 @@ func TestCampaignTimeZones(t *testing.T) {
 		"request": {"template": "Hi", "recipients": [{"account": "acct-a", "to": "u1"}]}}`
 	}
 	for _, tc := range []struct {
-		id, zone string
-		next     time.Time // Monday 2025-03-03, 09:00 in the zone
+		id, zone, effective string
+		next                time.Time // Monday 2025-03-03, 09:00 in the zone
 	}{
-		{"ny", "America/New_York", time.Date(2025, 3, 3, 14, 0, 0, 0, time.UTC)},
-		{"stack", "", time.Date(2025, 3, 3, 1, 0, 0, 0, time.UTC)},
-		{"utc", "UTC", time.Date(2025, 3, 3, 9, 0, 0, 0, time.UTC)},
+		{"ny", "America/New_York", "America/New_York", time.Date(2025, 3, 3, 14, 0, 0, 0, time.UTC)},
+		{"stack", "", "Asia/Shanghai", time.Date(2025, 3, 3, 1, 0, 0, 0, time.UTC)},
+		{"utc", "UTC", "UTC", time.Date(2025, 3, 3, 9, 0, 0, 0, time.UTC)},
 	} {
 		var c api.Campaign
 		r := s.do("POST", "/v1/campaigns", tokenA, body(tc.id, tc.zone))
 		r.json(t, &c)
-		if r.status != http.StatusCreated || c.Timezone != tc.zone || c.NextFireAt == nil || !c.NextFireAt.Equal(tc.next) {
+		if r.status != http.StatusCreated || c.Timezone != tc.zone || c.EffectiveTimezone != tc.effective || c.NextFireAt == nil || !c.NextFireAt.Equal(tc.next) {
 			t.Fatalf("create %s: %d %s", tc.id, r.status, r.body)
 		}
 		s.do("GET", "/v1/campaigns/"+tc.id, tokenA, nil).json(t, &c)
-		if c.Timezone != tc.zone || c.NextFireAt == nil || !c.NextFireAt.Equal(tc.next) {
+		if c.Timezone != tc.zone || c.EffectiveTimezone != tc.effective || c.NextFireAt == nil || !c.NextFireAt.Equal(tc.next) {
 			t.Errorf("get %s: %+v", tc.id, c)
 		}
 		if got := sched.rules["tenant-a/"+tc.id]; got.Timezone != tc.zone {
 			t.Errorf("scheduler got zone %q for %s, want %q", got.Timezone, tc.id, tc.zone)
 		}
+	}
+	// The list tells the stack's default zone, the one the form's empty
+	// timezone stands for.
+	var list api.CampaignList
+	s.do("GET", "/v1/campaigns", tokenA, nil).json(t, &list)
+	if list.DefaultTimezone != "Asia/Shanghai" || len(list.Campaigns) != 3 || list.Campaigns[1].EffectiveTimezone != "Asia/Shanghai" {
+		t.Errorf("list: default %q, campaigns %+v; want the stack's Asia/Shanghai", list.DefaultTimezone, list.Campaigns)
+	}
+	utc := newStack(t)
+	utc.do("GET", "/v1/campaigns", tokenA, nil).json(t, &list)
+	if list.DefaultTimezone != "UTC" {
+		t.Errorf("a stack without a campaign zone shows default %q, want UTC", list.DefaultTimezone)
 	}
 	for _, bad := range []struct{ id, zone string }{{"mars", "Mars/Olympus"}, {"ny", "Local"}, {"ny", "EST5EDT/../../x"}} {
 		p := wantProblem(t, s.do("POST", "/v1/campaigns", tokenA, body(bad.id, bad.zone)), http.StatusUnprocessableEntity)

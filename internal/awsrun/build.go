@@ -144,7 +144,7 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 		Control:   &control.Controller{Store: st, Queue: q, Clock: clk, Alerts: alerts, Log: log},
 		Breakers:  &breaker.Breakers{Store: st, Clock: clk, Alerts: alerts, Log: log},
 	}
-	core.Campaigns = &campaign.Campaigns{Store: st, Submitter: core.Submitter, Source: httpsource.New(httpsource.Config{}),
+	core.Campaigns = &campaign.Campaigns{Store: st, Submitter: core.Submitter, Source: httpsource.New(httpsource.Config{WrapHTTP: c.Tracing.HTTPClient}),
 		Clock: clk, Alerts: alerts, Log: log}
 	deps := api.Deps{Store: st, Submitter: core.Submitter, Control: core.Control, Clock: clk, Logger: log,
 		PlatformTokenHash: cfg.PlatformTokenHash,
@@ -182,7 +182,7 @@ func Build(cfg Config, c Clients, log *slog.Logger) (*Core, error) {
 	}
 	core.API = api.New(deps)
 	core.WebhookPublisher = &webhook.Publisher{Store: st, Clock: clk, Log: log}
-	core.WebhookDeliverer = &webhook.Deliverer{Store: st, Clock: clk, Log: log, Poster: httppost.New(httppost.Config{})}
+	core.WebhookDeliverer = &webhook.Deliverer{Store: st, Clock: clk, Log: log, Poster: httppost.New(httppost.Config{WrapHTTP: c.Tracing.HTTPClient})}
 	if !cfg.fn.Provider {
 		return core, nil
 	}

@@ -23,9 +23,15 @@ import (
 // Lambda (qunfa dev, tests, the runtime emulator) nothing is instrumented:
 // no middleware, no wrapped transport, no UDP.
 //
-// A provider sub-segment records the method, the URL without its query
-// (the SDK strips it: WeChat and WeCom carry access_token there, and
-// gettoken the secret) and the status; never a header or a body.
+// The same goes for the other calls a function makes to addresses it is
+// given: webhook deliveries and the pages of requery campaigns' sources.
+//
+// An HTTP sub-segment records the method, the URL without its query
+// (the SDK strips it: WeChat and WeCom carry access_token there, gettoken
+// the secret, a WeCom robot's webhook its key, a source its own token)
+// and without userinfo (stripped before the SDK sees the request; the
+// client has put it in the Authorization header already), and the
+// status; never a header (a webhook's signature) or a body.
 
 // Tracing environment: set by Lambda.
 const (
@@ -70,13 +76,32 @@ func (t *Tracing) AWSOption() func(*config.LoadOptions) error {
 	}
 }
 
-// HTTPClient wraps a provider's HTTP client so that each call is a
-// sub-segment named after the host; on a nil Tracing it returns c.
+// HTTPClient wraps an outbound HTTP client (providers, webhook
+// deliveries, campaign sources) so that each call is a sub-segment named
+// after the host; on a nil Tracing it returns c.
 func (t *Tracing) HTTPClient(c *http.Client) *http.Client {
 	if t == nil {
 		return c
 	}
-	return xray.Client(c)
+	traced := xray.Client(c)
+	traced.Transport = withoutUserinfo{next: traced.Transport}
+	return traced
+}
+
+// withoutUserinfo hands on a request whose URL has no userinfo: the X-Ray
+// SDK records a URL's user name (and its password as ***). The
+// http.Client has turned the userinfo into the Authorization header before
+// the transport sees the request.
+type withoutUserinfo struct{ next http.RoundTripper }
+
+func (w withoutUserinfo) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.User == nil {
+		return w.next.RoundTrip(r)
+	}
+	r2, u := *r, *r.URL
+	u.User = nil
+	r2.URL = &u
+	return w.next.RoundTrip(&r2)
 }
 
 // xrayLogger writes the SDK's warnings and errors as the function's JSON

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/qunfa/qunfa/internal/api"
 	"github.com/qunfa/qunfa/internal/awsrun"
+	"github.com/qunfa/qunfa/internal/campaign"
 	"github.com/qunfa/qunfa/internal/handlers"
 	"github.com/qunfa/qunfa/internal/mockprovider"
 	"github.com/qunfa/qunfa/internal/provider"
@@ -31,6 +33,8 @@ import (
 	"github.com/qunfa/qunfa/internal/queue/sqsqueue"
 	"github.com/qunfa/qunfa/internal/store"
 	"github.com/qunfa/qunfa/internal/store/dynamostore"
+	"github.com/qunfa/qunfa/internal/webhook"
+	"github.com/qunfa/qunfa/internal/webhook/httppost"
 )
 
 // xrayDaemon is a fake X-Ray daemon: it keeps the segment documents the
@@ -404,5 +408,112 @@ func TestTracingOffOutsideLambda(t *testing.T) {
 	var o config.LoadOptions
 	if err := off.AWSOption()(&o); err != nil || len(o.APIOptions) != 0 {
 		t.Errorf("no tracing adds %d AWS middlewares (%v)", len(o.APIOptions), err)
+	}
+}
+
+// TestTracingWebhooksAndCampaignSources: the webhook deliverer's and the
+// campaign source's HTTP calls, as Build wires them under Lambda with
+// tracing, are sub-segments of the invocation's trace, named after the
+// host, with URLs that have neither a query nor userinfo; neither the
+// webhook's secret, its signature, a robot's key, a source's token nor a
+// password in a URL reaches the X-Ray daemon. (Build's clients refuse
+// loopback addresses, so these calls end at the dial: the sub-segment is
+// made all the same. An endpoint that answers is traced with its status,
+// the second half.)
+func TestTracingWebhooksAndCampaignSources(t *testing.T) {
+	daemon := newXRayDaemon(t)
+	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "qunfa-webhooks")
+	t.Setenv("AWS_XRAY_DAEMON_ADDRESS", daemon.addr())
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	tracing, err := awsrun.StartTracing(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	clients, err := awsrun.NewClients(ctx, tracing.AWSOption())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients.Tracing = tracing
+	env := map[string]string{awsrun.EnvTable: "qunfa-xray", awsrun.EnvQueueURL: "http://127.0.0.1:1/000000000000/q.fifo", awsrun.EnvAlertBus: "bus"}
+	cfg, err := awsrun.Load(awsrun.Webhooks, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, err := awsrun.Build(cfg, clients, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	const (
+		secret    = "whsec-5d1e0b7a"
+		robotKey  = "robot-key-93c1"
+		srcToken  = "source-token-4b2f"
+		user, pwd = "hook-user-61", "hook-pass-0e"
+	)
+	body := []byte(`{"type":"job.finished"}`)
+	sig := webhook.Sign(secret, time.Unix(1_800_000_000, 0), body)
+	const hookRoot, sourceRoot = "1-6744f2a3-dddddddddddddddddddddddd", "1-6744f2a4-eeeeeeeeeeeeeeeeeeeeeeee"
+	if _, err := core.WebhookDeliverer.Poster.Post(lambdaContext(ctx, hookRoot), webhook.Request{
+		URL:    "http://" + user + ":" + pwd + "@127.0.0.1:9/hooks/qunfa?key=" + robotKey,
+		Header: http.Header{webhook.SignatureHeader: {sig}}, Body: body,
+	}); err == nil {
+		t.Fatal("a webhook to a loopback address was posted")
+	}
+	if _, err := core.Campaigns.Source.FetchPage(lambdaContext(ctx, sourceRoot), campaign.FetchParams{
+		Source: "https://" + user + ":" + pwd + "@127.0.0.1:9/recipients?token=" + srcToken,
+	}); err == nil {
+		t.Fatal("a campaign source at a loopback address was read")
+	}
+	segs := daemon.waitFor(t, "webhook and campaign source sub-segments", func(segs []xraySegment) bool {
+		return len(find(segs, func(s xraySegment) bool { return s.TraceID == hookRoot && s.Name == "127.0.0.1:9" })) > 0 &&
+			len(find(segs, func(s xraySegment) bool { return s.TraceID == sourceRoot && s.Name == "127.0.0.1:9" })) > 0
+	})
+	for root, want := range map[string]string{hookRoot: "http://127.0.0.1:9/hooks/qunfa", sourceRoot: "https://127.0.0.1:9/recipients"} {
+		for _, s := range find(segs, func(s xraySegment) bool { return s.TraceID == root && s.Name == "127.0.0.1:9" }) {
+			if s.Namespace != "remote" || s.HTTP.Request.URL != want {
+				t.Errorf("sub-segment %+v: want a remote call recorded as %s", s, want)
+			}
+		}
+	}
+
+	// An endpoint that answers: the status is recorded, the rest is not.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != user || p != pwd {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	const answeredRoot = "1-6744f2a5-ffffffffffffffffffffffff"
+	poster := httppost.New(httppost.Config{AllowPrivate: true, WrapHTTP: tracing.HTTPClient})
+	hostPort := strings.TrimPrefix(srv.URL, "http://")
+	ans, err := poster.Post(lambdaContext(ctx, answeredRoot), webhook.Request{
+		URL:    "http://" + user + ":" + pwd + "@" + hostPort + "/hooks/qunfa?key=" + robotKey,
+		Header: http.Header{webhook.SignatureHeader: {sig}}, Body: body,
+	})
+	if err != nil || ans.Status != http.StatusNoContent {
+		t.Fatalf("post: %v %+v (the userinfo must still authenticate the call)", err, ans)
+	}
+	segs = daemon.waitFor(t, "the answered webhook's sub-segment", func(segs []xraySegment) bool {
+		return len(find(segs, func(s xraySegment) bool { return s.TraceID == answeredRoot && s.Name == hostPort })) > 0
+	})
+	for _, s := range find(segs, func(s xraySegment) bool { return s.TraceID == answeredRoot && s.Name == hostPort }) {
+		if s.HTTP.Request.Method != http.MethodPost || s.HTTP.Request.URL != srv.URL+"/hooks/qunfa" || s.HTTP.Response.Status != http.StatusNoContent {
+			t.Errorf("sub-segment %+v: want POST %s/hooks/qunfa answered 204", s, srv.URL)
+		}
+	}
+	for _, p := range daemon.packets() {
+		for _, leak := range []string{secret, sig, robotKey, srcToken, user, pwd} {
+			if bytes.Contains(p, []byte(leak)) {
+				t.Errorf("a segment sent to X-Ray carries %q: %s", leak, p)
+			}
+		}
 	}
 }

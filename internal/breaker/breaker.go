@@ -249,6 +249,10 @@ type CheckReport struct {
 	Accounts int  // accounts with running shards
 	Opened   int  // breakers opened for their failure rate
 	Skipped  bool // another check holds the lease: nothing done
+	// Missing counts accounts named by running shards that the store no
+	// longer has (deleted while their jobs ran): not judged, logged, and
+	// no reason to leave every other account unchecked.
+	Missing int
 }
 
 // CheckLease is the store lease a check holds, so that checks never
@@ -320,6 +324,12 @@ func (b *Breakers) check(ctx context.Context, now time.Time) (CheckReport, error
 	rep.Accounts = len(per)
 	for k, t := range per {
 		acct, err := b.Store.GetAccount(ctx, k.tenant, k.account)
+		if errors.Is(err, store.ErrNotFound) {
+			rep.Missing++
+			b.log().Warn("breaker check: running shards name a missing account; not judged",
+				slog.String("tenant", k.tenant), slog.String("account", k.account))
+			continue
+		}
 		if err != nil {
 			return rep, fmt.Errorf("read account %s: %w", k.account, err)
 		}

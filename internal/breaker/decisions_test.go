@@ -563,3 +563,33 @@ func TestCheckReadErrors(t *testing.T) {
 		t.Fatalf("window write conflict: %+v %v", rep, err)
 	}
 }
+
+// TestCheckGoesOnPastAMissingAccount: running shards of an account the
+// store no longer has (deleted while its job ran) are counted and left
+// unjudged; every other account is still checked, and a failure rate
+// over its threshold still opens its breaker.
+func TestCheckGoesOnPastAMissingAccount(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	f.account(t, "bad", store.BreakerConfig{FailureRate: 0.5, MinSamples: 20, CooldownSec: 60})
+	addBad := f.checkJob(t, "j", "bad", 1)
+	addGone := f.checkJob(t, "j-gone", "gone", 1) // no such account
+	rep, err := f.b.Check(ctx)
+	if err != nil || rep.Accounts != 2 || rep.Missing != 1 || rep.Opened != 0 {
+		t.Fatalf("first check: %+v %v", rep, err)
+	}
+	f.clk.Advance(time.Minute)
+	addBad(0, 40, 30)
+	addGone(0, 40, 40)
+	rep, err = f.b.Check(ctx)
+	if err != nil || rep.Accounts != 2 || rep.Missing != 1 || rep.Opened != 1 {
+		t.Fatalf("second check: %+v %v", rep, err)
+	}
+	if br := f.breaker(t, "bad"); br.State != store.BreakerOpen {
+		t.Fatalf("bad's breaker: %+v, want open", br)
+	}
+	if br := f.breaker(t, "gone"); br.State == store.BreakerOpen || !br.WindowAt.IsZero() {
+		t.Fatalf("a missing account's breaker was written: %+v", br)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -165,6 +166,15 @@ func (s *Stack) openAWS(ctx context.Context) (Store, queue.Queue, error) {
 			b.QueueURL = url
 		}
 	}
+	if b.Emulators {
+		// fauxqs keeps a queue's URL as made, with the port of the life
+		// that made it; the emulators start on new ports after a restart.
+		// fauxqs finds queues by name whatever the host, so the URL is
+		// told on the endpoint in use.
+		if b.QueueURL, err = onEndpoint(b.QueueURL, s.SQSEndpoint); err != nil {
+			return nil, nil, err
+		}
+	}
 	s.Config.AWS = &b
 	capacity := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "qunfa_dynamodb_capacity_units_total",
@@ -230,12 +240,27 @@ func (s *Stack) awsClients(ctx context.Context, emulate bool) (*dynamodb.Client,
 		return nil, nil, fmt.Errorf("start fauxqs: %w", err)
 	}
 	s.closers = append(s.closers, func() error { fq.Stop(); return nil })
+	s.DynamoDBEndpoint, s.SQSEndpoint = dyn.Endpoint, fq.Endpoint
 	s.Log.Info("started the AWS emulators", slog.String("dynamodb", dyn.Endpoint), slog.String("sqs", fq.Endpoint), slog.String("data", dir))
 	region := cmp.Or(os.Getenv("AWS_REGION"), emulatorRegion)
 	creds := credentials.NewStaticCredentialsProvider("local", "local", "")
 	db := dynamodb.New(dynamodb.Options{Region: region, BaseEndpoint: aws.String(dyn.Endpoint), Credentials: creds})
 	sq := sqs.New(sqs.Options{Region: region, BaseEndpoint: aws.String(fq.Endpoint), Credentials: creds})
 	return db, sq, nil
+}
+
+// onEndpoint is queueURL with the scheme and host of endpoint.
+func onEndpoint(queueURL, endpoint string) (string, error) {
+	q, err := url.Parse(queueURL)
+	if err != nil {
+		return "", fmt.Errorf("queue URL %q: %w", queueURL, err)
+	}
+	e, err := url.Parse(endpoint)
+	if err != nil {
+		return "", fmt.Errorf("SQS endpoint %q: %w", endpoint, err)
+	}
+	q.Scheme, q.Host = e.Scheme, e.Host
+	return q.String(), nil
 }
 
 // observeCapacity serves the DynamoDB capacity the store consumed at

@@ -219,6 +219,9 @@ type Stack struct {
 	TokenGenerated bool
 	// AdminToken is the platform token, kept like Token.
 	AdminToken string
+	// DynamoDBEndpoint and SQSEndpoint are the endpoints of the AWS
+	// emulators the stack started (AWSBackend.Emulators; empty otherwise).
+	DynamoDBEndpoint, SQSEndpoint string
 
 	closers []func() error
 	// held renews the visibility of the messages invocations work (SQS:

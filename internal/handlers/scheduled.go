@@ -34,7 +34,7 @@ func Breaker(b *breaker.Breakers, log *slog.Logger) func(context.Context, events
 			log.Error("breaker check failed", slog.String("event", ev.ID), slog.Any("err", err))
 			return err
 		}
-		log.Debug("breaker check", slog.String("event", ev.ID), slog.Int("accounts", rep.Accounts), slog.Int("opened", rep.Opened))
+		log.Debug("breaker check", slog.String("event", ev.ID), slog.Int("accounts", rep.Accounts), slog.Int("opened", rep.Opened), slog.Int("missing", rep.Missing))
 		return nil
 	}
 }

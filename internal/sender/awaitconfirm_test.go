@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/qunfa/qunfa/internal/alert"
+	"github.com/qunfa/qunfa/internal/alert/alerttest"
 	"github.com/qunfa/qunfa/internal/provider"
 	"github.com/qunfa/qunfa/internal/reconcile"
 	"github.com/qunfa/qunfa/internal/sender"
@@ -170,7 +171,7 @@ func testOutcomesOfSettledItems(t *testing.T, bySeq bool) {
 	mp := &massProvider{Provider: p.sender.Provider, sent: map[string]bool{}}
 	p.sender.Provider, p.reconciler.Provider = mp, mp
 	p.sender.MsgCalls, p.reconciler.MsgCalls = p.store, p.store
-	outcomes := &alertRecorder{}
+	outcomes := &alerttest.Recorder{}
 	p.reconciler.Outcomes = outcomes
 	rs := recipients([]string{"wx-a"}, 40)
 	for i := range rs {
@@ -202,7 +203,7 @@ func testOutcomesOfSettledItems(t *testing.T, bySeq bool) {
 		t.Fatal(err)
 	}
 	seen := map[int64]alert.ItemOutcome{}
-	for _, e := range outcomes.of(alert.ItemOutcomes) {
+	for _, e := range outcomes.Of(alert.ItemOutcomes) {
 		d := e.Detail.(alert.ItemOutcomesDetail)
 		if e.Tenant != tenant || d.JobID != job.Job.ID {
 			t.Fatalf("event %+v", e)

@@ -45,8 +45,8 @@ func TestBreakerAccountDown(t *testing.T) {
 	if err != nil || br.State != store.BreakerOpen {
 		t.Fatalf("breaker %+v %v", br, err)
 	}
-	if len(p.alerts.of(alert.BreakerOpened)) != 1 {
-		t.Fatalf("BreakerOpened alerts: %+v", p.alerts.of(alert.BreakerOpened))
+	if len(p.alerts.Of(alert.BreakerOpened)) != 1 {
+		t.Fatalf("BreakerOpened alerts: %+v", p.alerts.Of(alert.BreakerOpened))
 	}
 	for _, it := range p.items(job.Job.ID) {
 		if it.Account == "down" && (it.Status != store.ItemPending || it.Attempts != 0) {
@@ -72,8 +72,8 @@ func TestBreakerAccountDown(t *testing.T) {
 	if br, _ := p.store.GetBreaker(ctx, tenant, "down"); br.State != store.BreakerClosed {
 		t.Fatalf("breaker after recovery: %+v", br)
 	}
-	if len(p.alerts.of(alert.BreakerClosed)) != 1 {
-		t.Fatalf("BreakerClosed alerts: %+v", p.alerts.of(alert.BreakerClosed))
+	if len(p.alerts.Of(alert.BreakerClosed)) != 1 {
+		t.Fatalf("BreakerClosed alerts: %+v", p.alerts.Of(alert.BreakerClosed))
 	}
 	p.checkExactlyOnce(job.Job.ID)
 }

@@ -177,7 +177,7 @@ func TestBudgetRaceForTheLastUnits(t *testing.T) {
 			if n := len(p.deliveries()); n != budget || v.Job.BudgetUsed != budget || v.Counts().Confirmed != budget {
 				t.Fatalf("delivered %d, budget_used %d, confirmed %d; want all %d", n, v.Job.BudgetUsed, v.Counts().Confirmed, budget)
 			}
-			evs := p.alerts.of(alert.JobPaused)
+			evs := p.alerts.Of(alert.JobPaused)
 			if len(evs) == 0 {
 				t.Fatal("no JobPaused alert")
 			}

@@ -64,7 +64,7 @@ func TestCanarySendsItsItemsThenPausesUntilApproved(t *testing.T) {
 	if n, per := sent(); n != 5 || per["a"] != 3 || per["b"] != 2 {
 		t.Fatalf("the canary delivered %d (%v), want 5 spread as a:3 b:2", n, per)
 	}
-	if ev := p.alerts.of(alert.CanaryReady); len(ev) != 1 || ev[0].Detail.(alert.CanaryReadyDetail).Canary != 5 {
+	if ev := p.alerts.Of(alert.CanaryReady); len(ev) != 1 || ev[0].Detail.(alert.CanaryReadyDetail).Canary != 5 {
 		t.Fatalf("CanaryReady alerts %+v", ev)
 	}
 	for range 5 { // more turns do nothing while it waits

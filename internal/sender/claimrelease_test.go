@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/qunfa/qunfa/internal/alert"
+	"github.com/qunfa/qunfa/internal/alert/alerttest"
 	"github.com/qunfa/qunfa/internal/mockprovider"
 	"github.com/qunfa/qunfa/internal/sender"
 	"github.com/qunfa/qunfa/internal/store"
@@ -223,7 +224,7 @@ func (s *settledMeanwhile) UpdateItems(ctx context.Context, p store.UpdateItemsP
 func TestRejectedOutcomesAreNotPublished(t *testing.T) {
 	t.Parallel()
 	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 4})
-	outcomes := &alertRecorder{}
+	outcomes := &alerttest.Recorder{}
 	p.sender.Outcomes = outcomes
 	settled := &settledMeanwhile{Store: p.store}
 	p.sender.Store = settled
@@ -234,7 +235,7 @@ func TestRejectedOutcomesAreNotPublished(t *testing.T) {
 		t.Fatalf("settled meanwhile %v; job %s %+v, want completed with 8 confirmed", settled.done, v.Job.Status, v.Counts())
 	}
 	seen := map[int64]int{}
-	for _, e := range outcomes.of(alert.ItemOutcomes) {
+	for _, e := range outcomes.Of(alert.ItemOutcomes) {
 		for _, o := range e.Detail.(alert.ItemOutcomesDetail).Items {
 			seen[o.Seq]++
 		}

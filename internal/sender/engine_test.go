@@ -162,7 +162,7 @@ func TestBudgetPausesExactly(t *testing.T) {
 	if n := len(p.deliveries()); n != 7 {
 		t.Fatalf("delivered %d, want exactly the budget of 7", n)
 	}
-	if ev := p.alerts.of(alert.JobPaused); len(ev) != 1 || ev[0].Detail.(alert.JobPausedDetail).Reason != "budget" {
+	if ev := p.alerts.Of(alert.JobPaused); len(ev) != 1 || ev[0].Detail.(alert.JobPausedDetail).Reason != "budget" {
 		t.Fatalf("JobPaused alerts %+v", ev)
 	}
 	// More turns do nothing while paused.
@@ -267,12 +267,12 @@ func TestErrorCategories(t *testing.T) {
 				if v.Job.Status != store.JobFailed || v.Failures()[store.CategoryPermanent] != 6 {
 					t.Fatalf("job %s failures %v", v.Job.Status, v.Failures())
 				}
-				fin, dead := p.alerts.of(alert.JobFinished), p.alerts.of(alert.DeadLetters)
+				fin, dead := p.alerts.Of(alert.JobFinished), p.alerts.Of(alert.DeadLetters)
 				if len(fin) != 1 || fin[0].Detail.(alert.JobFinishedDetail).Status != "failed" ||
 					len(dead) != 1 || dead[0].Detail.(alert.DeadLettersDetail).Failures[store.CategoryPermanent] != 6 {
 					t.Fatalf("alerts: finished %+v dead letters %+v", fin, dead)
 				}
-				if st := p.alerts.of(alert.JobStarted); len(st) != 1 || st[0].Tenant != tenant {
+				if st := p.alerts.Of(alert.JobStarted); len(st) != 1 || st[0].Tenant != tenant {
 					t.Fatalf("JobStarted alerts %+v", st)
 				}
 			}},

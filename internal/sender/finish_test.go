@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/qunfa/qunfa/internal/alert"
+	"github.com/qunfa/qunfa/internal/alert/alerttest"
 	"github.com/qunfa/qunfa/internal/sender"
 	"github.com/qunfa/qunfa/internal/store"
 	"github.com/qunfa/qunfa/internal/store/sqlitestore"
@@ -100,7 +101,7 @@ func (f *finishFixture) finishShard(shard int) {
 	}
 }
 
-func (f *finishFixture) finish(alerts *alertRecorder) store.JobView {
+func (f *finishFixture) finish(alerts *alerttest.Recorder) store.JobView {
 	f.t.Helper()
 	ctx := context.Background()
 	if err := sender.FinishJob(ctx, f.st, alerts, quiet, f.jobID, storetest.Epoch.Add(2*time.Minute)); err != nil {
@@ -168,7 +169,7 @@ func TestFinishJobDecides(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			alerts := &alertRecorder{}
+			alerts := &alerttest.Recorder{}
 			v := f.finish(alerts)
 			if v.Job.Status != tc.want {
 				t.Fatalf("job %s (counts %+v), want %s", v.Job.Status, v.Counts(), tc.want)
@@ -178,7 +179,7 @@ func TestFinishJobDecides(t *testing.T) {
 					t.Errorf("shard %d %s, want running again", i, v.Shards[i].Status)
 				}
 			}
-			fin := alerts.of(alert.JobFinished)
+			fin := alerts.Of(alert.JobFinished)
 			if tc.want == store.JobRunning {
 				if len(fin) != 0 {
 					t.Fatalf("JobFinished published for a job not finished: %+v", fin)
@@ -192,7 +193,7 @@ func TestFinishJobDecides(t *testing.T) {
 			if d.Status != string(tc.want) || d.Counts != alert.Counts(v.Counts()) {
 				t.Errorf("JobFinished %+v, want status %s counts %+v", d, tc.want, v.Counts())
 			}
-			dl := alerts.of(alert.DeadLetters)
+			dl := alerts.Of(alert.DeadLetters)
 			switch {
 			case len(tc.dead) == 0 && len(dl) != 0:
 				t.Errorf("DeadLetters %+v for a job without dead letters", dl)
@@ -214,9 +215,9 @@ func TestFinishJobLeavesOtherStatusesAlone(t *testing.T) {
 		if _, err := f.st.TransitionJob(context.Background(), store.TransitionJobParams{JobID: f.jobID, To: to, At: storetest.Epoch.Add(time.Minute)}); err != nil {
 			t.Fatal(err)
 		}
-		alerts := &alertRecorder{}
-		if v := f.finish(alerts); v.Job.Status != to || len(alerts.of(alert.JobFinished)) != 0 {
-			t.Errorf("%s job became %s (alerts %+v)", to, v.Job.Status, alerts.of(alert.JobFinished))
+		alerts := &alerttest.Recorder{}
+		if v := f.finish(alerts); v.Job.Status != to || len(alerts.Of(alert.JobFinished)) != 0 {
+			t.Errorf("%s job became %s (alerts %+v)", to, v.Job.Status, alerts.Of(alert.JobFinished))
 		}
 	}
 }
@@ -279,7 +280,7 @@ func TestFinishJobRacingARedrive(t *testing.T) {
 	f.finishShard(0)
 	f.finishShard(1)
 	racing := &redriveOnFinish{Store: f.st, f: f}
-	alerts := &alertRecorder{}
+	alerts := &alerttest.Recorder{}
 	if err := sender.FinishJob(context.Background(), racing, alerts, quiet, f.jobID, storetest.Epoch.Add(2*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +295,7 @@ func TestFinishJobRacingARedrive(t *testing.T) {
 		t.Fatalf("job %s, shard 1 %s, counts %+v: want the job and the shard running again with the redriven item pending",
 			v.Job.Status, v.Shards[1].Status, v.Counts())
 	}
-	if fin := alerts.of(alert.JobFinished); len(fin) != 0 {
+	if fin := alerts.Of(alert.JobFinished); len(fin) != 0 {
 		t.Fatalf("JobFinished published for a job running again: %+v", fin)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/qunfa/qunfa/internal/alert"
+	"github.com/qunfa/qunfa/internal/alert/alerttest"
 	"github.com/qunfa/qunfa/internal/mockprovider"
 	"github.com/qunfa/qunfa/internal/sender"
 	"github.com/qunfa/qunfa/internal/store"
@@ -22,8 +23,8 @@ import (
 func TestOutcomesPublished(t *testing.T) {
 	t.Parallel()
 	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 4, MaxAttempts: 3, BackoffBase: time.Second, BackoffCap: 2 * time.Second})
-	outcomes := &alertRecorder{}
-	both := &alertRecorder{} // outcomes and job events, in the order published
+	outcomes := &alerttest.Recorder{}
+	both := &alerttest.Recorder{} // outcomes and job events, in the order published
 	p.sender.Outcomes = tee{outcomes, both}
 	p.sender.Alerts = tee{p.sender.Alerts, both}
 	p.account("a", 1000, 1000, 0, 1)
@@ -37,7 +38,7 @@ func TestOutcomesPublished(t *testing.T) {
 	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: rs}, "outcomes")
 	p.driveUntil(clk, final, job.Job.ID)
 
-	events := outcomes.of(alert.ItemOutcomes)
+	events := outcomes.Of(alert.ItemOutcomes)
 	if len(events) == 0 || len(events) >= 3 {
 		t.Fatalf("%d ItemOutcomes events for 10 items in 3 batches, want fewer than one per batch", len(events))
 	}
@@ -69,16 +70,14 @@ func TestOutcomesPublished(t *testing.T) {
 			t.Errorf("outcome %+v of a %s item: a message id belongs to confirmed items only", o, it.Status)
 		}
 	}
-	if other := p.alerts.of(alert.ItemOutcomes); len(other) != 0 {
+	if other := p.alerts.Of(alert.ItemOutcomes); len(other) != 0 {
 		t.Errorf("%d ItemOutcomes events went to the alerts", len(other))
 	}
-	both.mu.Lock()
-	defer both.mu.Unlock()
 	// Published before JobFinished, and timed no later (webhooks deliver
 	// in time order).
 	finished := false
 	var lastOutcome time.Time
-	for _, e := range both.events {
+	for _, e := range both.Events() {
 		switch {
 		case e.Type == alert.JobFinished:
 			finished = true
@@ -103,7 +102,7 @@ func TestOutcomesPublished(t *testing.T) {
 func TestOutcomesEventsAreBounded(t *testing.T) {
 	t.Parallel()
 	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 10})
-	outcomes := &alertRecorder{}
+	outcomes := &alerttest.Recorder{}
 	p.sender.Outcomes = outcomes
 	p.account("a", 10000, 10000, 0, 1)
 	rs := recipients([]string{"a"}, 250)
@@ -112,7 +111,7 @@ func TestOutcomesEventsAreBounded(t *testing.T) {
 	}
 	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: rs}, "bounded")
 	p.driveUntil(clk, final, job.Job.ID)
-	events := outcomes.of(alert.ItemOutcomes)
+	events := outcomes.Of(alert.ItemOutcomes)
 	seen := map[int64]bool{}
 	for _, e := range events {
 		body, err := json.Marshal(e)
@@ -140,12 +139,12 @@ func TestOutcomesEventsAreBounded(t *testing.T) {
 func TestOutcomesHeldAtMostFiveSeconds(t *testing.T) {
 	t.Parallel()
 	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 1, TurnDuration: time.Hour, MaxWait: 2 * time.Second})
-	outcomes := &alertRecorder{}
+	outcomes := &alerttest.Recorder{}
 	p.sender.Outcomes = outcomes
 	p.account("a", 1, 1, 0, 1)
 	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 20)}, "held")
 	p.driveUntil(clk, final, job.Job.ID)
-	events := outcomes.of(alert.ItemOutcomes)
+	events := outcomes.Of(alert.ItemOutcomes)
 	n := 0
 	for i, e := range events {
 		d := e.Detail.(alert.ItemOutcomesDetail)

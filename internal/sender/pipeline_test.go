@@ -11,11 +11,10 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/qunfa/qunfa/internal/alert"
+	"github.com/qunfa/qunfa/internal/alert/alerttest"
 	"github.com/qunfa/qunfa/internal/breaker"
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/devstack"
@@ -49,33 +48,7 @@ type pipeline struct {
 	sender     *sender.Sender
 	reconciler *reconcile.Reconciler
 	log        *slog.Logger
-	alerts     *alertRecorder
-}
-
-// alertRecorder keeps every published alert.
-type alertRecorder struct {
-	mu     sync.Mutex
-	events []alert.Event
-}
-
-func (r *alertRecorder) Publish(_ context.Context, events ...alert.Event) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, events...)
-	return nil
-}
-
-// of returns the recorded events of one type.
-func (r *alertRecorder) of(t alert.Type) []alert.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []alert.Event
-	for _, e := range r.events {
-		if e.Type == t {
-			out = append(out, e)
-		}
-	}
-	return out
+	alerts     *alerttest.Recorder
 }
 
 type pipelineOptions struct {
@@ -135,7 +108,7 @@ func newPipeline(t testing.TB, o pipelineOptions) *pipeline {
 	}
 	p.reconciler = &reconcile.Reconciler{Store: st, Queue: q, Provider: prov, Clock: o.clock, Log: log,
 		StaleAfter: 30 * time.Second, SettleAfter: 30 * time.Second}
-	p.alerts = &alertRecorder{}
+	p.alerts = &alerttest.Recorder{}
 	p.submitter.Alerts, p.sender.Alerts, p.reconciler.Alerts = p.alerts, p.alerts, p.alerts
 	p.sender.Breakers = &breaker.Breakers{Store: st, Clock: o.clock, Alerts: p.alerts, Log: log}
 	return p

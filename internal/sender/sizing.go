@@ -272,8 +272,11 @@ func (z *accountSizer) observe(n int, d time.Duration, now time.Time) {
 	was := [2]int{z.batch, z.concurrency}
 	switch {
 	case p99 > SizingP99Target && z.batch > 1:
+		// To what the target allows, but by at most a quarter: one slow
+		// window (a provider's hiccup) must not collapse the batch, and a
+		// P99 just over the target takes off only what it must.
 		allowed := int(math.Floor(float64(z.batch) * float64(SizingP99Target) / float64(p99)))
-		z.batch = max(1, min(allowed, int(math.Floor(float64(z.batch)*sizingShrinkAtMost))))
+		z.batch = max(1, allowed, int(math.Floor(float64(z.batch)*sizingShrinkAtMost)))
 	case float64(p99) < SizingGrowBelow*float64(SizingP99Target) && z.batch < z.top:
 		z.batch = min(z.top, z.batch+max(1, z.top/sizingGrowStepShare))
 	}

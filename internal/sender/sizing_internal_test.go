@@ -75,6 +75,37 @@ func TestSizerShrinksUntilP99UnderTargetThenGrowsBack(t *testing.T) {
 	}
 }
 
+// TestSizerShrinksAtMostAQuarterAtATime: a window whose P99 is over the
+// target shrinks the batch to what the target allows, by at most a
+// quarter: a P99 just over 2 s takes off only what it must, and one slow
+// window (a provider's hiccup of a minute) does not collapse 80 to 2.
+func TestSizerShrinksAtMostAQuarterAtATime(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		p99  time.Duration
+		want int
+	}{
+		{SizingP99Target, 80},                        // at the target: stays
+		{SizingP99Target + 1, 79},                    // just over: one less
+		{2500 * time.Millisecond, 64},                // allows 64, less than a quarter off
+		{SizingP99Target * 80 / 60, 60},              // allows 60: exactly a quarter
+		{3200 * time.Millisecond, 60},                // allows 50: a quarter at most
+		{time.Minute, 60},                            // allows 2: a quarter at most
+		{SizingP99Target * 80 / 60 * 101 / 100, 60},  // allows 59: a quarter at most
+		{SizingP99Target * 80 / 61 * 999 / 1000, 61}, // allows 61: more than the quarter's 60
+	} {
+		clk := clock.NewFake(sizingT0)
+		z := newAccountSizer(store.Account{Tenant: "t", ID: "a", RatePerSec: 1000, MaxRecipientsPerCall: 100}, callBounds{most: 64}, clk.Now())
+		for range SizingSamples {
+			clk.Advance(tt.p99)
+			z.observe(z.batchSize(), tt.p99, clk.Now())
+		}
+		if got := z.batchSize(); got != tt.want {
+			t.Errorf("P99 %v at batch 80: batch %d, want %d", tt.p99, got, tt.want)
+		}
+	}
+}
+
 // TestSizerConcurrencyByLittlesLaw: calls in flight are the account's call
 // rate (batch rate over recipients per call) × the P99 latency × 0.7,
 // rounded up, at least 1, at most the configured maximum.
@@ -281,8 +312,8 @@ func TestSizingLogLinesFollowMeaningfulChanges(t *testing.T) {
 	}
 
 	// A provider slower by 40 ms a recipient makes an account allowing
-	// 100 a call shrink its batch from 80 to 50, then faster by 10 ms grow
-	// it back by 10 at a time: each new size is logged when chosen,
+	// 100 a call shrink its batch from 80 to 60 (a quarter at most) and
+	// then to 50, then faster by 10 ms grow it back by 10 at a time: each new size is logged when chosen,
 	// within the minute.
 	buf.Reset()
 	b, err := st.PutAccount(ctx, store.Account{Tenant: "t", ID: "b", RatePerSec: 1000, Burst: 1000, MaxRecipientsPerCall: 100})
@@ -292,9 +323,9 @@ func TestSizingLogLinesFollowMeaningfulChanges(t *testing.T) {
 	tr.account, tr.shard.Account = b, "b"
 	tr.sizing = s.sizer(b, callBounds{most: 64}, clk.Now())
 	var sizes []int
-	for i := range 4 {
+	for i := range 5 {
 		perRecipient := 10 * time.Millisecond
-		if i == 0 {
+		if i < 2 {
 			perRecipient = 40 * time.Millisecond
 		}
 		tr.sizing.feed(clk, perRecipient)
@@ -302,8 +333,8 @@ func TestSizingLogLinesFollowMeaningfulChanges(t *testing.T) {
 		tr.noteSizing(ctx)
 	}
 	got = lines()
-	if !slices.Equal(sizes, []int{50, 60, 70, 80}) {
-		t.Fatalf("batch sizes %v, want 50, 60, 70, 80 (the test's premise)", sizes)
+	if !slices.Equal(sizes, []int{60, 50, 60, 70, 80}) {
+		t.Fatalf("batch sizes %v, want 60, 50, 60, 70, 80 (the test's premise)", sizes)
 	}
 	if len(got) != len(sizes) {
 		t.Fatalf("%d sizing log lines for batch sizes %v, want one each: %+v", len(got), sizes, got)
@@ -347,13 +378,13 @@ func TestSizerSavesAChangeOfTheBatchSizeAlone(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(sizingT0)
 	z := newAccountSizer(store.Account{Tenant: "t", ID: "a", MaxRecipientsPerCall: 100}, callBounds{most: 64}, clk.Now())
-	z.feed(clk, 40*time.Millisecond) // 3.2 s a call of 80: down to 50
-	if sz, due := z.publishDue(clk.Now()); !due || sz.BatchSize != 50 || sz.Concurrency != 64 {
-		t.Fatalf("after the shrink: %+v due %v, want batch 50 and 64 in flight saved", sz, due)
+	z.feed(clk, 40*time.Millisecond) // 3.2 s a call of 80: down by a quarter, to 60
+	if sz, due := z.publishDue(clk.Now()); !due || sz.BatchSize != 60 || sz.Concurrency != 64 {
+		t.Fatalf("after the shrink: %+v due %v, want batch 60 and 64 in flight saved", sz, due)
 	}
-	z.feed(clk, 10*time.Millisecond) // 0.5 s: grows by 10
-	if sz, due := z.publishDue(clk.Now()); !due || sz.BatchSize != 60 {
-		t.Fatalf("after the batch grew: %+v due %v, want batch 60 saved", sz, due)
+	z.feed(clk, 10*time.Millisecond) // 0.6 s: grows by 10
+	if sz, due := z.publishDue(clk.Now()); !due || sz.BatchSize != 70 {
+		t.Fatalf("after the batch grew: %+v due %v, want batch 70 saved", sz, due)
 	}
 }
 

@@ -41,6 +41,9 @@ type Config struct {
 	// checked after DNS, at dial time, so a name that resolves (or
 	// re-resolves) to a private address is refused too.
 	AllowPrivate bool
+	// WrapHTTP, when set, wraps the client (X-Ray tracing under Lambda:
+	// awsrun.Tracing.HTTPClient).
+	WrapHTTP func(*http.Client) *http.Client
 }
 
 // Source fetches recipients over HTTPS.
@@ -78,7 +81,11 @@ func New(cfg Config) *Source {
 	// Never follow redirects: the campaign names its source exactly.
 	c := *client
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &Source{client: &c, timeout: cfg.Timeout, max: cfg.MaxPageBytes}
+	hc := &c
+	if cfg.WrapHTTP != nil {
+		hc = cfg.WrapHTTP(hc)
+	}
+	return &Source{client: hc, timeout: cfg.Timeout, max: cfg.MaxPageBytes}
 }
 
 // page is the wire format of one page.

@@ -1403,12 +1403,15 @@
           field('camp-id', 'camp.id', inp('id', { required: true }), 'camp.id.help'),
           field('camp-name', 'camp.name', inp('name', { required: true })),
           field('camp-schedule', 'camp.schedule', inp('schedule', { required: true, placeholder: 'cron(0 9 ? * MON *)' }), 'camp.schedule.help'),
-          field('camp-timezone', 'camp.timezone', inp('timezone', { placeholder: 'Asia/Shanghai', list: 'camp-zones', autocomplete: 'off' }), 'camp.timezone.help'),
+          field('camp-timezone', 'camp.timezone', inp('timezone', { placeholder: 'Asia/Shanghai', list: 'camp-zones', autocomplete: 'off', 'aria-describedby': 'camp-timezone-help camp-timezone-default' }), 'camp.timezone.help'),
           field('camp-mode', 'camp.mode', mode),
           field('camp-source', 'camp.source', inp('source', { type: 'url' }), 'camp.source.help'),
           field('camp-maxdelay', 'camp.maxDelay', inp('max_delay_sec', { type: 'number', min: 0, step: 1, value: 0 }), 'camp.maxDelay.help')),
         field('camp-template', 'camp.template', h('textarea', { name: 'template', rows: 3, required: true })),
         field('camp-recipients', 'camp.recipients', h('textarea', { name: 'recipients', rows: 4, placeholder: 'account,to,var.name' }), 'camp.recipients.help'),
+        // The stack's default zone, which an empty time zone stands for
+        // (from the list: refresh).
+        h('p', { class: 'muted small', id: 'camp-timezone-default', hidden: true }),
         h('datalist', { id: 'camp-zones' }, ...((Intl.supportedValuesOf && Intl.supportedValuesOf('timeZone')) || []).map((z) => h('option', { value: z }))),
         h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary', id: 'campaign-create' }, t('camp.create'))), msg);
       form.addEventListener('submit', async (e) => {
@@ -1439,12 +1442,20 @@
       const res = await api('GET', '/v1/campaigns');
       const list = res.campaigns || [];
       empty.hidden = list.length > 0;
+      const def = $('#camp-timezone-default');
+      if (def && res.default_timezone) {
+        setText(def, t('camp.timezone.default', { zone: res.default_timezone }));
+        def.hidden = false;
+        $('#campaign-form input[name=timezone]').placeholder = res.default_timezone;
+      }
       syncRows(tbody, list, (c) => c.id, (c) => h('tr', { 'data-campaign': c.id },
         h('td', {}, h('a', { href: '#/campaigns/' + enc(c.id), class: 'campaign-link' }), h('div', { class: 'muted small mono' }, c.id)),
         h('td', { class: 'mono schedule' }), h('td', { class: 'enabled' }), h('td', { class: 'next' }), h('td', { class: 'last' })),
       (tr, c) => {
         setText($('a', tr), c.name || c.id);
-        setText($('.schedule', tr), c.timezone ? c.schedule + ' · ' + c.timezone : c.schedule);
+        // A campaign without a zone of its own shows the stack's, marked.
+        const zone = c.timezone || (c.effective_timezone && t('camp.timezone.defaultMark', { zone: c.effective_timezone }));
+        setText($('.schedule', tr), zone ? c.schedule + ' · ' + zone : c.schedule);
         setText($('.enabled', tr), c.enabled ? t('camp.on') : t('camp.off'));
         setText($('.next', tr), c.next_fire_at ? fmtTime(c.next_fire_at) : t('none'));
         setText($('.last', tr), c.last_fired_at ? fmtTime(c.last_fired_at) : t('never'));
@@ -1504,10 +1515,10 @@
       async poll() {
         const c = await api('GET', '/v1/campaigns/' + enc(id));
         setText($('#campaign-name'), c.name || c.id);
-        facts.replaceChildren(...[['camp.schedule', c.schedule], ['camp.timezone', c.timezone || t('camp.timezone.stack')], ['camp.mode', tOr('camp.mode.', c.mode)], ['camp.enabled', c.enabled ? t('camp.on') : t('camp.off')],
+        facts.replaceChildren(...[['camp.schedule', c.schedule], ['camp.timezone', c.timezone || t('camp.timezone.stack', { zone: c.effective_timezone || 'UTC' })], ['camp.mode', tOr('camp.mode.', c.mode)], ['camp.enabled', c.enabled ? t('camp.on') : t('camp.off')],
           ['camp.last', c.last_fired_at ? fmtTime(c.last_fired_at) : t('never')], ['camp.maxDelay', String(c.max_delay_sec)]]
           .flatMap(([k, v]) => [h('dt', {}, t(k)), h('dd', {}, v)]));
-        let next = c.enabled ? nextFirings(c.schedule, c.next_fire_at, Date.now(), cfg.nextFirings, c.timezone) : [];
+        let next = c.enabled ? nextFirings(c.schedule, c.next_fire_at, Date.now(), cfg.nextFirings, c.timezone || c.effective_timezone) : [];
         // Without a zone of its own the campaign follows the stack's, which
         // the server knows: its next firing is the truth.
         if (next && next.length && c.next_fire_at && next[0] !== Date.parse(c.next_fire_at)) next = null;

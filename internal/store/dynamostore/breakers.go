@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 
@@ -58,8 +59,16 @@ func breakerFrom(m map[string]types.AttributeValue) store.Breaker {
 
 // skBreakerHist starts the sort keys of the ring of transition records
 // (TENANT#<tenant>, BRKHIST#<account>#<slot 3d>) earlier versions kept an
-// account's breaker history in; read only for records saved before.
+// account's breaker history in; read only for records saved before, and
+// deleted once their transitions are in the record (sweepLegacyHistory).
 const skBreakerHist = "BRKHIST#"
+
+// attrHistorySwept marks a breaker record that has no ring of BRKHIST#
+// records left: set when the record is created (no ring was ever written
+// for it) and by the sweep that deletes a ring whose transitions moved
+// into the record's "h". A record with "h" and without the mark is swept
+// by its next save.
+const attrHistorySwept = "hSwept"
 
 func transitionFrom(m map[string]types.AttributeValue) store.BreakerTransition {
 	return store.BreakerTransition{
@@ -140,6 +149,9 @@ func (s *Store) SaveBreaker(ctx context.Context, b store.Breaker) (store.Breaker
 		}
 		item[attrHistory] = &types.AttributeValueMemberB{Value: blob}
 	}
+	if b.Version == 0 {
+		item[attrHistorySwept] = attrN(1) // a new record has no former ring
+	}
 	names := map[string]string{}
 	values := map[string]types.AttributeValue{}
 	var sets, removes []string
@@ -171,13 +183,15 @@ func (s *Store) SaveBreaker(ctx context.Context, b store.Breaker) (store.Breaker
 		cond = "v = :expect"
 		values[":expect"] = attrN(b.Version)
 	}
-	_, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
+	// ALL_NEW costs no read capacity: it tells whether a former ring is
+	// left to sweep.
+	rec, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
 		Key:                       key(tenantPK(b.Tenant), skBreaker+b.Account),
 		UpdateExpression:          aws.String(expr),
 		ConditionExpression:       aws.String(cond),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
-		ReturnValues:              types.ReturnValueNone,
+		ReturnValues:              types.ReturnValueAllNew,
 	})
 	if isConditionFailed(err) {
 		return conflict()
@@ -185,7 +199,56 @@ func (s *Store) SaveBreaker(ctx context.Context, b store.Breaker) (store.Breaker
 	if err != nil {
 		return store.Breaker{}, fmt.Errorf("save breaker %s/%s: %w", b.Tenant, b.Account, err)
 	}
+	if _, moved := rec[attrHistory]; moved && rec[attrHistorySwept] == nil {
+		// The save stands whatever the sweep does: one that fails leaves
+		// the mark unset, and the next save sweeps again.
+		if err := s.sweepLegacyHistory(ctx, b.Tenant, b.Account); err != nil {
+			s.log.Warn("former breaker history records not deleted yet", slog.String("tenant", b.Tenant),
+				slog.String("account", b.Account), slog.Any("err", err))
+		}
+	}
 	return breakerFrom(item), nil
+}
+
+// sweepLegacyHistory deletes an account's former ring of BRKHIST# records
+// (at most MaxBreakerHistory: one Query of keys, a few BatchWriteItems,
+// once per account), then marks the breaker record swept. Only called once
+// the record holds the history ("h"), which it never loses, so nothing
+// reads the ring any more; deleting it twice is harmless.
+func (s *Store) sweepLegacyHistory(ctx context.Context, tenant, account string) error {
+	recs, err := s.query(ctx, &dynamodb.QueryInput{
+		KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :prefix)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": attrS(tenantPK(tenant)), ":prefix": attrS(skBreakerHist + account + "#"),
+		},
+		ProjectionExpression:     aws.String("pk, sk, #acct"),
+		ExpressionAttributeNames: map[string]string{"#acct": "account"},
+	}, 0)
+	if err != nil {
+		return fmt.Errorf("list former history records: %w", err)
+	}
+	var reqs []types.WriteRequest
+	for _, r := range recs {
+		if getS(r, "account") != account { // another account's name extends this one's
+			continue
+		}
+		reqs = append(reqs, types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: key(getS(r, attrPK), getS(r, attrSK))}})
+	}
+	if err := s.batchWrite(ctx, reqs); err != nil {
+		return fmt.Errorf("delete %d former history records: %w", len(reqs), err)
+	}
+	_, err = s.updateItem(ctx, &dynamodb.UpdateItemInput{
+		Key:                       key(tenantPK(tenant), skBreaker+account),
+		UpdateExpression:          aws.String("SET #swept = :one"),
+		ConditionExpression:       aws.String("attribute_exists(pk)"),
+		ExpressionAttributeNames:  map[string]string{"#swept": attrHistorySwept},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":one": attrN(1)},
+		ReturnValues:              types.ReturnValueNone,
+	})
+	if err != nil {
+		return fmt.Errorf("mark the breaker record swept: %w", err)
+	}
+	return nil
 }
 
 // attrHistory is the breaker record's attribute of its transitions.

@@ -2,6 +2,7 @@ package dynamostore
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -51,4 +52,35 @@ func (s *Store) FrequencyExpiresAtForTest(ctx context.Context, tenant, account, 
 func (s *Store) ShardRecordForTest(ctx context.Context, jobID string, index int) (version int64, indexPK string, err error) {
 	rec, err := s.getItem(ctx, jobPK(jobID), skShard(index))
 	return getN(rec, "sv"), getS(rec, "g2pk"), err
+}
+
+// PutLegacyBreakerForTest writes a breaker record and its transitions as
+// versions before the history moved into the record left them: the
+// record without "h" (nor the swept mark) and one BRKHIST# record per
+// transition in the ring slot of its sequence number.
+func (s *Store) PutLegacyBreakerForTest(ctx context.Context, b store.Breaker, hist []store.BreakerTransition) error {
+	b.Transitions = int64(len(hist))
+	if err := s.putItem(ctx, breakerItem(b), "", nil, nil); err != nil {
+		return err
+	}
+	for i, tr := range hist {
+		tr.Seq = int64(i + 1)
+		m := map[string]types.AttributeValue{
+			attrPK: attrS(tenantPK(b.Tenant)), attrSK: attrS(fmt.Sprintf("%s%s#%03d", skBreakerHist, b.Account, (tr.Seq-1)%store.MaxBreakerHistory)),
+			"account": attrS(b.Account), "seq": attrN(tr.Seq), "from": attrS(string(tr.From)), "to": attrS(string(tr.To)),
+			"at": attrN(nanos(tr.At)), "rate": attrF(tr.FailureRate), "att": attrN(tr.Attempts),
+			"streak": attrN(int64(tr.ConsecutiveFailures)), "opens": attrN(int64(tr.Opens)), "reason": attrS(tr.Reason),
+		}
+		if err := s.putItem(ctx, m, "", nil, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LegacyBreakerHistoryForTest counts the BRKHIST# records of an account
+// left in the table.
+func (s *Store) LegacyBreakerHistoryForTest(ctx context.Context, tenant, account string) (int, error) {
+	hist, err := s.legacyBreakerHistory(ctx, tenant, account)
+	return len(hist), err
 }

@@ -28,6 +28,9 @@ type Config struct {
 	// AllowPrivate lets deliveries reach loopback and private addresses
 	// (`qunfa dev --allow-private-urls`); never in production.
 	AllowPrivate bool
+	// WrapHTTP, when set, wraps the client (X-Ray tracing under Lambda:
+	// awsrun.Tracing.HTTPClient).
+	WrapHTTP func(*http.Client) *http.Client
 }
 
 // Client posts deliveries.
@@ -54,13 +57,17 @@ func New(c Config) *Client {
 		MaxIdleConnsPerHost:   2,
 		IdleConnTimeout:       30 * time.Second,
 	}
-	return &Client{http: &http.Client{
+	hc := &http.Client{
 		Transport: tr,
 		Timeout:   c.Timeout,
 		// A redirect is an answer (3xx: not delivered), never followed:
 		// following it would let an endpoint point us anywhere.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}}
+	}
+	if c.WrapHTTP != nil {
+		hc = c.WrapHTTP(hc)
+	}
+	return &Client{http: hc}
 }
 
 // Post sends one attempt and returns the answer's status and the first
