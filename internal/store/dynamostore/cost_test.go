@@ -45,8 +45,9 @@ func (m *capacityMeter) snapshot() (w, r float64) {
 
 // runSenderLoop drives one job of n single-recipient items in one shard
 // through the sender's loop: take 10 tokens, claim 10, confirm them (each
-// with a message id of its own),
-// advance the shard (adding the attempts); with a frequency cap, the
+// with a message id of its own), and at every second batch advance the
+// shard with both batches' counts and attempts (sender.Config.FoldEvery's
+// default), and at the turn's end with the rest; with a frequency cap, the
 // claimed items are charged against it before they are confirmed, as the
 // sender does. With refs, each item has a reference of its own (the
 // costliest case for the look-up records). It returns the number of
@@ -85,8 +86,11 @@ func runSenderLoop(tb testing.TB, s *dynamostore.Store, n int, c costCase) int {
 	if _, err := s.BeginTurn(ctx, store.BeginTurnParams{JobID: jobID, Index: 0, Turn: 1, MessageID: "m1", At: t0}); err != nil {
 		tb.Fatalf("BeginTurn: %v", err)
 	}
+	const foldEvery = 2
 	sent := 0
 	now := t0
+	var delta store.Counts
+	var attempts, cursor int64
 	for round := 0; ; round++ {
 		now = now.Add(time.Second)
 		tok, err := s.TakeTokens(ctx, store.TakeTokensParams{Bucket: "acct:t/acct", Want: 10, RatePerSec: 10, Burst: 10, Now: now})
@@ -111,7 +115,6 @@ func runSenderLoop(tb testing.TB, s *dynamostore.Store, n int, c costCase) int {
 			}
 		}
 		ups := make([]store.ItemUpdate, len(cl.Items))
-		cursor := int64(0)
 		for i, it := range cl.Items {
 			ups[i] = store.ItemUpdate{Seq: it.Seq, From: store.ItemSubmitted, ClaimID: claimID, To: store.ItemConfirmed,
 				MsgID: c.msgID(it.Seq)}
@@ -121,14 +124,21 @@ func runSenderLoop(tb testing.TB, s *dynamostore.Store, n int, c costCase) int {
 		if err != nil || len(up.Rejected) > 0 {
 			tb.Fatalf("UpdateItems = %+v, %v", up, err)
 		}
-		if _, err := s.AdvanceShard(ctx, store.AdvanceShardParams{JobID: jobID, Index: 0, Turn: 1,
-			Delta: cl.Delta.Add(up.Delta), FailuresDelta: up.FailuresDelta, Cursor: cursor, At: now,
-			Attempts: int64(len(cl.Items))}); err != nil {
-			tb.Fatalf("AdvanceShard: %v", err)
+		if len(up.FailuresDelta) > 0 {
+			tb.Fatalf("confirmed items gave failures %v", up.FailuresDelta)
+		}
+		delta, attempts = delta.Add(cl.Delta).Add(up.Delta), attempts+int64(len(cl.Items))
+		if round%foldEvery == foldEvery-1 {
+			if _, err := s.AdvanceShard(ctx, store.AdvanceShardParams{JobID: jobID, Index: 0, Turn: 1,
+				Delta: delta, Cursor: cursor, At: now, Attempts: attempts}); err != nil {
+				tb.Fatalf("AdvanceShard: %v", err)
+			}
+			delta, attempts = store.Counts{}, 0
 		}
 		sent += len(cl.Items)
 	}
-	sh, err := s.AdvanceShard(ctx, store.AdvanceShardParams{JobID: jobID, Index: 0, Turn: 1, At: now, EndTurn: true})
+	sh, err := s.AdvanceShard(ctx, store.AdvanceShardParams{JobID: jobID, Index: 0, Turn: 1, At: now, EndTurn: true,
+		Delta: delta, Cursor: cursor, Attempts: attempts})
 	if err != nil {
 		tb.Fatalf("AdvanceShard(EndTurn): %v", err)
 	}
@@ -211,11 +221,13 @@ func BenchmarkCostPerMessage(b *testing.B) {
 
 // TestCostPerMessage keeps the cost target from regressing: at most 0.5
 // write and read units per delivered single-recipient message, with
-// numbered message ids and with random ones of the real length.
+// numbered message ids and with random ones of the real length; at most
+// 0.48 on the emulator, which does not charge the index writes (0.018 on
+// AWS, BenchmarkSenderCostPerMessage).
 func TestCostPerMessage(t *testing.T) {
 	t.Parallel()
-	testCost(t, " with the mock's message ids", mockCase, 0.5)
-	testCost(t, " with random 32-character message ids", realCase, 0.5)
+	testCost(t, " with the mock's message ids", mockCase, 0.48)
+	testCost(t, " with random 32-character message ids", realCase, 0.48)
 }
 
 // BenchmarkCostPerMessageFrequencyCapped is BenchmarkCostPerMessage on an
@@ -244,15 +256,15 @@ func BenchmarkCostPerMessageWithRefs(b *testing.B) {
 // TestCostPerMessageWithRefs keeps references within the cost target: a
 // reference on every recipient adds its share of a hashed look-up record
 // (about 5 bytes), not a record of its own (which would add a whole write
-// unit per message). With random references and message ids the total is
-// over the 0.5 target (0.514: the sender loop's four writes a batch are
-// 0.42 of it, random ids 0.043, payloads 0.033; see the README's cost
-// section); the bound keeps it from growing.
+// unit per message), also with random references and message ids (0.463:
+// R# look-up records made it 0.514 with shard folds at every batch, 0.541
+// before; see the README's cost section). As TestCostPerMessage, at most
+// 0.48 here for 0.5 on AWS.
 func TestCostPerMessageWithRefs(t *testing.T) {
 	t.Parallel()
-	testCost(t, " with a numbered reference each", costCase{msgID: mockMsgID, ref: orderRef}, 0.5)
-	testCost(t, " with a 19-digit reference each and random message ids", realRefCase, 0.52)
-	testCost(t, " with a UUID reference each and random message ids", costCase{msgID: realMsgID, ref: uuidRef}, 0.52)
+	testCost(t, " with a numbered reference each", costCase{msgID: mockMsgID, ref: orderRef}, 0.48)
+	testCost(t, " with a 19-digit reference each and random message ids", realRefCase, 0.48)
+	testCost(t, " with a UUID reference each and random message ids", costCase{msgID: realMsgID, ref: uuidRef}, 0.48)
 }
 
 // benchmarkCost reports the write and read units per message of whole
