@@ -5,11 +5,11 @@
 // shard (pause, cancel and breaker take effect there, never mid-call), takes
 // tokens from the account's bucket, reserves budget, claims items (pending →
 // submitted) *before* calling the provider, calls the provider, records the
-// outcomes and advances the shard. It never waits long: when tokens or due
-// items are more than MaxWait away, it hands the shard back to the queue
-// with a delay. When its time is up it enqueues a continuation turn. When
-// the shard has nothing pending or submitted it finishes the shard and,
-// with the last shard, the job.
+// outcomes and, every FoldEvery recordings, advances the shard. It never
+// waits long: when tokens or due items are more than MaxWait away, it hands
+// the shard back to the queue with a delay. When its time is up it
+// enqueues a continuation turn. When the shard has nothing pending or
+// submitted it finishes the shard and, with the last shard, the job.
 package sender
 
 import (

@@ -195,15 +195,16 @@
 //
 // # Cost
 //
-// The sender loop "take 10 tokens, claim 10, confirm 10, advance" is four
-// writes of records under 1 KB: 0.4 write units per message. The snapshot
-// adds about 0.04 (payload records of 64 items compress to under 1 KB,
-// status pages and member lists are one write per 256 items), so a job of
-// 1,000 single-recipient items costs 0.447 WCU per message on dynalite
-// with the mock's numbered message ids, 0.486 with random ids of 32
-// characters (BenchmarkCostPerMessage, TestCostPerMessage). A reference
-// on every recipient adds its share of a hashed look-up record, about 5
-// bytes: 0.456 in all with numbered references, 0.514 with random
+// The sender loop "take 10 tokens, claim 10, confirm 10" is three writes
+// of records under 1 KB a batch, and the shard's advance one more every
+// second batch (sender.Config.FoldEvery): 0.35 write units per message.
+// The snapshot adds about 0.04 (payload records of 64 items compress to
+// under 1 KB, status pages and member lists are one write per 256 items),
+// so a job of 1,000 single-recipient items costs 0.396 WCU per message on
+// dynalite with the mock's numbered message ids, 0.435 with random ids of
+// 32 characters (BenchmarkCostPerMessage, TestCostPerMessage). A
+// reference on every recipient adds its share of a hashed look-up record,
+// about 5 bytes: 0.405 in all with numbered references, 0.463 with random
 // 19-digit ones and random ids, where the payload records of 64 items
 // pass 1 KB (BenchmarkCostPerMessageWithRefs, TestCostPerMessageWithRefs;
 // R# records, one of 16 per 512 seqs written whole at each PutItems that
