@@ -164,3 +164,45 @@ func TestCreateJobRetriedAfterPartialShardBatches(t *testing.T) {
 	}
 	checkShards(t, s, p)
 }
+
+// TestReleasePlannedJobRetriedAfterPartialShardBatches: the release of a
+// planned staging job over 800 shards dies after some of its shard
+// batches; a retry writes the missing shards only (a shard the first
+// attempt wrote is kept as it is) and starts the job with exactly its
+// shards, and the release takes 32 batch writes, not 800 puts.
+func TestReleasePlannedJobRetriedAfterPartialShardBatches(t *testing.T) {
+	t.Parallel()
+	s, tr := countingStore(t)
+	bg := context.Background()
+	p := manyShardsJob("release", 200, 4)
+	staged := p
+	staged.Job.Status, staged.Shards, staged.Job.Total = store.JobStaging, nil, 0
+	if _, err := s.CreateJob(bg, staged); err != nil {
+		t.Fatalf("CreateJob(staging): %v", err)
+	}
+	at := p.Job.CreatedAt.Add(time.Minute)
+	if _, err := s.TransitionJob(bg, store.TransitionJobParams{JobID: p.Job.ID, From: []store.JobStatus{store.JobStaging}, To: store.JobStarting, At: at}); err != nil {
+		t.Fatalf("TransitionJob(starting): %v", err)
+	}
+	release := store.ReleasePlannedJobParams{JobID: p.Job.ID, Shards: p.Shards, Total: p.Job.Total, At: at}
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	tr.armCancel("BatchWriteItem", 10, cancel)
+	if _, err := s.ReleasePlannedJob(ctx, release); err == nil {
+		t.Fatal("ReleasePlannedJob survived its context's end mid-way")
+	}
+	if _, err := s.GetShard(bg, p.Job.ID, len(p.Shards)-1); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the last shard after the interruption: %v, want ErrNotFound", err)
+	}
+	tr.take()
+	j, err := s.ReleasePlannedJob(bg, release)
+	if err != nil || j.Status != store.JobRunning || j.ShardCount != len(p.Shards) {
+		t.Fatalf("retry: ReleasePlannedJob = %+v, %v", j, err)
+	}
+	ops := tr.take()
+	t.Logf("retried release: %v", ops)
+	if ops["PutItem"] > 0 || ops["BatchWriteItem"] > 800/25 {
+		t.Errorf("retried release made %v, want at most %d batch writes of the missing shards", ops, 800/25)
+	}
+	checkShards(t, s, p)
+}
