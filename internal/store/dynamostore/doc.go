@@ -246,13 +246,5 @@
 // scale of operators, not of recipients. All suppression look-ups of a
 // tenant read one partition; DynamoDB splits a hot partition by sort-key
 // range, but a first submit of a million recipients may be throttled until
-// it has (the adapter retries unprocessed keys). Shard records are written
-// without condition by the submit that holds the idempotency record (and
-// by a release, for the shards it read as missing): a concurrent submit of
-// the same key that finishes the job first (it writes on condition) and
-// has a sender advance a shard before the first submit's batch lands would
-// see that shard reset to its initial record. Nothing is sent twice (the
-// status pages decide), but the shard is left pending with counts a recount
-// repairs and no turn to run it: it needs a request delayed for seconds
-// while another submit writes every shard, the job and its first turns.
+// it has (the adapter retries unprocessed keys).
 package dynamostore
