@@ -205,16 +205,14 @@ func concat(lists ...[]string) []string {
 var (
 	// Submit serves POST /v1/jobs (API Gateway) and campaign firings
 	// (the campaigns' EventBridge rules): authenticate, validate, write
-	// the job, its shards (BatchWriteItem) and its snapshot, enqueue the
-	// first turn of every shard.
+	// the job and its snapshot, enqueue the first turn of every shard.
 	Submit = Function{
 		Name: "submit", LogicalID: "SubmitFunction",
-		Env: baseEnv,
-		DynamoDB: []string{DynamoGetItem, DynamoPutItem, DynamoUpdateItem, DynamoQuery, DynamoBatchGetItem,
-			DynamoBatchWriteItem},
-		SQS:    []string{SQSSendMessage},
-		Events: alerts,
-		Async:  true, // campaign firings
+		Env:      baseEnv,
+		DynamoDB: []string{DynamoGetItem, DynamoPutItem, DynamoUpdateItem, DynamoQuery, DynamoBatchGetItem},
+		SQS:      []string{SQSSendMessage},
+		Events:   alerts,
+		Async:    true, // campaign firings
 	}
 	// API serves every other route of the HTTP API v1. Redrive and resolve
 	// record the items' error details (BatchWriteItem of E# records);
