@@ -161,22 +161,25 @@ func (s *Store) CreateJob(ctx context.Context, p store.CreateJobParams) (store.C
 			return store.CreateJobResult{}, fmt.Errorf("create job: idempotency record: %w", err)
 		}
 	}
-	var err error
-	if resuming || j.IdempotencyKey == "" {
-		// Without a key nothing says these records are this call's: a
-		// shard already there is kept (and the job record's condition
-		// below refuses a job id in use).
-		err = s.parallel(ctx, len(p.Shards), func(ctx context.Context, i int) error {
-			sh := newShard(j.ID, p.Shards[i])
-			err := s.putItem(ctx, shardItem(sh), "attribute_not_exists(pk)", nil, nil)
-			if isConditionFailed(err) && !resuming {
-				return nil
-			}
-			if isConditionFailed(err) {
-				// Written by an earlier, interrupted attempt (or a concurrent
-				// one): for another plan, the job is not this attempt's to
-				// create, and the caller's same-plan check must see it, as it
-				// does on a store that creates a job atomically.
+	err := s.parallel(ctx, len(p.Shards), func(ctx context.Context, i int) error {
+		sh := p.Shards[i]
+		sh.JobID = j.ID
+		if sh.Status == "" {
+			sh.Status = store.ShardPending
+		}
+		if sh.Counts.IsZero() {
+			sh.Counts.Pending = sh.Size
+		}
+		if sh.SlowFactor == 0 {
+			sh.SlowFactor = 1
+		}
+		err := s.putItem(ctx, shardItem(sh), "attribute_not_exists(pk)", nil, nil)
+		if isConditionFailed(err) {
+			// Written by an earlier, interrupted attempt (or a concurrent
+			// one): for another plan, the job is not this attempt's to
+			// create, and the caller's same-plan check must see it, as it
+			// does on a store that creates a job atomically.
+			if resuming {
 				old, err := s.GetShard(ctx, j.ID, sh.Index)
 				if err != nil {
 					return fmt.Errorf("read shard %d of the interrupted creation: %w", sh.Index, err)
@@ -184,22 +187,11 @@ func (s *Store) CreateJob(ctx context.Context, p store.CreateJobParams) (store.C
 				if old.Account != sh.Account || old.Size != sh.Size {
 					planChanged.Store(true)
 				}
-				return nil
 			}
-			return err
-		})
-	} else {
-		// This attempt won the idempotency record: no other attempt has
-		// written these shards (an attempt that finds the record without
-		// a job writes on condition, above), and no sender runs them
-		// before the job record exists, so they need no condition and go
-		// 25 to a request.
-		shards := make([]store.Shard, len(p.Shards))
-		for i, sh := range p.Shards {
-			shards[i] = newShard(j.ID, sh)
+			return nil
 		}
-		err = s.putNewShards(ctx, shards)
-	}
+		return err
+	})
 	if err != nil {
 		return store.CreateJobResult{}, fmt.Errorf("create job %s: shards: %w", j.ID, err)
 	}
@@ -218,38 +210,6 @@ func (s *Store) CreateJob(ctx context.Context, p store.CreateJobParams) (store.C
 		return store.CreateJobResult{}, fmt.Errorf("create job %s: %w", j.ID, err)
 	}
 	return store.CreateJobResult{Job: jobFrom(jobItem(j)), Created: !planChanged.Load()}, nil
-}
-
-// newShard is sh of job jobID as CreateJob and ReleasePlannedJob store it:
-// pending unless said otherwise, its size pending, slow factor 1.
-func newShard(jobID string, sh store.Shard) store.Shard {
-	sh.JobID = jobID
-	if sh.Status == "" {
-		sh.Status = store.ShardPending
-	}
-	if sh.Counts.IsZero() {
-		sh.Counts.Pending = sh.Size
-	}
-	if sh.SlowFactor == 0 {
-		sh.SlowFactor = 1
-	}
-	return sh
-}
-
-// putNewShards writes shard records without condition, with
-// BatchWriteItem: 25 a request, at most 8 requests at a time. A job of
-// 800 shards is 32 requests instead of 800 PutItems. An error leaves
-// some written and some not; writing them again gives the same records.
-func (s *Store) putNewShards(ctx context.Context, shards []store.Shard) error {
-	const perRequest = 25
-	return s.parallel(ctx, (len(shards)+perRequest-1)/perRequest, func(ctx context.Context, i int) error {
-		chunk := shards[i*perRequest : min((i+1)*perRequest, len(shards))]
-		reqs := make([]types.WriteRequest, len(chunk))
-		for k, sh := range chunk {
-			reqs[k] = types.WriteRequest{PutRequest: &types.PutRequest{Item: shardItem(sh)}}
-		}
-		return s.batchWrite(ctx, reqs)
-	})
 }
 
 // parallel runs fn(0..n-1) with bounded concurrency and returns the first

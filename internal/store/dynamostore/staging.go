@@ -234,8 +234,7 @@ func (s *Store) SavePlanState(ctx context.Context, p store.PlanState) (store.Pla
 	return p, nil
 }
 
-// ReleasePlannedJob puts the shard records an interrupted release did not
-// write (BatchGetItem, then BatchWriteItem of the missing ones: a shard
+// ReleasePlannedJob puts the shard records (attribute_not_exists: a shard
 // written by an interrupted release is kept), then updates the job record
 // conditional on status starting.
 func (s *Store) ReleasePlannedJob(ctx context.Context, p store.ReleasePlannedJobParams) (store.Job, error) {
@@ -256,22 +255,24 @@ func (s *Store) ReleasePlannedJob(ctx context.Context, p store.ReleasePlannedJob
 	if j.Status != store.JobStarting {
 		return store.Job{}, fmt.Errorf("release job %s in status %s: %w", p.JobID, j.Status, store.ErrInvalidTransition)
 	}
-	// A shard an interrupted release wrote is kept: read which exist
-	// (100 keys a request), write the others 25 a request.
-	keys := make([]map[string]types.AttributeValue, len(p.Shards))
-	for i, sh := range p.Shards {
-		keys[i] = key(jobPK(p.JobID), skShard(sh.Index))
-	}
-	existing, err := s.batchGet(ctx, keys, true)
-	if err == nil {
-		var missing []store.Shard
-		for i, sh := range p.Shards {
-			if _, ok := existing[recordID(keys[i])]; !ok {
-				missing = append(missing, newShard(p.JobID, sh))
-			}
+	err = s.parallel(ctx, len(p.Shards), func(ctx context.Context, i int) error {
+		sh := p.Shards[i]
+		sh.JobID = p.JobID
+		if sh.Status == "" {
+			sh.Status = store.ShardPending
 		}
-		err = s.putNewShards(ctx, missing)
-	}
+		if sh.Counts.IsZero() {
+			sh.Counts.Pending = sh.Size
+		}
+		if sh.SlowFactor == 0 {
+			sh.SlowFactor = 1
+		}
+		err := s.putItem(ctx, shardItem(sh), "attribute_not_exists(pk)", nil, nil)
+		if isConditionFailed(err) {
+			return nil
+		}
+		return err
+	})
 	if err != nil {
 		return store.Job{}, fmt.Errorf("release job %s: shards: %w", p.JobID, err)
 	}
