@@ -114,12 +114,8 @@
 //
 //	CreateJob          PutItem idempotency (attribute_not_exists); on a lost race GetItem it:
 //	                   other hash → ErrConflict, same hash → GetJob, or finish the job under the
-//	                   recorded id if a crash left only the idempotency record; the shards:
-//	                   BatchWriteItem (25 a request, 8 requests at a time) by the call that put the
-//	                   idempotency record, PutItem each (attribute_not_exists) when finishing an
-//	                   interrupted creation or without a key; then the job (attribute_not_exists)
-//	ReleasePlannedJob  BatchGetItem the shards; BatchWriteItem those not there; UpdateItem the job
-//	                   conditional on starting
+//	                   recorded id if a crash left only the idempotency record; PutItem each shard,
+//	                   then the job (attribute_not_exists)
 //	PutItems           GetItem job (must be creating); BatchGetItem the M/P/D/H records touched;
 //	                   merge; conditional PutItem (version) of changed records only; member lists
 //	                   before status pages
