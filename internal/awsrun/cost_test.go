@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http/httptest"
 	"sync"
 	"syscall"
@@ -24,6 +25,7 @@ import (
 	"github.com/qunfa/qunfa/internal/breaker"
 	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/mockprovider"
+	"github.com/qunfa/qunfa/internal/provider"
 	"github.com/qunfa/qunfa/internal/provider/wecomapi"
 	"github.com/qunfa/qunfa/internal/queue"
 	"github.com/qunfa/qunfa/internal/queue/sqsqueue"
@@ -132,13 +134,61 @@ func cpuTime(b *testing.B) time.Duration {
 // also counts waits), and one HTTP API request per job; $/M is the sum at
 // on-demand prices. WCU/msg counts the table's writes (as dynalite
 // reports them) and its indexes' (indexMeter: dynalite charges none).
+//
+// The mock answers numbered message ids, one per recipient, which deflate
+// 3 to 4 times; msgid=real gives each call a random id of the length
+// WeCom answers (32 base64url characters), and ref=order each recipient
+// a reference of its own (a random 19-digit order number): the realistic
+// case.
 func BenchmarkSenderCostPerMessage(b *testing.B) {
 	for _, perCall := range []int{1, 100} {
-		b.Run(fmt.Sprintf("recipients_per_call=%d", perCall), func(b *testing.B) { benchSenderCost(b, perCall) })
+		for _, c := range []costShape{{}, {realIDs: true}, {realIDs: true, refs: true}} {
+			name := fmt.Sprintf("recipients_per_call=%d", perCall)
+			if c.realIDs {
+				name += ",msgid=real"
+			}
+			if c.refs {
+				name += ",ref=order"
+			}
+			b.Run(name, func(b *testing.B) { benchSenderCost(b, perCall, c) })
+		}
 	}
 }
 
-func benchSenderCost(b *testing.B, perCall int) {
+// costShape is what the data of a cost run looks like: the provider's
+// message ids random ones of the real length (realIDs), and a reference
+// on every recipient (refs).
+type costShape struct {
+	realIDs, refs bool
+}
+
+// randomIDs answers the accepted recipients of each call of the provider
+// it wraps one message id of 32 random base64url characters, as WeCom's
+// message/send does (the mock's are numbered, one per recipient).
+type randomIDs struct {
+	provider.Provider
+	mu  sync.Mutex
+	rng *rand.Rand
+}
+
+func (p *randomIDs) Send(ctx context.Context, req provider.SendRequest) (provider.SendResult, error) {
+	res, err := p.Provider.Send(ctx, req)
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	id := make([]byte, 32)
+	p.mu.Lock()
+	for k := range id {
+		id[k] = alphabet[p.rng.IntN(len(alphabet))]
+	}
+	p.mu.Unlock()
+	for i := range res.Recipients {
+		if res.Recipients[i].MsgID != "" {
+			res.Recipients[i].MsgID = string(id)
+		}
+	}
+	return res, err
+}
+
+func benchSenderCost(b *testing.B, perCall int, shape costShape) {
 	const n = 1000
 	const senderMemoryGB = 0.5
 	ctx := context.Background()
@@ -171,9 +221,13 @@ func benchSenderCost(b *testing.B, perCall int) {
 	}
 	srv := httptest.NewServer(mock.Handler())
 	defer func() { mock.Close(); srv.Close() }()
-	prov, err := wecomapi.New(wecomapi.Config{BaseURL: srv.URL, Logger: log})
+	var prov provider.Provider
+	prov, err = wecomapi.New(wecomapi.Config{BaseURL: srv.URL, Logger: log})
 	if err != nil {
 		b.Fatal(err)
+	}
+	if shape.realIDs {
+		prov = &randomIDs{Provider: prov, rng: rand.New(rand.NewPCG(1, 2))}
 	}
 	clk := clock.System{}
 	if err := st.GrantAccount(ctx, "t", "a", time.Time{}); err != nil {
@@ -188,8 +242,13 @@ func benchSenderCost(b *testing.B, perCall int) {
 		Breakers: &breaker.Breakers{Store: st, Clock: clk, Log: log}, Sizers: &sender.Sizers{}, Accounts: &sender.AccountReads{},
 		Alerts: eventEntries, Outcomes: eventEntries}
 	var rcs []submit.Recipient
+	refs := rand.New(rand.NewPCG(3, 4))
 	for i := range n {
-		rcs = append(rcs, submit.Recipient{Account: "a", To: fmt.Sprint("user-", i), Vars: map[string]string{"n": fmt.Sprint(i)}})
+		rc := submit.Recipient{Account: "a", To: fmt.Sprint("user-", i), Vars: map[string]string{"n": fmt.Sprint(i)}}
+		if shape.refs {
+			rc.Ref = fmt.Sprintf("%d%018d", 1+refs.IntN(9), refs.Int64N(1e18))
+		}
+		rcs = append(rcs, rc)
 	}
 	// One call carries many recipients only when they get the same
 	// content: a personalised template sends one call per recipient.

@@ -375,8 +375,10 @@ func (tr *turn) record(ctx context.Context, calls []*pendingCall, extra []store.
 		// Additive recovery: from half speed to full in five clean batches.
 		tr.slow = math.Min(1, tr.slow+0.1)
 	}
-	if err := tr.flush(ctx, false); err != nil {
-		return err
+	if tr.unfolded++; tr.unfolded >= tr.cfg.FoldEvery {
+		if err := tr.flush(ctx, false); err != nil {
+			return err
+		}
 	}
 	if len(calls) == 0 {
 		return nil

@@ -163,7 +163,7 @@ func (tr *turn) flush(ctx context.Context, endTurn bool) error {
 		return fmt.Errorf("advance shard: %w", err)
 	}
 	tr.delta, tr.failures = store.Counts{}, nil
-	tr.attempts, tr.attemptFailures = 0, 0
+	tr.attempts, tr.attemptFailures, tr.unfolded = 0, 0, 0
 	tr.shard.Counts, tr.shard.Epoch = sh.Counts, sh.Epoch
 	tr.shard.Status, tr.shard.PauseReason, tr.shard.Turn = sh.Status, sh.PauseReason, sh.Turn
 	tr.shardReadAt = tr.s.Clock.Now()

@@ -61,7 +61,7 @@ func TestSenderLoopReads(t *testing.T) {
 	var m requestMeter
 	s := newStore(t, dynamostore.Options{OnCapacity: m.observe})
 	const n = 1000
-	msgs := runSenderLoop(t, s, n, store.FrequencyCap{}, false)
+	msgs := runSenderLoop(t, s, n, mockCase)
 	// runSenderLoop's snapshot and job set-up are metered too; they read
 	// a few records per page of 256 items.
 	batches := n / 10

@@ -15,7 +15,8 @@
 //
 //	entity            pk                  sk                     notes
 //	job               JOB#<job>           J                      g1pk TENANT#<tenant>, g1sk <createdAt ns 20d>#<job>,
-//	                                                             meta (submit's map), md (the submitter's metadata map)
+//	                                                             meta (submit's map), md (the submitter's metadata map),
+//	                                                             rf (1: its refs have H# look-up records; absent: R#)
 //	shard             JOB#<job>           K#<index 6d>           counts cP cS cC cF cA, failures f_<category>,
 //	                                                             sv (version), epoch (count epoch; absent = 0),
 //	                                                             att, attF (cumulative attempts, failed attempts;
@@ -31,8 +32,11 @@
 //	member list       JOB#<job>           M#<index>#<block>      the page's seqs (write-once) and account
 //	payload           JOB#<job>           D#<seq/64 10d>         to + vars + ref of 64 seqs of any shard, deflated JSON (write-once)
 //	error details     JOB#<job>           E#<index>#<seq 12d>    code, message of an item's last error (failed items only)
+//	hashed ref look-up JOB#<job>          H#<bucket 1h>#<seq/512 10d>  h: seq (delta), shard (varints) and a 24-bit tag of
+//	                                                             the ref's FNV-1a hash, for the items of 512 seqs whose ref
+//	                                                             hashes to the bucket (of 4; hashrefs.go): jobs with rf = 1
 //	ref look-up       JOB#<job>           R#<bucket 2h>#<seq/512 10d>  deflated JSON {ref: "seq.shard,..."} of the refs of
-//	                                                             512 seqs hashed (FNV-1a mod 16) to the bucket (refs.go)
+//	                  (jobs before rf)                           512 seqs hashed (FNV-1a mod 16) to the bucket (refs.go)
 //	idempotency       IDEM#"<tenant>"#<key> _                    job id, request hash
 //	token bucket      BUCKET#<name>       _                      tokens, at, warm (warm-up start), v
 //	account           TENANT#<tenant>     ACCOUNT#<id>           limits; szBatch, szConc, szP99, szAt (the sender's sizing,
@@ -95,8 +99,13 @@
 // move all at once to a new write-once msgid record (O#, z: the same
 // bytes) the page names (ms). Ids of one provider share most characters
 // and deflate 3 to 4 times (numbered ones, the mock's): 0.004 write units
-// per message (TestCostPerMessage); random ids of 32 characters, 12
-// records for a page of 256 (TestItemOutcomesOfAFullPage): 0.047. A msgid
+// per message (TestCostPerMessage); random ids of 32 characters, 11 to 12
+// records for a page of 256 (TestItemOutcomesOfAFullPage): 0.043. Random
+// ids deflate close to their entropy: 32 hex characters to 19.4 bytes an
+// id with its ordinal (16 of information), 32 base64url ones to 28 (24):
+// decoding them to binary would save 11 to 12 % of these bytes, about
+// 0.005 write units per message, as a record moves what the page has
+// room for (about 600 bytes) whatever the encoding. A msgid
 // record whose page write lost the race is never named, so never read.
 // The sender's hot loop never reads them (a claimed item has no id); a
 // listing reads a page's msgid records only for items whose id moved.
@@ -107,7 +116,7 @@
 //	                   other hash → ErrConflict, same hash → GetJob, or finish the job under the
 //	                   recorded id if a crash left only the idempotency record; PutItem each shard,
 //	                   then the job (attribute_not_exists)
-//	PutItems           GetItem job (must be creating); BatchGetItem the M/P/D records touched;
+//	PutItems           GetItem job (must be creating); BatchGetItem the M/P/D/H records touched;
 //	                   merge; conditional PutItem (version) of changed records only; member lists
 //	                   before status pages
 //	GetJob             Query pk = JOB#<job>, sk BETWEEN "J" AND "K#~"
@@ -145,9 +154,11 @@
 //	                   PutItem page conditional on its version (redo the page on a lost race)
 //	ListItems          per shard Query P# pages in block order, merged by seq; payloads and E# by
 //	                   BatchGetItem for the returned items only; cursor = last seq. By ref: Query the
-//	                   ref's bucket R# records from the cursor's block (16 a page, until the page of
-//	                   items is full) + the items' status pages; reads about 1/16 of the job's refs
-//	                   at most, never a status page of another item's
+//	                   ref's bucket H# records from the cursor's block (16 a page, until the page of
+//	                   items is full) + the status pages of the entries whose tag matches, keeping
+//	                   the items whose payload holds the ref; reads a quarter of the job's entries
+//	                   (about 5 bytes each) at most, and a status page of another item's once in
+//	                   2^24 entries (R# records of older jobs: 1/16 of the refs, exact)
 //	ListSubmittedItems Query submitted (g4sk < SubmittedBefore) + page reads; cursor = page key +
 //	                   last seq. The submitted key is sticky (set by a claim, not removed by a
 //	                   confirm, so the hot loop never writes that index); this query tidies it.
@@ -180,14 +191,20 @@
 //
 // # Cost
 //
-// The sender loop "take 10 tokens, claim 10, confirm 10, advance" is four
-// writes of records under 1 KB: 0.4 write units per message. The snapshot
-// adds about 0.04 (payload records of 64 items compress to under 1 KB,
-// status pages and member lists are one write per 256 items), so a job of
-// 1,000 single-recipient items costs 0.44 WCU per message on dynalite
-// (BenchmarkCostPerMessage, TestCostPerMessage). A reference on every
-// recipient adds about 0.04 (its share of a ref look-up record; 0.485 in
-// all, BenchmarkCostPerMessageWithRefs, TestCostPerMessageWithRefs). Index writes, which
+// The sender loop "take 10 tokens, claim 10, confirm 10" is three writes
+// of records under 1 KB a batch, and the shard's advance one more every
+// second batch (sender.Config.FoldEvery): 0.35 write units per message.
+// The snapshot adds about 0.04 (payload records of 64 items compress to
+// under 1 KB, status pages and member lists are one write per 256 items),
+// so a job of 1,000 single-recipient items costs 0.396 WCU per message on
+// dynalite with the mock's numbered message ids, 0.435 with random ids of
+// 32 characters (BenchmarkCostPerMessage, TestCostPerMessage). A
+// reference on every recipient adds its share of a hashed look-up record,
+// about 5 bytes: 0.405 in all with numbered references, 0.463 with random
+// 19-digit ones and random ids, where the payload records of 64 items
+// pass 1 KB (BenchmarkCostPerMessageWithRefs, TestCostPerMessageWithRefs;
+// R# records, one of 16 per 512 seqs written whole at each PutItems that
+// touched it, cost 0.039 where H# records cost 0.012). Index writes, which
 // dynalite does not charge, happen only when an index key changes: a page
 // enters and leaves the due index once per pass over it, the submitted index
 // once per page between reconciler runs, the running index once per shard

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/qunfa/qunfa/internal/store"
@@ -83,4 +85,33 @@ func (s *Store) PutLegacyBreakerForTest(ctx context.Context, b store.Breaker, hi
 func (s *Store) LegacyBreakerHistoryForTest(ctx context.Context, tenant, account string) (int, error) {
 	hist, err := s.legacyBreakerHistory(ctx, tenant, account)
 	return len(hist), err
+}
+
+// RefHashForTest is where a reference's items go in a hashed look-up
+// record: its bucket and its tag.
+func RefHashForTest(ref string) (bucket int, tag uint32) {
+	h := refHash(ref)
+	return hashedRefBucket(h), refTag(h)
+}
+
+// MakeRefFormatOldForTest removes the job record's rf, as jobs created
+// before hashed look-up records lack it: their references go to R#
+// records.
+func (s *Store) MakeRefFormatOldForTest(ctx context.Context, jobID string) error {
+	_, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
+		Key: key(jobPK(jobID), skJob), UpdateExpression: aws.String("REMOVE rf"),
+	})
+	return err
+}
+
+// CountRecordsForTest counts a job's records whose sort key begins with
+// prefix.
+func (s *Store) CountRecordsForTest(ctx context.Context, jobID, prefix string) (int, error) {
+	recs, err := s.query(ctx, &dynamodb.QueryInput{
+		KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :p)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": attrS(jobPK(jobID)), ":p": attrS(prefix),
+		},
+	}, 0)
+	return len(recs), err
 }

@@ -1,6 +1,7 @@
 package dynamostore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,6 +29,7 @@ func jobItem(j store.Job) map[string]types.AttributeValue {
 		"finishedAt": attrN(nanos(j.FinishedAt)),
 		"g1pk":       attrS(tenantPK(j.Tenant)),
 		"g1sk":       attrS(fmt.Sprintf("%020d#%s", nanos(j.CreatedAt), j.ID)),
+		"rf":         attrN(refFormatHashed),
 	}
 	for name, v := range map[string]string{
 		"name": j.Name, "tmpl": j.Template, "idem": j.IdempotencyKey, "hash": j.RequestHash,
@@ -277,17 +279,25 @@ func (s *Store) GetJobRecord(ctx context.Context, jobID string) (store.Job, erro
 }
 
 func (s *Store) getJobRecord(ctx context.Context, jobID string) (store.Job, error) {
+	j, _, err := s.getJobAndRefFormat(ctx, jobID)
+	return j, err
+}
+
+// getJobAndRefFormat is getJobRecord that also says whether the job's
+// reference look-up records are hashed (hashrefs.go: jobs created since
+// rf was written) or R# records (refs.go).
+func (s *Store) getJobAndRefFormat(ctx context.Context, jobID string) (store.Job, bool, error) {
 	if jobID == "" {
-		return store.Job{}, fmt.Errorf("job: %w", store.ErrNotFound)
+		return store.Job{}, false, fmt.Errorf("job: %w", store.ErrNotFound)
 	}
 	rec, err := s.getItem(ctx, jobPK(jobID), skJob)
 	if err != nil {
-		return store.Job{}, fmt.Errorf("read job %s: %w", jobID, err)
+		return store.Job{}, false, fmt.Errorf("read job %s: %w", jobID, err)
 	}
 	if rec == nil {
-		return store.Job{}, fmt.Errorf("job %s: %w", jobID, store.ErrNotFound)
+		return store.Job{}, false, fmt.Errorf("job %s: %w", jobID, store.ErrNotFound)
 	}
-	return jobFrom(rec), nil
+	return jobFrom(rec), getN(rec, "rf") == refFormatHashed, nil
 }
 
 // ListJobs queries the tenantJobs index newest first and reads the job
@@ -467,7 +477,7 @@ func (s *Store) PutItems(ctx context.Context, p store.PutItemsParams) error {
 	if len(p.Items) == 0 {
 		return nil
 	}
-	j, err := s.getJobRecord(ctx, p.JobID)
+	j, hashedRefs, err := s.getJobAndRefFormat(ctx, p.JobID)
 	if err != nil {
 		return err
 	}
@@ -482,7 +492,7 @@ func (s *Store) PutItems(ctx context.Context, p store.PutItemsParams) error {
 		seen[it.Seq] = true
 	}
 	for attempt := 0; attempt < s.opts.MaxRetries; attempt++ {
-		err := s.putItemsOnce(ctx, p)
+		err := s.putItemsOnce(ctx, p, hashedRefs)
 		if !isConditionFailed(err) {
 			if err != nil {
 				return fmt.Errorf("put items into job %s: %w", p.JobID, err)
@@ -498,16 +508,21 @@ type pageKey struct {
 	block int64
 }
 
-func (s *Store) putItemsOnce(ctx context.Context, p store.PutItemsParams) error {
+func (s *Store) putItemsOnce(ctx context.Context, p store.PutItemsParams, hashedRefs bool) error {
 	pk := jobPK(p.JobID)
 	pages := map[pageKey][]store.Item{}
 	datas := map[int64][]store.Item{}
 	refs := map[refKey]map[string][]refEntry{}
+	hrefs := map[refKey][]hashedRefEntry{}
 	for _, it := range p.Items {
 		k := pageKey{it.Shard, it.Seq / pageWidth}
 		pages[k] = append(pages[k], it)
 		datas[it.Seq/dataWidth] = append(datas[it.Seq/dataWidth], it)
-		if it.Ref != "" {
+		if it.Ref != "" && hashedRefs {
+			h := refHash(it.Ref)
+			rk := refKey{hashedRefBucket(h), it.Seq / refWidth}
+			hrefs[rk] = append(hrefs[rk], hashedRefEntry{seq: it.Seq, shard: it.Shard, tag: refTag(h)})
+		} else if it.Ref != "" {
 			rk := refKey{refBucket(it.Ref), it.Seq / refWidth}
 			if refs[rk] == nil {
 				refs[rk] = map[string][]refEntry{}
@@ -524,6 +539,9 @@ func (s *Store) putItemsOnce(ctx context.Context, p store.PutItemsParams) error 
 	}
 	for rk := range refs {
 		keys = append(keys, key(pk, skRef(rk)))
+	}
+	for rk := range hrefs {
+		keys = append(keys, key(pk, skHashedRef(rk)))
 	}
 	existing, err := s.batchGet(ctx, keys, true)
 	if err != nil {
@@ -635,6 +653,22 @@ func (s *Store) putItemsOnce(ctx context.Context, p store.PutItemsParams) error 
 		}
 		writes = append(writes, versioned(map[string]types.AttributeValue{
 			attrPK: attrS(pk), attrSK: attrS(skRef(rk)), "z": &types.AttributeValueMemberB{Value: z},
+		}, old))
+	}
+	for rk, add := range hrefs {
+		slices.SortFunc(add, func(a, b hashedRefEntry) int { return cmp.Compare(a.seq, b.seq) })
+		hKey := key(pk, skHashedRef(rk))
+		old := existing[recordID(hKey)]
+		cur, err := hashedRefsOf(old, rk.block)
+		if err != nil {
+			return fmt.Errorf("hashed ref record %s: %w", skHashedRef(rk), err)
+		}
+		merged, changed := mergeHashedRefs(cur, add)
+		if !changed {
+			continue
+		}
+		writes = append(writes, versioned(map[string]types.AttributeValue{
+			attrPK: attrS(pk), attrSK: attrS(skHashedRef(rk)), "h": &types.AttributeValueMemberB{Value: encodeHashedRefs(rk.block, merged)},
 		}, old))
 	}
 	for _, round := range [][]write{writes, pageWrites} {

@@ -77,7 +77,7 @@ func (s *Store) ListItems(ctx context.Context, p store.ListItemsParams) (store.L
 	if limit <= 0 {
 		limit = 100
 	}
-	j, err := s.getJobRecord(ctx, p.JobID)
+	j, hashedRefs, err := s.getJobAndRefFormat(ctx, p.JobID)
 	if err != nil {
 		return store.ListItemsResult{}, err
 	}
@@ -97,7 +97,7 @@ func (s *Store) ListItems(ctx context.Context, p store.ListItemsParams) (store.L
 		}
 	}
 	if p.Ref != "" {
-		return s.listItemsByRef(ctx, p, after, statusFilter, limit)
+		return s.listItemsByRef(ctx, p, hashedRefs, after, statusFilter, limit)
 	}
 	var shards []*shardPages
 	if p.Shard != nil {

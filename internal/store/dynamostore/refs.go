@@ -142,14 +142,19 @@ const maxRefRecords = 32
 // reading the ref's bucket records from after's block on, until it has
 // more than want or has read budget records. coveredTo is the last seq
 // the records read cover; done says the bucket has no more records.
-func (s *Store) refItems(ctx context.Context, jobID, ref string, after int64, want, budget int) (out []refEntry, coveredTo int64, done bool, read int, err error) {
-	bucket := refBucket(ref)
-	from := refKey{bucket, max(after, 0) / refWidth}
+func (s *Store) refItems(ctx context.Context, jobID, ref string, hashed bool, after int64, want, budget int) (out []refEntry, coveredTo int64, done bool, read int, err error) {
+	from := refKey{refBucket(ref), max(after, 0) / refWidth}
+	lo, hi, prefix := skRef(from), fmt.Sprintf("R#%02x#~", from.bucket), len("R#00#")
+	h := refHash(ref)
+	if hashed {
+		from.bucket = hashedRefBucket(h)
+		lo, hi, prefix = skHashedRef(from), fmt.Sprintf("H#%x#~", from.bucket), len("H#0#")
+	}
 	in := &dynamodb.QueryInput{
 		TableName:              aws.String(s.table),
 		KeyConditionExpression: aws.String("pk = :pk AND sk BETWEEN :lo AND :hi"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk": attrS(jobPK(jobID)), ":lo": attrS(skRef(from)), ":hi": attrS(fmt.Sprintf("R#%02x#~", bucket)),
+			":pk": attrS(jobPK(jobID)), ":lo": attrS(lo), ":hi": attrS(hi),
 		},
 		ConsistentRead:         aws.Bool(true),
 		ReturnConsumedCapacity: s.capacity(),
@@ -164,6 +169,23 @@ func (s *Store) refItems(ctx context.Context, jobID, ref string, after int64, wa
 		s.consumed("Query", res.ConsumedCapacity)
 		for _, rec := range res.Items {
 			read++
+			blk, err := strconv.ParseInt(getS(rec, attrSK)[prefix:], 10, 64)
+			if err != nil {
+				return nil, 0, false, read, fmt.Errorf("%w: ref record key %s", errCorruptPage, getS(rec, attrSK))
+			}
+			coveredTo = max(coveredTo, (blk+1)*refWidth-1)
+			if hashed {
+				es, err := hashedRefsOf(rec, blk)
+				if err != nil {
+					return nil, 0, false, read, fmt.Errorf("hashed ref record %s: %w", getS(rec, attrSK), err)
+				}
+				for _, e := range es {
+					if e.seq > after && e.tag == refTag(h) {
+						out = append(out, refEntry{seq: e.seq, shard: e.shard})
+					}
+				}
+				continue
+			}
 			refs, err := decodeRefRecord(rec)
 			if err != nil {
 				return nil, 0, false, read, fmt.Errorf("ref record %s: %w", getS(rec, attrSK), err)
@@ -172,10 +194,6 @@ func (s *Store) refItems(ctx context.Context, jobID, ref string, after int64, wa
 				if e.seq > after {
 					out = append(out, e)
 				}
-			}
-			var blk int64
-			if _, err := fmt.Sscanf(getS(rec, attrSK)[len("R#00#"):], "%d", &blk); err == nil {
-				coveredTo = max(coveredTo, (blk+1)*refWidth-1)
 			}
 		}
 		done = len(res.LastEvaluatedKey) == 0
@@ -193,7 +211,7 @@ func (s *Store) refItems(ctx context.Context, jobID, ref string, after int64, wa
 // most maxRefRecords look-up records and maxListPages status pages; out
 // of budget with fewer matches than asked for, it answers them with a
 // cursor to go on from.
-func (s *Store) listItemsByRef(ctx context.Context, p store.ListItemsParams, after int64, statusFilter byte, limit int) (store.ListItemsResult, error) {
+func (s *Store) listItemsByRef(ctx context.Context, p store.ListItemsParams, hashed bool, after int64, statusFilter byte, limit int) (store.ListItemsResult, error) {
 	res := store.ListItemsResult{Items: []store.Item{}}
 	type loaded struct {
 		pg  *page
@@ -211,7 +229,7 @@ func (s *Store) listItemsByRef(ctx context.Context, p store.ListItemsParams, aft
 	more := false // out of budget before the end: the cursor goes on from after
 scan:
 	for len(hits) <= limit {
-		entries, coveredTo, done, n, err := s.refItems(ctx, p.JobID, p.Ref, after, limit-len(hits), maxRefRecords-recordsRead)
+		entries, coveredTo, done, n, err := s.refItems(ctx, p.JobID, p.Ref, hashed, after, limit-len(hits), maxRefRecords-recordsRead)
 		if err != nil {
 			return res, fmt.Errorf("list items of %s by ref: %w", p.JobID, err)
 		}
@@ -279,7 +297,13 @@ scan:
 		if err != nil {
 			return res, fmt.Errorf("list items of %s by ref: %w", p.JobID, err)
 		}
-		res.Items = append(res.Items, items...)
+		for _, it := range items {
+			// A hashed entry's tag may be another reference's; an R#
+			// entry may be an item's former reference.
+			if it.Ref == p.Ref {
+				res.Items = append(res.Items, it)
+			}
+		}
 	}
 	return res, nil
 }
