@@ -319,7 +319,7 @@ func Run(fn Function, handlerFor func(core *Core, log *slog.Logger) any) {
 		}
 		tracing = t
 	}
-	clients, err := NewClients(ctx, tracing.AWSOption())
+	clients, err := NewClients(ctx, tracing.ClientOptions(fn)...)
 	if err != nil {
 		fail("AWS clients", err)
 	}

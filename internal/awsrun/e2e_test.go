@@ -110,6 +110,11 @@ func allowed(fn awsrun.Function) map[string]bool {
 	}
 	for _, a := range fn.SQS {
 		m["sqs:"+a] = true
+		if a == awsrun.SQSSendMessage {
+			// SQS authorizes a batch with the permission of its single
+			// action: sqs:SendMessage grants SendMessageBatch.
+			m["sqs:SendMessageBatch"] = true
+		}
 	}
 	for _, a := range append(fn.Events, fn.CampaignRules...) {
 		m["eventbridge:"+a] = true

@@ -184,7 +184,25 @@ type Function struct {
 	// queue, its OnFailure destination, with the function's role
 	// (sqs:SendMessage there).
 	Async bool
+	// Tracing is the default of the function's X-Ray tracing mode in
+	// template.yaml (parameter <LogicalID without Function>Tracing):
+	// Active samples the invocations Lambda starts untraced (1 a second
+	// and 5 % of the rest), PassThrough traces only those whose trigger
+	// carries a sampled trace header. A function invoked per batch of
+	// messages sent is PassThrough, so its traces are bounded per job,
+	// not per second.
+	Tracing string
+	// EndsTraces: the function's AWS requests carry no trace header
+	// (Tracing.ClientOptions), so the messages and events it sends start
+	// no traced invocation.
+	EndsTraces bool
 }
+
+// X-Ray tracing modes of a function (template.yaml).
+const (
+	TracingActive      = "Active"
+	TracingPassThrough = "PassThrough"
+)
 
 var (
 	baseEnv     = []string{EnvTable, EnvQueueURL, EnvLogLevel, EnvAlertBus}
@@ -213,6 +231,7 @@ var (
 		SQS:      []string{SQSSendMessage},
 		Events:   alerts,
 		Async:    true, // campaign firings
+		Tracing:  TracingActive,
 	}
 	// API serves every other route of the HTTP API v1. Redrive and resolve
 	// record the items' error details (BatchWriteItem of E# records);
@@ -233,6 +252,7 @@ var (
 		// /v1/callbacks/wecom-app/{account}) verify and open events with
 		// the account's or its tenant's callback token and EncodingAESKey.
 		CallbackSecrets: secrets,
+		Tracing:         TracingActive,
 	}
 	// Sender works shard turns from the FIFO work queue.
 	Sender = Function{
@@ -243,9 +263,11 @@ var (
 		Indexes: []string{IndexDue},
 		SQS: []string{SQSSendMessage, SQSChangeMessageVisibility,
 			SQSReceiveMessage, SQSDeleteMessage, SQSGetQueueAttributes}, // the last three: event source mapping
-		Provider: true,
-		Secrets:  secrets,
-		Events:   alerts,
+		Provider:   true,
+		Secrets:    secrets,
+		Events:     alerts,
+		Tracing:    TracingPassThrough,
+		EndsTraces: true,
 	}
 	// Reconciler runs one reconciliation pass per scheduled event.
 	Reconciler = Function{
@@ -259,6 +281,7 @@ var (
 		Secrets:  secrets,
 		Events:   alerts,
 		Async:    true,
+		Tracing:  TracingActive,
 	}
 	// Breaker runs one failure-rate check over the accounts with running
 	// shards per scheduled event (breaker.Breakers.Check), holding the
@@ -270,6 +293,7 @@ var (
 		Indexes:  []string{IndexRunning},
 		Events:   alerts,
 		Async:    true,
+		Tracing:  TracingActive,
 	}
 	// Webhooks stores deliveries of the alerts its EventBridge rule sends
 	// from the alert bus and posts due deliveries (on every event and on
@@ -281,6 +305,7 @@ var (
 		DynamoDB: []string{DynamoGetItem, DynamoPutItem, DynamoUpdateItem, DynamoQuery, DynamoBatchGetItem},
 		Indexes:  []string{IndexRunning},
 		Async:    true,
+		Tracing:  TracingPassThrough,
 	}
 )
 

@@ -181,6 +181,14 @@ func (c *countingQueue) Send(ctx context.Context, p queue.SendParams) (queue.Sen
 	return c.Queue.Send(ctx, p)
 }
 
+// SendBatch counts one request per queue.MaxSendBatch messages (the
+// adapter's SendMessageBatch requests; entries retried alone are not
+// counted).
+func (c *countingQueue) SendBatch(ctx context.Context, p []queue.SendParams) ([]queue.SendBatchResult, error) {
+	c.requests.Add(int64((len(p) + queue.MaxSendBatch - 1) / queue.MaxSendBatch))
+	return c.Queue.(queue.BatchSender).SendBatch(ctx, p)
+}
+
 func (c *countingQueue) Receive(ctx context.Context, p queue.ReceiveParams) ([]queue.Message, error) {
 	c.requests.Add(1)
 	return c.Queue.Receive(ctx, p)

@@ -446,15 +446,34 @@ func checkPolicy(t *testing.T, tp parsedTemplate, fn awsrun.Function) {
 // resource-level permissions, hence "*".
 var xrayWrites = []string{"PutTelemetryRecords", "PutTraceSegments"}
 
-// TestTemplateTracing: every function is traced (Tracing: Active) and its
-// role, which the template makes itself, so SAM does not add X-Ray's
-// policy to it, may write the segments: without that Lambda drops the
-// traces. Only the two writes, nothing else of X-Ray.
+// TestTemplateTracing: every function is traced, in the mode of its own
+// parameter (Active or PassThrough), whose default is the function's
+// declared one — the sender and webhooks PassThrough, so that their traces
+// are bounded per job and not per second — and its role, which the
+// template makes itself, so SAM does not add X-Ray's policy to it, may
+// write the segments: without that Lambda drops the traces. Only the two
+// writes, nothing else of X-Ray.
 func TestTemplateTracing(t *testing.T) {
 	tp := loadTemplate(t)
+	if awsrun.Sender.Tracing != awsrun.TracingPassThrough || !awsrun.Sender.EndsTraces {
+		t.Errorf("sender tracing %q, ends traces %v: want PassThrough, ending them (its next turns must start no traced invocation)",
+			awsrun.Sender.Tracing, awsrun.Sender.EndsTraces)
+	}
+	src, err := os.ReadFile(filepath.Join(repoRoot(t), "template.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, fn := range awsrun.Functions() {
-		if got := functionProp(tp, fn, "Tracing"); got != "Active" {
-			t.Errorf("%s Tracing = %v, want Active", fn.Name, got)
+		// A !Ref of a parameter reads as the parameter's default.
+		param := strings.TrimSuffix(fn.LogicalID, "Function") + "Tracing"
+		if got := functionProp(tp, fn, "Tracing"); got != fn.Tracing || strings.Count(string(src), "Tracing: !Ref "+param+"\n") != 1 {
+			t.Errorf("%s Tracing = %v, want the parameter %s (default %s), used once", fn.Name, got, param, fn.Tracing)
+		}
+		if d := at(tp.raw, "Parameters", param, "Default"); d != fn.Tracing || (fn.Tracing != awsrun.TracingActive && fn.Tracing != awsrun.TracingPassThrough) {
+			t.Errorf("%s default %v, want %s (Active or PassThrough)", param, d, fn.Tracing)
+		}
+		if got := strs(at(tp.raw, "Parameters", param, "AllowedValues")); !slices.Equal(got, []string{"Active", "PassThrough"}) {
+			t.Errorf("%s allowed values %v, want [Active PassThrough]", param, got)
 		}
 		if role := functionProp(tp, fn, "Role"); role != "getatt:"+roleOf(fn)+".Arn" {
 			t.Errorf("%s role %v, want its own %s", fn.Name, role, roleOf(fn))
@@ -791,11 +810,6 @@ func TestTemplateDataLifecycle(t *testing.T) {
 	}
 	if at(tp.raw, "Resources", "HttpApiAccessLogGroup", "Properties", "RetentionInDays") == nil {
 		t.Errorf("the access log group keeps logs forever")
-	}
-	for _, fn := range awsrun.Functions() {
-		if got := functionProp(tp, fn, "Tracing"); got != "Active" {
-			t.Errorf("%s Tracing = %v, want Active", fn.Name, got)
-		}
 	}
 	// Reserved unless the operator sets 0 (an account whose quota is
 	// still 10 cannot reserve any).

@@ -1,6 +1,7 @@
 package awsrun
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -12,6 +13,8 @@ import (
 	"github.com/aws/aws-xray-sdk-go/strategy/ctxmissing"
 	"github.com/aws/aws-xray-sdk-go/xray"
 	"github.com/aws/aws-xray-sdk-go/xraylog"
+	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
 // X-Ray tracing of what a function calls. Lambda traces each invocation
@@ -75,6 +78,40 @@ func (t *Tracing) AWSOption() func(*config.LoadOptions) error {
 		return nil
 	}
 }
+
+// ClientOptions are the options of the AWS clients of fn: the X-Ray
+// middleware when tracing (AWSOption), and for a function that ends its
+// traces (Function.EndsTraces) one that takes the trace header off every
+// request it sends, the X-Ray SDK's and the one the AWS SDK sets itself
+// under Lambda from _X_AMZN_TRACE_ID. Its calls are still sub-segments of
+// its trace, but what it puts on the work queue or the alert bus starts
+// no traced invocation downstream: under PassThrough (template.yaml) the
+// sender's next turns and the webhooks' deliveries of its outcomes are
+// not traced, so a job's traces stay a handful whatever its size or pace.
+func (t *Tracing) ClientOptions(fn Function) []func(*config.LoadOptions) error {
+	opts := []func(*config.LoadOptions) error{t.AWSOption()}
+	if fn.EndsTraces {
+		opts = append(opts, config.WithAPIOptions([]func(*middleware.Stack) error{dropTraceHeader}))
+	}
+	return opts
+}
+
+// dropTraceHeader deletes X-Amzn-Trace-Id from a request just before it is
+// sent: it runs last in the deserialize step, after the X-Ray middleware
+// (first in that step) and the AWS SDK's recursion detection (build step)
+// have set it.
+func dropTraceHeader(s *middleware.Stack) error {
+	return s.Deserialize.Add(middleware.DeserializeMiddlewareFunc("qunfaDropTraceHeader",
+		func(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (middleware.DeserializeOutput, middleware.Metadata, error) {
+			if r, ok := in.Request.(*smithyhttp.Request); ok {
+				r.Header.Del(traceHeader)
+			}
+			return next.HandleDeserialize(ctx, in)
+		}), middleware.After)
+}
+
+// traceHeader carries the trace id and the sampling decision downstream.
+const traceHeader = "X-Amzn-Trace-Id"
 
 // HTTPClient wraps an outbound HTTP client (providers, webhook
 // deliveries, campaign sources) so that each call is a sub-segment named

@@ -517,3 +517,52 @@ func TestTracingWebhooksAndCampaignSources(t *testing.T) {
 		}
 	}
 }
+
+// TestTracingEndsAtTheSender sends a work message as the sender and as
+// submit would, with the AWS clients Run makes for each under Lambda, in
+// invocations Lambda traced and sampled (the context's header, and
+// _X_AMZN_TRACE_ID, from which the AWS SDK sets the header itself): the
+// sender's SendMessage is still a sub-segment of its trace but goes out
+// without X-Amzn-Trace-Id, so the next turn it queues starts no traced
+// invocation of the PassThrough sender; submit's carries its trace.
+func TestTracingEndsAtTheSender(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	awsEnv(t)
+	daemon := newXRayDaemon(t)
+	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "qunfa-sender")
+	t.Setenv("AWS_XRAY_DAEMON_ADDRESS", daemon.addr())
+	tracing, err := awsrun.StartTracing(slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := awsrun.NewClients(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, queueURL, _ := stackInfra(t, ctx, admin, "qunfa-xend-")
+
+	const senderRoot, submitRoot = "1-6744f2a2-cccccccccccccccccccccccc", "1-6744f2a3-dddddddddddddddddddddddd"
+	send := func(fn awsrun.Function, root string) []string {
+		t.Setenv("_X_AMZN_TRACE_ID", "Root="+root+";Parent=53995c3f42cd8ad8;Sampled=1")
+		rec := &headerRecorder{headers: map[string][]string{}}
+		clients, err := awsrun.NewClients(ctx, append(tracing.ClientOptions(fn), rec.option())...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := sqsqueue.New(clients.SQS, queueURL)
+		if _, err := q.Send(lambdaContext(ctx, root), queue.SendParams{Group: "s-" + fn.Name, DedupID: fn.Name, Body: []byte("{}")}); err != nil {
+			t.Fatalf("%s send: %v", fn.Name, err)
+		}
+		return rec.of("SendMessage")
+	}
+	if got := send(awsrun.Sender, senderRoot); len(got) != 1 || got[0] != "" {
+		t.Errorf("sender's SendMessage trace headers %q, want one request without the header", got)
+	}
+	if got := send(awsrun.Submit, submitRoot); len(got) != 1 || !strings.HasPrefix(got[0], "Root="+submitRoot+";") || !strings.Contains(got[0], "Sampled=1") {
+		t.Errorf("submit's SendMessage trace headers %q, want its sampled trace %s", got, submitRoot)
+	}
+	daemon.waitFor(t, "the sender's SQS sub-segment", func(segs []xraySegment) bool {
+		return len(find(segs, func(s xraySegment) bool { return s.TraceID == senderRoot && s.Name == "SQS" })) > 0
+	})
+}

@@ -163,15 +163,13 @@ func (c *Controller) UpdateLimits(ctx context.Context, jobID string, ratePerSec 
 }
 
 func (c *Controller) kickAll(ctx context.Context, view store.JobView) error {
+	var turns []dispatch.Turn
 	for _, sh := range view.Shards {
-		if store.ShardFinal(sh.Status) {
-			continue
-		}
-		if err := dispatch.Send(ctx, c.Queue, dispatch.Turn{JobID: view.Job.ID, Shard: sh.Index, Turn: sh.Turn + 1}); err != nil {
-			return err
+		if !store.ShardFinal(sh.Status) {
+			turns = append(turns, dispatch.Turn{JobID: view.Job.ID, Shard: sh.Index, Turn: sh.Turn + 1})
 		}
 	}
-	return nil
+	return dispatch.SendTurns(ctx, c.Queue, turns)
 }
 
 // repairCounts makes a shard's counts true from its items after an

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -48,6 +49,43 @@ func Send(ctx context.Context, q queue.Queue, t Turn) error {
 		return fmt.Errorf("enqueue turn %d of shard %s/%d: %w", t.Turn, t.JobID, t.Shard, err)
 	}
 	return nil
+}
+
+// SendTurns enqueues every turn of ts, several to a request where the
+// queue sends batches (queue.BatchSender; SQS: ten per SendMessageBatch),
+// one Send each otherwise. Each turn keeps its group and deduplication id,
+// so a batch changes nothing of the FIFO rules. The turns not sent are
+// all in the error (errors.Join); the others are sent all the same.
+func SendTurns(ctx context.Context, q queue.Queue, ts []Turn) error {
+	bs, ok := q.(queue.BatchSender)
+	if !ok || len(ts) < 2 {
+		var errs []error
+		for _, t := range ts {
+			if err := Send(ctx, q, t); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	}
+	params := make([]queue.SendParams, len(ts))
+	for i, t := range ts {
+		body, err := json.Marshal(t)
+		if err != nil {
+			return err
+		}
+		params[i] = queue.SendParams{Group: Group(t.JobID, t.Shard), DedupID: DedupID(t.JobID, t.Shard, t.Turn), Body: body}
+	}
+	results, err := bs.SendBatch(ctx, params)
+	if err != nil {
+		return fmt.Errorf("enqueue %d turns: %w", len(ts), err)
+	}
+	var errs []error
+	for i, r := range results {
+		if r.Err != nil {
+			errs = append(errs, fmt.Errorf("enqueue turn %d of shard %s/%d: %w", ts[i].Turn, ts[i].JobID, ts[i].Shard, r.Err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Decode parses a work-queue message body.

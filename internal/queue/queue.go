@@ -70,6 +70,33 @@ type Queue interface {
 	ChangeVisibility(ctx context.Context, receiptHandle string, d time.Duration) error
 }
 
+// MaxSendBatch is the most messages one SendBatch request carries (SQS
+// SendMessageBatch: 10).
+const MaxSendBatch = 10
+
+// BatchSender is the capability of a queue that sends several messages in
+// one request (SQS SendMessageBatch), for the callers that enqueue many at
+// once (a submit's first turns, one per shard). Each message keeps its own
+// group and deduplication id, and the FIFO rules are those of Send: in a
+// group, messages keep the order of the slice. Queues without it are sent
+// to one Send at a time (dispatch.SendTurns).
+type BatchSender interface {
+	// SendBatch sends every message in p, any number of them (the adapter
+	// splits them into requests), and answers one SendBatchResult per
+	// message, in order: a message refused or not sent after the
+	// adapter's retries has its Err, and the others are sent all the same.
+	// The error is for the call as a whole (invalid parameters before any
+	// request, a cancelled context), when no result is given.
+	SendBatch(ctx context.Context, p []SendParams) ([]SendBatchResult, error)
+}
+
+// SendBatchResult is the outcome of one message of a SendBatch.
+type SendBatchResult struct {
+	SendResult
+	// Err is why the message was not sent; nil when it was.
+	Err error
+}
+
 // SendParams is one message to send.
 type SendParams struct {
 	Group   string // 1..MaxIDLength characters

@@ -439,12 +439,8 @@ func (s *Submitter) repairRelease(ctx context.Context, ss store.StagingStore, jo
 	if err != nil {
 		return fmt.Errorf("read job %s: %w", jobID, err)
 	}
-	for _, sh := range view.Shards {
-		if sh.Turn == 0 && !store.ShardFinal(sh.Status) {
-			if err := dispatch.Send(ctx, s.Queue, dispatch.Turn{JobID: jobID, Shard: sh.Index, Turn: 1}); err != nil {
-				return err
-			}
-		}
+	if err := dispatch.SendTurns(ctx, s.Queue, firstTurns(view)); err != nil {
+		return err
 	}
 	return ss.DeleteParts(ctx, jobID)
 }
@@ -495,13 +491,14 @@ func (s *Submitter) planRelease(ctx context.Context, ss store.StagingStore, job 
 	}
 	alert.Emit(ctx, s.Alerts, s.logger(), alert.Event{Type: alert.JobStarted, Tenant: released.Tenant, Time: now,
 		Detail: alert.JobStartedDetail{JobID: released.ID, Name: released.Name, Total: released.Total, Shards: released.ShardCount}})
+	var turns []dispatch.Turn
 	for _, sh := range shards {
-		if sh.Status != store.ShardRunning {
-			continue
+		if sh.Status == store.ShardRunning {
+			turns = append(turns, dispatch.Turn{JobID: job.ID, Shard: sh.Index, Turn: 1})
 		}
-		if err := dispatch.Send(ctx, s.Queue, dispatch.Turn{JobID: job.ID, Shard: sh.Index, Turn: 1}); err != nil {
-			return err
-		}
+	}
+	if err := dispatch.SendTurns(ctx, s.Queue, turns); err != nil {
+		return err
 	}
 	s.logger().Info("staged job released", slog.String("job", job.ID), slog.Int64("total", total),
 		slog.Int64("suppressed", st.Suppressed), slog.Int64("duplicates", st.Duplicates), slog.Int("shards", len(shards)))

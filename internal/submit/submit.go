@@ -352,12 +352,8 @@ func (s *Submitter) Submit(ctx context.Context, p Params) (Result, error) {
 	// submission this repairs a crash between release and enqueue; the
 	// queue's dedup and the store's turn fencing make it harmless otherwise.
 	if view.Job.Status == store.JobRunning {
-		for _, sh := range view.Shards {
-			if sh.Turn == 0 && !store.ShardFinal(sh.Status) {
-				if err := dispatch.Send(ctx, s.Queue, dispatch.Turn{JobID: job.ID, Shard: sh.Index, Turn: 1}); err != nil {
-					return Result{}, err
-				}
-			}
+		if err := dispatch.SendTurns(ctx, s.Queue, firstTurns(view)); err != nil {
+			return Result{}, err
 		}
 	}
 	return Result{Job: view, Created: created.Created}, nil
@@ -721,4 +717,15 @@ func (s *Submitter) granted(ctx context.Context, tenant, account string) (bool, 
 		return false, fmt.Errorf("owner of account %q: %w", account, err)
 	}
 	return owner == tenant, nil
+}
+
+// firstTurns are the first turns of a job's shards that have not begun.
+func firstTurns(view store.JobView) []dispatch.Turn {
+	var ts []dispatch.Turn
+	for _, sh := range view.Shards {
+		if sh.Turn == 0 && !store.ShardFinal(sh.Status) {
+			ts = append(ts, dispatch.Turn{JobID: view.Job.ID, Shard: sh.Index, Turn: 1})
+		}
+	}
+	return ts
 }

@@ -99,6 +99,7 @@ func Run(t *testing.T, newQueue func(t *testing.T, opts Options) Fixture, caps C
 		{"LongPollWakesOnSend", testLongPollWakes, 0},
 		{"LongPollTimesOutEmpty", testLongPollEmpty, 0},
 		{"ReceiveStopsOnCancel", testReceiveCancel, 0},
+		{"SendBatch", testSendBatch, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -650,4 +651,70 @@ func testDedupWindowExpires(e *env) {
 	if !slices.Equal(bodies, []string{"first", "after"}) {
 		e.t.Fatalf("got %q, want [first after]", bodies)
 	}
+}
+
+// testSendBatch: a queue that sends batches (queue.BatchSender) refuses a
+// batch with one invalid message before sending any, and sends a batch of
+// more messages than one request carries with the FIFO rules of Send: each
+// message in its group, in the slice's order, a deduplication id already
+// sent (earlier in the same batch or before it) dropped. Skipped for a
+// queue without the capability.
+func testSendBatch(e *env) {
+	q := e.fx.Queue
+	bs, ok := q.(queue.BatchSender)
+	if !ok {
+		e.t.Skip("the queue sends one message at a time")
+	}
+	bad := []queue.SendParams{{Group: "g", DedupID: "ok", Body: []byte("x")}, {Group: "", DedupID: "no-group", Body: []byte("x")}}
+	if _, err := bs.SendBatch(e.ctx, bad); !errors.Is(err, queue.ErrInvalidArgument) {
+		e.t.Fatalf("batch with a message without group: err %v, want ErrInvalidArgument", err)
+	}
+	e.expectNone(q, "after a refused batch")
+
+	e.send(q, "beta", "beta-sent-before", "beta#0")
+	var batch []queue.SendParams
+	const perGroup = 5
+	for i := range perGroup {
+		for _, g := range []string{"alpha", "beta", "gamma"} {
+			seq := i
+			if g == "beta" {
+				seq = i + 1 // after the message sent alone
+			}
+			batch = append(batch, queue.SendParams{Group: g, DedupID: fmt.Sprintf("%s-%d", g, seq), Body: []byte(fmt.Sprintf("%s#%d", g, seq))})
+		}
+	}
+	// Duplicates: of one sent before the batch and of one earlier in it.
+	batch = append(batch, queue.SendParams{Group: "beta", DedupID: "beta-sent-before", Body: []byte("beta#99")},
+		queue.SendParams{Group: "alpha", DedupID: "alpha-0", Body: []byte("alpha#99")})
+	if len(batch) <= queue.MaxSendBatch {
+		e.t.Fatalf("test batch of %d fits one request", len(batch))
+	}
+	results, err := bs.SendBatch(e.ctx, batch)
+	if err != nil || len(results) != len(batch) {
+		e.t.Fatalf("SendBatch: %d results, err %v; want %d, nil", len(results), err, len(batch))
+	}
+	for i, r := range results {
+		if r.Err != nil || (r.MessageID == "" && !r.Duplicate && i < 3*perGroup) {
+			e.t.Errorf("message %d (%s): result %+v, want sent with an id", i, batch[i].DedupID, r)
+		}
+	}
+
+	next := map[string]int{}
+	want := 3*perGroup + 1
+	deadline := time.Now().Add(e.slack() * 3)
+	for total := 0; total < want; {
+		msgs := e.receive(q, queue.ReceiveParams{Max: queue.MaxReceive, VisibilityTimeout: longVis, Wait: e.pollWait()})
+		for _, m := range msgs {
+			if got := seqOf(e.t, m); got != next[m.Group] {
+				e.t.Fatalf("group %s: got message %d (%s), want %d: order kept, duplicates dropped", m.Group, got, m.Body, next[m.Group])
+			}
+			next[m.Group]++
+			e.del(q, m)
+			total++
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("only %d of %d messages received", total, want)
+		}
+	}
+	e.expectNone(q, "after draining (the duplicates are dropped)")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -485,5 +486,71 @@ func TestReceiveCancelKeepsContextError(t *testing.T) {
 	}
 	if errors.Is(err, queue.ErrNotFound) || errors.Is(err, queue.ErrInvalidArgument) {
 		t.Fatalf("cancellation mapped to a port sentinel: %v", err)
+	}
+}
+
+// TestSendBatchRetriesFailedEntries: twelve messages go out as two
+// SendMessageBatch requests (10 and 2), every entry with its own group
+// and deduplication id; the entry SQS fails on its side is sent again on
+// its own, the one failed by the sender's fault is not and comes back
+// as ErrInvalidArgument, and every other message is sent.
+func TestSendBatchRetriesFailedEntries(t *testing.T) {
+	t.Parallel()
+	f := newFakeSQS(t)
+	var msgs []queue.SendParams
+	for i := range 12 {
+		msgs = append(msgs, queue.SendParams{Group: fmt.Sprintf("job-%d", i), DedupID: fmt.Sprintf("job-%d-1", i), Body: []byte(fmt.Sprintf(`{"shard":%d}`, i))})
+	}
+	ok := func(ids ...int) string {
+		var parts []string
+		for _, i := range ids {
+			parts = append(parts, fmt.Sprintf(`{"Id":"%d","MessageId":"m-%d","MD5OfMessageBody":"%s","SequenceNumber":"1"}`, i, i, md5Hex(string(msgs[i].Body))))
+		}
+		return strings.Join(parts, ",")
+	}
+	f.answer("SendMessageBatch",
+		fakeAnswer{Body: `{"Successful":[` + ok(0, 1, 2, 4, 5, 6, 7, 8) + `],"Failed":[` +
+			`{"Id":"3","SenderFault":false,"Code":"InternalError","Message":"try again"},` +
+			`{"Id":"9","SenderFault":true,"Code":"InvalidParameterValue","Message":"no"}]}`},
+		fakeAnswer{Body: `{"Successful":[` + strings.ReplaceAll(strings.ReplaceAll(ok(10, 11), `"Id":"10"`, `"Id":"0"`), `"Id":"11"`, `"Id":"1"`) + `],"Failed":[]}`})
+	f.answer("SendMessage", fakeAnswer{Body: `{"MessageId":"m-retry","MD5OfMessageBody":"` + md5Hex(string(msgs[3].Body)) + `","SequenceNumber":"2"}`})
+
+	results, err := f.queue().SendBatch(context.Background(), msgs)
+	if err != nil || len(results) != len(msgs) {
+		t.Fatalf("SendBatch: %d results, %v", len(results), err)
+	}
+	for i, r := range results {
+		switch {
+		case i == 3:
+			if r.Err != nil || r.MessageID != "m-retry" {
+				t.Errorf("message 3 (failed on SQS's side): %+v, want sent again alone", r)
+			}
+		case i == 9:
+			if !errors.Is(r.Err, queue.ErrInvalidArgument) {
+				t.Errorf("message 9 (sender's fault): %+v, want ErrInvalidArgument", r)
+			}
+		case r.Err != nil || r.MessageID != fmt.Sprintf("m-%d", i):
+			t.Errorf("message %d: %+v, want sent as m-%d", i, r, i)
+		}
+	}
+	var sizes []int
+	var singles []string
+	for _, c := range f.calls() {
+		switch c.Action {
+		case "SendMessageBatch":
+			entries, _ := c.Body["Entries"].([]any)
+			sizes = append(sizes, len(entries))
+			for _, e := range entries {
+				e := e.(map[string]any)
+				if e["MessageGroupId"] == nil || e["MessageDeduplicationId"] == nil || e["MessageBody"] == nil {
+					t.Errorf("entry %v without its group, dedup id or body", e)
+				}
+			}
+		case "SendMessage":
+			singles = append(singles, fmt.Sprint(c.Body["MessageDeduplicationId"]))
+		}
+	}
+	if fmt.Sprint(sizes) != "[10 2]" || fmt.Sprint(singles) != "[job-3-1]" {
+		t.Errorf("requests: batches of %v, single sends %v; want [10 2] and [job-3-1]", sizes, singles)
 	}
 }

@@ -166,6 +166,89 @@ func (q *Queue) Send(ctx context.Context, p queue.SendParams) (queue.SendResult,
 	return queue.SendResult{MessageID: aws.ToString(out.MessageId)}, nil
 }
 
+var _ queue.BatchSender = (*Queue)(nil)
+
+// SendBatch sends the messages in SendMessageBatch requests of up to
+// queue.MaxSendBatch entries and queue.MaxBodyBytes of bodies, each entry
+// with its own group and deduplication id (a FIFO queue keeps the order of
+// the entries of one group). A whole request that fails after the SDK's
+// retries fails its entries; an entry SQS reports Failed without its
+// sender's fault (throttled, an internal error) is retried once on its own
+// with SendMessage, and one failed by the sender's fault is not retried.
+// Every message is validated before any request.
+func (q *Queue) SendBatch(ctx context.Context, p []queue.SendParams) ([]queue.SendBatchResult, error) {
+	for i, m := range p {
+		for _, err := range []error{validateID("group", m.Group), validateID("dedup id", m.DedupID), validateBody(m.Body)} {
+			if err != nil {
+				return nil, fmt.Errorf("message %d: %w", i, err)
+			}
+		}
+	}
+	results := make([]queue.SendBatchResult, len(p))
+	for start := 0; start < len(p); {
+		end, size := start, 0
+		for end < len(p) && end-start < queue.MaxSendBatch && size+len(p[end].Body) <= queue.MaxBodyBytes {
+			size += len(p[end].Body)
+			end++
+		}
+		if err := q.sendBatch(ctx, p[start:end], results[start:end]); err != nil {
+			return nil, err
+		}
+		start = end
+	}
+	return results, nil
+}
+
+// sendBatch sends one SendMessageBatch request of p and fills results.
+func (q *Queue) sendBatch(ctx context.Context, p []queue.SendParams, results []queue.SendBatchResult) error {
+	entries := make([]types.SendMessageBatchRequestEntry, len(p))
+	for i, m := range p {
+		entries[i] = types.SendMessageBatchRequestEntry{
+			Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(string(m.Body)),
+			MessageGroupId: aws.String(m.Group), MessageDeduplicationId: aws.String(m.DedupID),
+		}
+	}
+	out, err := q.client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(q.url), Entries: entries})
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		err = interpretError(err)
+		for i, m := range p {
+			results[i].Err = fmt.Errorf("send to group %s: %w", m.Group, err)
+		}
+		return nil
+	}
+	answered := make([]bool, len(p))
+	for _, ok := range out.Successful {
+		i, err := strconv.Atoi(aws.ToString(ok.Id))
+		if err != nil || i < 0 || i >= len(p) {
+			continue
+		}
+		answered[i] = true
+		results[i].MessageID = aws.ToString(ok.MessageId)
+	}
+	for _, f := range out.Failed {
+		i, err := strconv.Atoi(aws.ToString(f.Id))
+		if err != nil || i < 0 || i >= len(p) {
+			continue
+		}
+		answered[i] = true
+		if f.SenderFault {
+			results[i].Err = fmt.Errorf("send to group %s: %w: %s: %s", p[i].Group, queue.ErrInvalidArgument,
+				aws.ToString(f.Code), aws.ToString(f.Message))
+			continue
+		}
+		results[i].SendResult, results[i].Err = q.Send(ctx, p[i])
+	}
+	for i, ok := range answered {
+		if !ok { // neither successful nor failed: SQS did not say, so send it alone
+			results[i].SendResult, results[i].Err = q.Send(ctx, p[i])
+		}
+	}
+	return nil
+}
+
 // validateID checks a MessageGroupId or MessageDeduplicationId: 1..128
 // characters, letters, digits and ASCII punctuation.
 func validateID(what, id string) error {

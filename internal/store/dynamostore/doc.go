@@ -16,7 +16,9 @@
 //	entity            pk                  sk                     notes
 //	job               JOB#<job>           J                      g1pk TENANT#<tenant>, g1sk <createdAt ns 20d>#<job>,
 //	                                                             meta (submit's map), md (the submitter's metadata map),
-//	                                                             rf (1: its refs have H# look-up records; absent: R#)
+//	                                                             rf (1: its refs have H# look-up records; absent: R#),
+//	                                                             dw (payload width: 0 until the first PutItems sets it;
+//	                                                             absent: 64, jobs created before; payloadwidth.go)
 //	shard             JOB#<job>           K#<index 6d>           counts cP cS cC cF cA, failures f_<category>,
 //	                                                             sv (version), epoch (count epoch; absent = 0),
 //	                                                             att, attF (cumulative attempts, failed attempts;
@@ -29,8 +31,11 @@
 //	                                                             items' times, Unix s), mb (message ids not yet moved),
 //	                                                             ms (names of its msgid records, oldest first)
 //	msgid record      JOB#<job>           O#<index>#<block>#<name>  m: message ids of some of the page's items (write-once)
-//	member list       JOB#<job>           M#<index>#<block>      the page's seqs (write-once) and account
-//	payload           JOB#<job>           D#<seq/64 10d>         to + vars + ref of 64 seqs of any shard, deflated JSON (write-once)
+//	member list       JOB#<job>           M#<index>#<block>      the page's seqs (write-once) and account; dw, the job's
+//	                                                             payload width when not 64
+//	payload           JOB#<job>           D#<seq/dw 10d>         to + vars + ref of dw consecutive seqs of any shard (the
+//	                                                             job's width, 8..256, sized by bytes; 64 without dw),
+//	                                                             deflated JSON (write-once)
 //	error details     JOB#<job>           E#<index>#<seq 12d>    code, message of an item's last error (failed items only)
 //	hashed ref look-up JOB#<job>          H#<bucket 1h>#<seq/512 10d>  h: seq (delta), shard (varints) and a 24-bit tag of
 //	                                                             the ref's FNV-1a hash, for the items of 512 seqs whose ref
@@ -116,7 +121,8 @@
 //	                   other hash → ErrConflict, same hash → GetJob, or finish the job under the
 //	                   recorded id if a crash left only the idempotency record; PutItem each shard,
 //	                   then the job (attribute_not_exists)
-//	PutItems           GetItem job (must be creating); BatchGetItem the M/P/D/H records touched;
+//	PutItems           GetItem job (must be creating); the first sizes the payload records (UpdateItem
+//	                   dw on condition dw = 0; payloadwidth.go); BatchGetItem the M/P/D/H records touched;
 //	                   merge; conditional PutItem (version) of changed records only; member lists
 //	                   before status pages
 //	GetJob             Query pk = JOB#<job>, sk BETWEEN "J" AND "K#~"
@@ -194,17 +200,24 @@
 // The sender loop "take 10 tokens, claim 10, confirm 10" is three writes
 // of records under 1 KB a batch, and the shard's advance one more every
 // second batch (sender.Config.FoldEvery): 0.35 write units per message.
-// The snapshot adds about 0.04 (payload records of 64 items compress to
-// under 1 KB, status pages and member lists are one write per 256 items),
-// so a job of 1,000 single-recipient items costs 0.396 WCU per message on
-// dynalite with the mock's numbered message ids, 0.435 with random ids of
-// 32 characters (BenchmarkCostPerMessage, TestCostPerMessage). A
-// reference on every recipient adds its share of a hashed look-up record,
-// about 5 bytes: 0.405 in all with numbered references, 0.463 with random
-// 19-digit ones and random ids, where the payload records of 64 items
-// pass 1 KB (BenchmarkCostPerMessageWithRefs, TestCostPerMessageWithRefs;
-// R# records, one of 16 per 512 seqs written whole at each PutItems that
-// touched it, cost 0.039 where H# records cost 0.012). Index writes, which
+// The snapshot adds about 0.03 (status pages and member lists are one
+// write per 256 items; payload records are sized by bytes, each ending
+// just short of a whole KB: payloadwidth.go), so a job of 1,000
+// single-recipient items costs 0.389 WCU per message on dynalite with the
+// mock's numbered message ids, 0.428 with random ids of 32 characters
+// (BenchmarkCostPerMessage, TestCostPerMessage). A reference on every
+// recipient adds its share of a hashed look-up record, about 5 bytes:
+// 0.400 in all with numbered references, 0.453 with random 19-digit ones
+// and random ids, 0.463 with random UUIDs (BenchmarkCostPerMessageWithRefs,
+// TestCostPerMessageWithRefs; R# records, one of 16 per 512 seqs written
+// whole at each PutItems that touched it, cost 0.039 where H# records
+// cost 0.012). Payload records of a fixed 64 items, the layout before,
+// cost 0.396, 0.405, 0.463 and 0.464 in these cases: 64 of the mock's items
+// deflate to about 510 bytes (half a write unit wasted), 64 with 19-digit
+// references to about 1,270 (two units); sized, the records hold 132 and
+// 203 items (0.009 and 0.020 write units per item, were 0.016 and 0.031,
+// TestPayloadRecordsSizedByBytes), and the reads of payloads fall with
+// their number (0.211 to 0.195 RCU per message, 0.223 to 0.201). Index writes, which
 // dynalite does not charge, happen only when an index key changes: a page
 // enters and leaves the due index once per pass over it, the submitted index
 // once per page between reconciler runs, the running index once per shard

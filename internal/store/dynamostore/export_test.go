@@ -115,3 +115,32 @@ func (s *Store) CountRecordsForTest(ctx context.Context, jobID, prefix string) (
 	}, 0)
 	return len(recs), err
 }
+
+// RemoveJobDataWidthForTest removes the payload width attribute of a job
+// record, as jobs created before payload records were sized by bytes
+// lack it.
+func (s *Store) RemoveJobDataWidthForTest(ctx context.Context, jobID string) error {
+	_, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
+		Key: key(jobPK(jobID), skJob), UpdateExpression: aws.String("REMOVE " + attrDataWidth),
+	})
+	return err
+}
+
+// PayloadRecordsForTest lists the sizes of a job's payload records (D#),
+// as recordSize counts them, and the job's payload width.
+func (s *Store) PayloadRecordsForTest(ctx context.Context, jobID string) (sizes []int, width int64, err error) {
+	recs, err := s.query(ctx, &dynamodb.QueryInput{
+		KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :d)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": attrS(jobPK(jobID)), ":d": attrS("D#"),
+		},
+	}, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, r := range recs {
+		sizes = append(sizes, recordSize(r))
+	}
+	_, l, err := s.getJobLayout(ctx, jobID)
+	return sizes, l.dataWidth, err
+}

@@ -221,7 +221,7 @@ func (s *Store) pageWithMembers(ctx context.Context, jobID string, index int, bl
 		if err != nil {
 			return nil, nil, err
 		}
-		mem = &members{account: getS(mrec, "a"), seqs: seqs}
+		mem = &members{account: getS(mrec, "a"), seqs: seqs, dataWidth: recordDataWidth(mrec)}
 		if len(seqs) == len(pg.slots) {
 			s.membersMu.Lock()
 			if len(s.members) >= maxCachedMembers {
@@ -245,11 +245,12 @@ func (s *Store) pageWithMembers(ctx context.Context, jobID string, index int, bl
 // every wanted item, and cached once read.
 func (s *Store) materialize(ctx context.Context, jobID string, index int, pg *page, mem *members, ords []int, running bool) ([]store.Item, error) {
 	pk := jobPK(jobID)
+	width := mem.dataWidth
 	datas := map[int64]map[string]payload{}
 	if running {
 		for _, o := range ords {
 			seq := mem.seqs[o]
-			d := seq / dataWidth
+			d := seq / width
 			if data, ok := datas[d]; ok && data == nil {
 				continue // already known to lack an item
 			}
@@ -268,8 +269,8 @@ func (s *Store) materialize(ctx context.Context, jobID string, index int, pg *pa
 	var keys []map[string]types.AttributeValue
 	needSegs := false
 	for _, o := range ords {
-		if _, ok := datas[mem.seqs[o]/dataWidth]; !ok {
-			keys = append(keys, key(pk, skData(mem.seqs[o]/dataWidth)))
+		if _, ok := datas[mem.seqs[o]/width]; !ok {
+			keys = append(keys, key(pk, skData(mem.seqs[o]/width)))
 		}
 		if pg.slots[o].category != "" {
 			keys = append(keys, key(pk, skErr(index, mem.seqs[o])))
@@ -311,7 +312,7 @@ func (s *Store) materialize(ctx context.Context, jobID string, index int, pg *pa
 	items := make([]store.Item, 0, len(ords))
 	for _, o := range ords {
 		seq, sl := mem.seqs[o], pg.slots[o]
-		d := seq / dataWidth
+		d := seq / width
 		if _, ok := datas[d]; !ok {
 			data := map[string]payload{}
 			if r := recs[pk+"\x00"+skData(d)]; r != nil {

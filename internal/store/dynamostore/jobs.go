@@ -30,6 +30,9 @@ func jobItem(j store.Job) map[string]types.AttributeValue {
 		"g1pk":       attrS(tenantPK(j.Tenant)),
 		"g1sk":       attrS(fmt.Sprintf("%020d#%s", nanos(j.CreatedAt), j.ID)),
 		"rf":         attrN(refFormatHashed),
+		// Payload records sized by bytes: the width is set by the first
+		// PutItems (payloadwidth.go); until then 0.
+		attrDataWidth: attrN(0),
 	}
 	for name, v := range map[string]string{
 		"name": j.Name, "tmpl": j.Template, "idem": j.IdempotencyKey, "hash": j.RequestHash,
@@ -287,17 +290,32 @@ func (s *Store) getJobRecord(ctx context.Context, jobID string) (store.Job, erro
 // reference look-up records are hashed (hashrefs.go: jobs created since
 // rf was written) or R# records (refs.go).
 func (s *Store) getJobAndRefFormat(ctx context.Context, jobID string) (store.Job, bool, error) {
+	j, l, err := s.getJobLayout(ctx, jobID)
+	return j, l.hashedRefs, err
+}
+
+// jobLayout is how a job's item records are laid out, from its job record.
+type jobLayout struct {
+	// hashedRefs: reference look-up records are H# (hashrefs.go), not R#.
+	hashedRefs bool
+	// dataWidth is the seq range of its payload records; 0 while the
+	// first PutItems has not sized them (payloadwidth.go).
+	dataWidth int64
+}
+
+// getJobLayout reads the job record: the job and the layout of its items.
+func (s *Store) getJobLayout(ctx context.Context, jobID string) (store.Job, jobLayout, error) {
 	if jobID == "" {
-		return store.Job{}, false, fmt.Errorf("job: %w", store.ErrNotFound)
+		return store.Job{}, jobLayout{}, fmt.Errorf("job: %w", store.ErrNotFound)
 	}
 	rec, err := s.getItem(ctx, jobPK(jobID), skJob)
 	if err != nil {
-		return store.Job{}, false, fmt.Errorf("read job %s: %w", jobID, err)
+		return store.Job{}, jobLayout{}, fmt.Errorf("read job %s: %w", jobID, err)
 	}
 	if rec == nil {
-		return store.Job{}, false, fmt.Errorf("job %s: %w", jobID, store.ErrNotFound)
+		return store.Job{}, jobLayout{}, fmt.Errorf("job %s: %w", jobID, store.ErrNotFound)
 	}
-	return jobFrom(rec), getN(rec, "rf") == refFormatHashed, nil
+	return jobFrom(rec), jobLayout{hashedRefs: getN(rec, "rf") == refFormatHashed, dataWidth: recordDataWidth(rec)}, nil
 }
 
 // ListJobs queries the tenantJobs index newest first and reads the job
@@ -477,7 +495,7 @@ func (s *Store) PutItems(ctx context.Context, p store.PutItemsParams) error {
 	if len(p.Items) == 0 {
 		return nil
 	}
-	j, hashedRefs, err := s.getJobAndRefFormat(ctx, p.JobID)
+	j, layout, err := s.getJobLayout(ctx, p.JobID)
 	if err != nil {
 		return err
 	}
@@ -491,8 +509,13 @@ func (s *Store) PutItems(ctx context.Context, p store.PutItemsParams) error {
 		}
 		seen[it.Seq] = true
 	}
+	if layout.dataWidth == 0 {
+		if layout.dataWidth, err = s.sizePayloads(ctx, j, p.Items); err != nil {
+			return fmt.Errorf("put items into job %s: %w", p.JobID, err)
+		}
+	}
 	for attempt := 0; attempt < s.opts.MaxRetries; attempt++ {
-		err := s.putItemsOnce(ctx, p, hashedRefs)
+		err := s.putItemsOnce(ctx, p, layout)
 		if !isConditionFailed(err) {
 			if err != nil {
 				return fmt.Errorf("put items into job %s: %w", p.JobID, err)
@@ -508,7 +531,8 @@ type pageKey struct {
 	block int64
 }
 
-func (s *Store) putItemsOnce(ctx context.Context, p store.PutItemsParams, hashedRefs bool) error {
+func (s *Store) putItemsOnce(ctx context.Context, p store.PutItemsParams, layout jobLayout) error {
+	hashedRefs, width := layout.hashedRefs, layout.dataWidth
 	pk := jobPK(p.JobID)
 	pages := map[pageKey][]store.Item{}
 	datas := map[int64][]store.Item{}
@@ -517,7 +541,7 @@ func (s *Store) putItemsOnce(ctx context.Context, p store.PutItemsParams, hashed
 	for _, it := range p.Items {
 		k := pageKey{it.Shard, it.Seq / pageWidth}
 		pages[k] = append(pages[k], it)
-		datas[it.Seq/dataWidth] = append(datas[it.Seq/dataWidth], it)
+		datas[it.Seq/width] = append(datas[it.Seq/width], it)
 		if it.Ref != "" && hashedRefs {
 			h := refHash(it.Ref)
 			rk := refKey{hashedRefBucket(h), it.Seq / refWidth}
@@ -581,10 +605,14 @@ func (s *Store) putItemsOnce(ctx context.Context, p store.PutItemsParams, hashed
 			}
 		}
 		if len(merged) != len(seqs) {
-			writes = append(writes, versioned(map[string]types.AttributeValue{
+			m := map[string]types.AttributeValue{
 				attrPK: attrS(pk), attrSK: attrS(skMembers(k.shard, k.block)),
 				"m": attrS(encodeMembers(k.block, merged)), "a": attrS(items[0].Account), "n": attrN(int64(len(merged))),
-			}, oldM))
+			}
+			if width != dataWidth { // the readers of the page's items find their payloads by it
+				m[attrDataWidth] = attrN(width)
+			}
+			writes = append(writes, versioned(m, oldM))
 		}
 		pKey := key(pk, skPage(k.shard, k.block))
 		oldP := existing[recordID(pKey)]

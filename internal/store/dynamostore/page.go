@@ -25,7 +25,8 @@ import (
 const pageWidth = 256
 
 // dataWidth is the seq range of one payload record (to, vars of up to 64
-// items of any shard).
+// items of any shard) of the jobs whose records are not sized by bytes:
+// those created before payloadwidth.go, and those whose size came to 64.
 const dataWidth = 64
 
 // slot is the compact state of one item inside a status page.
@@ -402,6 +403,9 @@ func (p *page) counts(c *store.Counts, failures map[string]int64) {
 type members struct {
 	account string
 	seqs    []int64
+	// dataWidth is the seq range of the job's payload records
+	// (recordDataWidth of the member list).
+	dataWidth int64
 }
 
 // ordinal returns the slot index of seq, or -1.
