@@ -212,7 +212,10 @@ func (s *Store) PutItems(ctx context.Context, p store.PutItemsParams) error {
 // run just before them, if of the same state, takes them in too, so that
 // a shard whose items come a few per page still gets long runs.
 func (s *Store) putShardItems(ctx context.Context, tx *sql.Tx, no int64, shard int, put []flat) error {
-	slices.SortStableFunc(put, func(a, b flat) int { return cmpInt(a.e.seq, b.e.seq) })
+	bySeq := func(a, b flat) int { return cmpInt(a.e.seq, b.e.seq) }
+	if !slices.IsSortedFunc(put, bySeq) {
+		slices.SortStableFunc(put, bySeq)
+	}
 	// Of items given twice, the last given stands.
 	dedup := put[:0]
 	for _, f := range put {
@@ -224,48 +227,64 @@ func (s *Store) putShardItems(ctx context.Context, tx *sql.Tx, no int64, shard i
 	}
 	put = dedup
 	lo, hi := put[0].e.seq, put[len(put)-1].e.seq
-	rows, err := s.stmt(ctx, tx, qRunsFrom).QueryContext(ctx, no, shard, spanFloor(lo), hi)
-	if err != nil {
+	// The run starting last at or before lo (holding lo, or just before
+	// it), then those starting after lo up to hi.
+	old := make([]run, 0, 4)
+	r, err := scanRun(s.stmt(ctx, tx, qRunAt).QueryRowContext(ctx, no, shard, lo))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
 		return err
-	}
-	var old []run
-	for rows.Next() {
-		r, err := scanRun(rows)
-		if err != nil {
-			_ = rows.Close()
-			return err
-		}
+	default:
 		old = append(old, r)
 	}
-	if err := rows.Close(); err != nil {
-		return err
-	}
-	merged := slices.Clone(put)
-	var drop []int64
-	for i, r := range old {
-		if r.last() < lo {
-			// Before the items: the last such run may take them in.
-			if i+1 < len(old) && old[i+1].last() < lo {
-				continue
-			}
-			if r.st != put[0].st || len(r.items) == runMax {
-				continue
-			}
+	if lo < hi {
+		rows, err := s.stmt(ctx, tx, qRunsFrom).QueryContext(ctx, no, shard, lo+1, hi)
+		if err != nil {
+			return err
 		}
-		drop = append(drop, r.first())
+		for rows.Next() {
+			r, err := scanRun(rows)
+			if err != nil {
+				_ = rows.Close()
+				return err
+			}
+			old = append(old, r)
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+	}
+	var before []flat // the items of the run before lo taking them in
+	merged := put
+	overlap := false
+	for _, r := range old {
+		if r.last() < lo {
+			if r.st == put[0].st && len(r.items) < runMax && lo-r.first() <= runSpan {
+				before = r.flatten(make([]flat, 0, len(r.items)+len(put)))
+				if err := s.deleteRun(ctx, tx, no, shard, r.first()); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if err := s.deleteRun(ctx, tx, no, shard, r.first()); err != nil {
+			return err
+		}
+		if !overlap {
+			merged, overlap = slices.Clone(put), true
+		}
 		for _, e := range r.items {
 			if _, given := slices.BinarySearchFunc(put, e.seq, func(f flat, seq int64) int { return cmpInt(f.e.seq, seq) }); !given {
 				merged = append(merged, flat{st: r.st, e: e})
 			}
 		}
 	}
-	if len(merged) > len(put) {
-		slices.SortFunc(merged, func(a, b flat) int { return cmpInt(a.e.seq, b.e.seq) })
+	if overlap {
+		slices.SortFunc(merged, bySeq)
 	}
-	for _, first := range drop {
-		if err := s.deleteRun(ctx, tx, no, shard, first); err != nil {
-			return err
-		}
+	if before != nil {
+		merged = append(before, merged...)
 	}
 	for _, r := range formRuns(shard, merged) {
 		if err := s.putRun(ctx, tx, no, &r); err != nil {
