@@ -315,9 +315,15 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stack, error) {
 	// (Workers turns at once, each up to ClaimBatch calls): with fewer, a
 	// burst of single-recipient calls dials connections only to close
 	// them after, a sixth of qunfa dev's CPU at 1,000,000 messages.
-	wecom, err := wecomapi.New(wecomapi.Config{BaseURL: providerURL, ResponseTimeout: cfg.ProviderTimeout,
+	wecom, err := wecomapi.New(wecomapi.Config{
+		BaseURL:             providerURL,
+		ResponseTimeout:     cfg.ProviderTimeout,
 		MaxIdleConnsPerHost: min(cfg.Workers*cfg.Sender.ClaimBatch, maxIdleProviderConns),
-		Credentials:         creds, Owners: st, Clock: clk, Logger: log})
+		Credentials:         creds,
+		Owners:              st,
+		Clock:               clk,
+		Logger:              log,
+	})
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("provider: %w", err)
