@@ -1,10 +1,15 @@
 package sqlitestore
 
 import (
+	"database/sql"
 	"errors"
+	"fmt"
+	"path/filepath"
 	"slices"
 	"testing"
 
+	"github.com/qunfa/qunfa/internal/store"
+	"github.com/qunfa/qunfa/internal/store/storetest"
 	"pgregory.net/rapid"
 )
 
@@ -92,4 +97,101 @@ func TestFormRuns(t *testing.T) {
 	if want := []int{5, 5}; !slices.Equal(sizes, want) {
 		t.Fatalf("items 1000 apart: runs of %v, want %v (at most %d seqs a run)", sizes, want, runSpan)
 	}
+}
+
+// TestMigrateItemsToRuns opens a file of schema 19, whose items are a row
+// each (with vars, a ref, a message id): each is a run of one, listed,
+// read by seq, claimed (a claim ending between them), settled and counted
+// exactly as before, and rewritten as runs as it changes.
+func TestMigrateItemsToRuns(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "store.db")
+	old, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs := []string{schema}
+	for v := 2; v <= 19; v++ {
+		qs = append(qs, migrations[v])
+	}
+	qs = append(qs, "PRAGMA user_version = 19",
+		`INSERT INTO jobs (no, id, tenant, idem_key, request_hash, name, template, status, pause_reason, total,
+suppressed, shard_count, budget, budget_used, rate_per_sec, created_by, created_at, started_at, finished_at, meta)
+VALUES (1, 'job-1', 'tenant', 'k', 'h', 'n', 't', 'running', '', 6, 0, 2, 0, 0, 0, 'me', 1, 1, 0, NULL)`,
+		`INSERT INTO shards (job_no, idx, account, status, pause_reason, size, cursor, last_adv, n_pending,
+n_submitted, n_confirmed, n_failed, n_abandoned, failures, slow_factor, turn, turn_message, dirty)
+VALUES (1, 0, 'acct', 'running', '', 4, 0, 1, 3, 0, 1, 0, 0, NULL, 1, 0, '', 0),
+       (1, 1, 'acct', 'running', '', 2, 0, 1, 2, 0, 0, 0, 0, NULL, 1, 0, '', 0)`,
+		`INSERT INTO items (job_no, shard, seq, status, attempts, next_at, sub_at, claim, cat, code, msg, account, to_id, vars, ref, fin_at, msgid)
+VALUES (1, 0, 1, 2, 1, 0, 5, 'c0', NULL, NULL, NULL, 'acct', 'u1', '{"name":"A"}', NULL, 7, 'm-1'),
+       (1, 1, 2, 0, 0, 0, 0, '', NULL, NULL, NULL, 'acct', 'u2', NULL, 'r2', 0, NULL),
+       (1, 0, 3, 0, 0, 0, 0, '', NULL, NULL, NULL, 'acct', 'u3', '{"name":"C"}', NULL, 0, NULL),
+       (1, 1, 4, 0, 0, 0, 0, '', NULL, NULL, NULL, 'acct', 'u4', NULL, NULL, 0, NULL),
+       (1, 0, 5, 0, 0, 0, 0, '', NULL, NULL, NULL, 'acct', 'u5', NULL, NULL, 0, NULL),
+       (1, 0, 7, 0, 0, 0, 0, '', NULL, NULL, NULL, 'acct', 'u7', NULL, NULL, 0, NULL)`)
+	for _, q := range qs {
+		if _, err := old.ExecContext(ctx, q); err != nil {
+			t.Fatalf("write version 19 file: %v", err)
+		}
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s := openTemp(t, path)
+	page, err := s.ListItems(ctx, store.ListItemsParams{JobID: "job-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprint(len(page.Items))
+	for _, it := range page.Items {
+		got += fmt.Sprintf(" %d:%d:%s:%s:%s:%s:%v", it.Seq, it.Shard, it.Status, it.To, it.Ref, it.MsgID, it.Vars)
+	}
+	want := "6 1:0:confirmed:u1::m-1:map[name:A] 2:1:pending:u2:r2::map[] 3:0:pending:u3:::map[name:C] 4:1:pending:u4:::map[] 5:0:pending:u5:::map[] 7:0:pending:u7:::map[]"
+	if got != want {
+		t.Fatalf("migrated items:\n%s\nwant\n%s", got, want)
+	}
+	c, err := s.ClaimItems(ctx, store.ClaimItemsParams{JobID: "job-1", Index: 0, Max: 2, Now: storetest.Epoch, ClaimID: "c1"})
+	if err != nil || !slices.Equal(seqsOf(c.Items), []int64{3, 5}) || c.NextDueAt != storetest.Epoch {
+		t.Fatalf("claim of 2 = %v (next due %v), %v; want 3 and 5, more due", seqsOf(c.Items), c.NextDueAt, err)
+	}
+	res, err := s.UpdateItems(ctx, store.UpdateItemsParams{JobID: "job-1", Index: 0, At: storetest.Epoch, Updates: []store.ItemUpdate{
+		{Seq: 3, From: store.ItemSubmitted, ClaimID: "c1", To: store.ItemConfirmed, MsgID: "m-3"},
+		{Seq: 5, From: store.ItemSubmitted, ClaimID: "c1", To: store.ItemConfirmed, MsgID: "m-5"},
+		{Seq: 1, From: store.ItemSubmitted, To: store.ItemFailed},
+	}})
+	if err != nil || !slices.Equal(res.Rejected, []int64{1}) || res.Delta != (store.Counts{Submitted: -2, Confirmed: 2}) {
+		t.Fatalf("settle = %+v, %v", res, err)
+	}
+	items, err := s.GetItems(ctx, store.GetItemsParams{JobID: "job-1", Shard: 0, Seqs: []int64{7, 5, 3, 2, 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = ""
+	for _, it := range items {
+		got += fmt.Sprintf(" %d:%s:%s:%v", it.Seq, it.Status, it.MsgID, it.Vars)
+	}
+	if want := " 1:confirmed:m-1:map[name:A] 3:confirmed:m-3:map[name:C] 5:confirmed:m-5:map[] 7:pending::map[]"; got != want {
+		t.Fatalf("GetItems after the claim:%s, want%s", got, want)
+	}
+	sh, err := s.RecountShard(ctx, "job-1", 0)
+	if err != nil || sh.Counts != (store.Counts{Pending: 1, Confirmed: 3}) {
+		t.Fatalf("recount of shard 0 = %+v, %v", sh.Counts, err)
+	}
+	var rows, bodies int
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*), count(body) FROM items WHERE job_no = 1 AND shard = 0`).Scan(&rows, &bodies); err != nil {
+		t.Fatal(err)
+	}
+	// Rows are not joined: 3 and 5 were two, each rewritten as a run.
+	if rows != 4 || bodies != 2 {
+		t.Fatalf("shard 0 in %d rows (%d runs written since), want 4: items 1 and 7 as they were, 3 and 5 rewritten", rows, bodies)
+	}
+}
+
+func seqsOf(items []store.Item) []int64 {
+	out := make([]int64, len(items))
+	for i, it := range items {
+		out[i] = it.Seq
+	}
+	return out
 }
