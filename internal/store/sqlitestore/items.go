@@ -45,16 +45,7 @@ func (s *Store) ClaimItems(ctx context.Context, p store.ClaimItemsParams) (store
 		res.Items = make([]store.Item, 0, limit)
 		for i := range runs {
 			r := &runs[i]
-			if k := limit - len(res.Items); k < len(r.items) {
-				rest := run{shard: r.shard, st: r.st, items: r.items[k:]}
-				if err := s.putRun(ctx, tx, no, &rest); err != nil {
-					return fmt.Errorf("claim items of %s/%d: %w", p.JobID, p.Index, err)
-				}
-				r.items = r.items[:k]
-			}
-			r.st.status, r.st.claim, r.st.subAt = codeSubmitted, p.ClaimID, now
-			r.st.attempts++
-			if err := s.putRun(ctx, tx, no, r); err != nil {
+			if err := s.claimRun(ctx, tx, no, r, limit-len(res.Items), p.ClaimID, now); err != nil {
 				return fmt.Errorf("claim items of %s/%d: %w", p.JobID, p.Index, err)
 			}
 			for _, e := range r.items {
@@ -81,6 +72,51 @@ func (s *Store) ClaimItems(ctx context.Context, p store.ClaimItemsParams) (store
 	return res, nil
 }
 
+// claimRun claims the first k items of r (all if it has fewer) under
+// claim at now: the rest, if any, stays pending as a run of its own. On
+// return r.items are the claimed items, r.st their state. A run read
+// undecoded has its body cut, not decoded and encoded again.
+func (s *Store) claimRun(ctx context.Context, tx *sql.Tx, no int64, r *run, k int, claim string, now int64) error {
+	rest := r.st
+	r.st.status, r.st.claim, r.st.subAt = codeSubmitted, claim, now
+	r.st.attempts++
+	if r.items != nil { // a run of one of before runs
+		if k < len(r.items) {
+			tail := run{shard: r.shard, st: rest, items: r.items[k:]}
+			if err := s.putRun(ctx, tx, no, &tail); err != nil {
+				return err
+			}
+			r.items = r.items[:k]
+		}
+		return s.putRun(ctx, tx, no, r)
+	}
+	raw := r.raw
+	if k >= raw.n {
+		items, err := decodeBody(raw.first, raw.n, raw.body)
+		if err != nil {
+			return err
+		}
+		if items[len(items)-1].seq-raw.first != raw.span {
+			return fmt.Errorf("%w: run of %d spans %d, body says %d", errCorruptRun, raw.first, raw.span, items[len(items)-1].seq-raw.first)
+		}
+		r.items = items
+		return s.putRawRun(ctx, tx, no, r.shard, r.st, raw)
+	}
+	head, headBody, restFirst, restBody, err := raw.split(k)
+	if err != nil {
+		return err
+	}
+	last := raw.first + raw.span
+	if restFirst > last {
+		return fmt.Errorf("%w: run of %d spans %d, its item %d is at %d", errCorruptRun, raw.first, raw.span, k, restFirst)
+	}
+	if err := s.putRawRun(ctx, tx, no, r.shard, rest, rawRun{first: restFirst, n: raw.n - k, span: last - restFirst, body: restBody}); err != nil {
+		return err
+	}
+	r.items = head
+	return s.putRawRun(ctx, tx, no, r.shard, r.st, rawRun{first: raw.first, n: k, span: head[k-1].seq - raw.first, body: headBody})
+}
+
 // dueRuns reads the due pending runs of a shard in seq order until they
 // hold limit items.
 func (s *Store) dueRuns(ctx context.Context, tx *sql.Tx, no int64, shard int, now int64, limit int) ([]run, error) {
@@ -92,12 +128,12 @@ func (s *Store) dueRuns(ctx context.Context, tx *sql.Tx, no int64, shard int, no
 	var out []run
 	n := 0
 	for n < limit && rows.Next() {
-		r, err := scanRun(rows)
+		r, err := scanRunLazy(rows)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, r)
-		n += len(r.items)
+		n += max(len(r.items), r.raw.n)
 	}
 	return out, rows.Err()
 }

@@ -60,6 +60,7 @@ type run struct {
 	shard int
 	st    runState
 	items []entry // in seq order; items[0].seq is the row key
+	raw   rawRun  // the row's body while items is nil (scanRunLazy)
 }
 
 func (r *run) first() int64 { return r.items[0].seq }
@@ -172,6 +173,33 @@ i.cat, i.code, i.msg, i.account, i.ref, i.fin_at, i.to_id, i.vars, i.msgid, i.bo
 
 // scanRun scans runCols (then extra columns into extra).
 func scanRun(row interface{ Scan(...any) error }, extra ...any) (run, error) {
+	r, err := scanRunLazy(row, extra...)
+	if err != nil || r.items != nil {
+		return r, err
+	}
+	items, err := decodeBody(r.raw.first, r.raw.n, r.raw.body)
+	if err != nil {
+		return r, err
+	}
+	if items[len(items)-1].seq-r.raw.first != r.raw.span {
+		return r, fmt.Errorf("%w: run of %d spans %d, body says %d", errCorruptRun, r.raw.first, r.raw.span, items[len(items)-1].seq-r.raw.first)
+	}
+	r.items = items
+	return r, nil
+}
+
+// rawRun is a run's row as stored: its items not decoded.
+type rawRun struct {
+	first int64
+	n     int
+	span  int64
+	body  []byte
+}
+
+// scanRunLazy scans runCols like scanRun but leaves a body in r.raw,
+// decoded by no one yet (r.items is nil; a row without a body, a run of
+// one, is decoded).
+func scanRunLazy(row interface{ Scan(...any) error }, extra ...any) (run, error) {
 	var (
 		r                   run
 		first               int64
@@ -196,15 +224,46 @@ func scanRun(row interface{ Scan(...any) error }, extra ...any) (run, error) {
 		r.items = []entry{{seq: first, to: to, vars: vars.String, msgID: msgID.String}}
 		return r, nil
 	}
-	items, err := decodeBody(first, n, body)
-	if err != nil {
-		return r, err
+	if n <= 0 || n > runMax || span < 0 || span > runSpan {
+		return r, fmt.Errorf("%w: %d items of %d spanning %d", errCorruptRun, n, first, span)
 	}
-	if items[len(items)-1].seq-first != span {
-		return r, fmt.Errorf("%w: run of %d spans %d, body says %d", errCorruptRun, first, span, items[len(items)-1].seq-first)
-	}
-	r.items = items
+	r.raw = rawRun{first: first, n: n, span: span, body: body}
 	return r, nil
+}
+
+// splitRaw splits the body of a run not decoded into its first k items
+// (0 < k < n), decoded, with their body, and the body of the rest, whose
+// first seq is restFirst: the bytes are cut, not encoded again.
+func (raw rawRun) split(k int) (head []entry, headBody []byte, restFirst int64, restBody []byte, err error) {
+	b := raw.body
+	head = make([]entry, 0, k)
+	seq, pos := raw.first, 0
+	for i := 0; i <= k; i++ {
+		d, dl := binary.Uvarint(b[pos:])
+		if dl <= 0 || (i == 0 && d != 0) || (i > 0 && (d == 0 || d > runSpan)) {
+			return nil, nil, 0, nil, fmt.Errorf("%w at item %d of %d", errCorruptRun, i, raw.first)
+		}
+		seq += int64(d)
+		if i == k {
+			rest := make([]byte, 0, 1+len(b)-pos-dl)
+			rest = append(append(rest, 0), b[pos+dl:]...)
+			return head, b[:pos], seq, rest, nil
+		}
+		e := entry{seq: seq}
+		q := b[pos+dl:]
+		var ok bool
+		if e.to, q, ok = readBytes(q); ok {
+			if e.vars, q, ok = readBytes(q); ok {
+				e.msgID, q, ok = readBytes(q)
+			}
+		}
+		if !ok {
+			return nil, nil, 0, nil, fmt.Errorf("%w at item %d of %d", errCorruptRun, i, raw.first)
+		}
+		pos = len(b) - len(q)
+		head = append(head, e)
+	}
+	panic("unreachable")
 }
 
 // item is the store's view of e, an item of r, of job jobID.
@@ -270,6 +329,19 @@ func (s *Store) putRun(ctx context.Context, tx *sql.Tx, no int64, r *run) error 
 	_, err := s.stmt(ctx, tx, qRunPut).ExecContext(ctx, no, r.shard, r.first(), len(r.items), r.last()-r.first(),
 		r.st.status, r.st.attempts, r.st.nextAt, r.st.subAt, r.st.claim, cat, code, msg, r.st.account,
 		nullString(r.st.ref), r.st.finAt, encodeBody(r.items))
+	return err
+}
+
+// putRawRun writes a run of n items spanning span from first, whose body
+// is encoded already.
+func (s *Store) putRawRun(ctx context.Context, tx *sql.Tx, no int64, shard int, st runState, raw rawRun) error {
+	var cat, code, msg any
+	if st.hasErr {
+		cat, code, msg = st.cat, st.code, st.msg
+	}
+	_, err := s.stmt(ctx, tx, qRunPut).ExecContext(ctx, no, shard, raw.first, raw.n, raw.span,
+		st.status, st.attempts, st.nextAt, st.subAt, st.claim, cat, code, msg, st.account,
+		nullString(st.ref), st.finAt, raw.body)
 	return err
 }
 

@@ -14,7 +14,7 @@ import (
 )
 
 // TestRunBodyRoundTrip: a run's items come back from their encoding as
-// they went in, and a body cut short, with bytes left over, or with seqs
+// they went in, also from the two bodies a claim cuts it into, and a body cut short, with bytes left over, or with seqs
 // not increasing or past runSpan is refused, never misread.
 func TestRunBodyRoundTrip(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
@@ -44,6 +44,21 @@ func TestRunBodyRoundTrip(t *testing.T) {
 		if len(items) > 1 {
 			if _, err := decodeBody(first, len(items)-1, b); !errors.Is(err, errCorruptRun) {
 				rt.Fatalf("one item fewer than encoded: %v", err)
+			}
+		}
+		if len(items) > 1 {
+			// A claim's cut: the head and the rest decode as the items.
+			k := rapid.IntRange(1, len(items)-1).Draw(rt, "k")
+			raw := rawRun{first: first, n: len(items), span: items[len(items)-1].seq - first, body: b}
+			head, headBody, restFirst, restBody, err := raw.split(k)
+			if err != nil || !slices.Equal(head, items[:k]) || restFirst != items[k].seq {
+				rt.Fatalf("split at %d: %v, rest from %d, %v", k, head, restFirst, err)
+			}
+			if got, err := decodeBody(first, k, headBody); err != nil || !slices.Equal(got, items[:k]) {
+				rt.Fatalf("head of the split at %d: %v, %v", k, got, err)
+			}
+			if got, err := decodeBody(restFirst, len(items)-k, restBody); err != nil || !slices.Equal(got, items[k:]) {
+				rt.Fatalf("rest of the split at %d: %v, %v", k, got, err)
 			}
 		}
 		if cut := rapid.IntRange(0, len(b)-1).Draw(rt, "cut"); true {
