@@ -24,7 +24,7 @@ import (
 //
 // The span is at most runSpan, so the runs holding seqs from s on start
 // after s − runSpan: a listing in seq order reads the rows from there and
-// merges the runs of different shards, whose seqs interleave (mergeRuns).
+// merges the runs of different shards, whose seqs interleave (runMerger).
 const (
 	runMax  = 128
 	runSpan = 4096
@@ -240,7 +240,7 @@ func scanRunLazy(row interface{ Scan(...any) error }, extra ...any) (run, error)
 	return r, nil
 }
 
-// splitRaw splits the body of a run not decoded into its first k items
+// split splits the body of a run not decoded into its first k items
 // (0 < k < n), decoded, with their body, and the body of the rest, whose
 // first seq is restFirst: the bytes are cut, not encoded again.
 func (raw rawRun) split(k int) (head []entry, headBody []byte, restFirst int64, restBody []byte, err error) {
@@ -387,7 +387,7 @@ func (s *Store) putRun(ctx context.Context, tx *sql.Tx, no int64, r *run) error 
 	return err
 }
 
-// putRawRun writes a run of n items spanning span from first, whose body
+// putRawRun writes the run raw of a shard in state st, whose body
 // is encoded already.
 func (s *Store) putRawRun(ctx context.Context, tx *sql.Tx, no int64, shard int, st runState, raw rawRun) error {
 	var cat, code, msg any
