@@ -61,9 +61,13 @@ func BenchmarkStaged1M(b *testing.B) {
 	b.ReportMetric(float64(r.hwm)/(1<<20), "peak-RSS-MiB")
 	b.ReportMetric(float64(r.mockHWM)/(1<<20), "mock-peak-RSS-MiB")
 	b.ReportMetric(float64(listMax.Microseconds())/1000, "items-page-max-ms")
-	b.Logf("%d recipients, %d accounts: submit %v, running after %v, completed after %v (sending %v: %.0f msg/s; loopback %.0f req/s, ratio %.2f); peak RSS of qunfa dev %.0f MiB (mock %.0f MiB); slowest items page %v",
+	b.ReportMetric(r.cpuTotal.Seconds(), "dev-CPU-s")
+	b.ReportMetric(r.cpuTotal.Seconds()/float64(n)*1e5, "dev-CPU-s/100k")
+	load, _ := os.ReadFile("/proc/loadavg")
+	b.Logf("%d recipients, %d accounts: submit %v, running after %v, completed after %v (sending %v: %.0f msg/s; loopback %.0f req/s, ratio %.2f); CPU of qunfa dev %.1f s (%.2f s per 100,000); peak RSS of qunfa dev %.0f MiB (mock %.0f MiB); slowest items page %v; load %s",
 		n, accounts, r.submitted.Round(time.Millisecond), r.staged.Round(time.Millisecond), r.total.Round(time.Second), sending.Round(time.Millisecond),
-		rate, ceiling, rate/ceiling, float64(r.hwm)/(1<<20), float64(r.mockHWM)/(1<<20), listMax.Round(time.Millisecond))
+		rate, ceiling, rate/ceiling, r.cpuTotal.Seconds(), r.cpuTotal.Seconds()/float64(n)*1e5, float64(r.hwm)/(1<<20), float64(r.mockHWM)/(1<<20), listMax.Round(time.Millisecond),
+		strings.TrimSpace(string(load)))
 }
 
 // benchSize is the recipients of a scale benchmark: 1,000,000 unless

@@ -8,9 +8,10 @@ import (
 )
 
 // TestClaimPlans: a claim and its next-due look-ups search the partial
-// indexes of pending items from the shard on (items_claim in seq order,
+// indexes of pending runs from the shard on (items_claim in seq order,
 // items_due by next-attempt time, which holds no fresh item), never the
-// shard's rows, so their cost is what is pending, not what was sent.
+// shard's rows, so their cost is what is pending, not what was sent; an
+// update finds the run holding a seq by one probe of the primary key.
 func TestClaimPlans(t *testing.T) {
 	s := openTemp(t, filepath.Join(t.TempDir(), "store.db"))
 	cases := []struct {
@@ -19,7 +20,9 @@ func TestClaimPlans(t *testing.T) {
 		args []any
 		want string
 	}{
-		{"claim", qClaim, []any{"c", 1, 1, 0, 10}, "SEARCH items USING COVERING INDEX items_claim (job_no=? AND shard=?)"},
+		{"claim", qClaimRuns, []any{1, 0, 1, 10}, "SEARCH i USING INDEX items_claim (job_no=? AND shard=?)"},
+		{"run at", qRunAt, []any{1, 0, 5}, "SEARCH i USING PRIMARY KEY (job_no=? AND shard=? AND seq<?)"},
+		{"runs from", qRunsFrom, []any{1, 0, 5, 9}, "SEARCH i USING PRIMARY KEY (job_no=? AND shard=? AND seq>? AND seq<?)"},
 		{"next due", qNextDue, []any{1, 0}, "SEARCH items USING COVERING INDEX items_due (job_no=? AND shard=? AND next_at>?)"},
 		{"more due", qMoreDue, []any{1, 0, 5, 1}, "SEARCH items USING COVERING INDEX items_claim (job_no=? AND shard=? AND seq>?)"},
 	}
@@ -56,7 +59,7 @@ func TestClaimPlans(t *testing.T) {
 			if !strings.Contains(whole, c.want) {
 				t.Errorf("plan %q, want %q", plan, c.want)
 			}
-			if strings.Contains(whole, "SCAN items") || strings.Contains(whole, "TEMP B-TREE") {
+			if strings.Contains(whole, "SCAN items") || strings.Contains(whole, "SCAN i ") || strings.Contains(whole, "TEMP B-TREE") {
 				t.Errorf("plan %q scans or sorts items", plan)
 			}
 		})

@@ -360,7 +360,11 @@ func checkCounts(t *testing.T, sh store.Shard, items map[int64]store.Item) {
 			continue
 		}
 		*countField(&c, it.Status)++
-		if k := carriedCategory(it.Status, category(it.Error)); k != "" {
+		cat := ""
+		if it.Error != nil {
+			cat = it.Error.Category
+		}
+		if k := carriedCategory(it.Status, cat); k != "" {
 			f[k]++
 		}
 	}

@@ -3,11 +3,9 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/qunfa/qunfa/internal/store"
 )
@@ -19,7 +17,9 @@ const maxClaim = 1000
 const maxUpdates = 1000
 
 // ClaimItems moves up to p.Max due pending items of a shard to submitted,
-// in seq order, in one statement of one write transaction.
+// in seq order, in one write transaction: whole runs, the last split when
+// it holds more than the claim takes (the rest stays pending as a run of
+// its own).
 func (s *Store) ClaimItems(ctx context.Context, p store.ClaimItemsParams) (store.ClaimItemsResult, error) {
 	if p.Max <= 0 || p.ClaimID == "" {
 		return store.ClaimItemsResult{}, fmt.Errorf("claim items: %w: Max must be positive and ClaimID set", store.ErrInvalidArgument)
@@ -32,47 +32,30 @@ func (s *Store) ClaimItems(ctx context.Context, p store.ClaimItemsParams) (store
 		if err != nil {
 			return fmt.Errorf("claim items: %w", err)
 		}
-		rows, err := s.stmt(ctx, tx, qClaim).QueryContext(ctx, p.ClaimID, now, no, p.Index, limit)
+		runs, err := s.dueRuns(ctx, tx, no, p.Index, now, limit)
 		if err != nil {
 			return fmt.Errorf("claim items of %s/%d: %w", p.JobID, p.Index, err)
 		}
-		defer rows.Close()
-		res.Items = make([]store.Item, 0, limit)
-		for rows.Next() {
-			it := store.Item{
-				JobID:       p.JobID,
-				Shard:       p.Index,
-				Status:      store.ItemSubmitted,
-				ClaimID:     p.ClaimID,
-				SubmittedAt: fromNanos(now),
-			}
-			var (
-				vars, ref, cat, code, msg sql.NullString
-				nextAt                    int64
-			)
-			if err := rows.Scan(&it.Seq, &it.Account, &it.To, &vars, &ref, &it.Attempts, &nextAt, &cat, &code, &msg); err != nil {
-				return fmt.Errorf("claim items of %s/%d: %w", p.JobID, p.Index, err)
-			}
-			it.NextAttemptAt = fromNanos(nextAt)
-			it.Ref = ref.String
-			if err := decodeVars(vars, &it); err != nil {
-				return err
-			}
-			it.Error = itemError(cat, code, msg)
-			res.Items = append(res.Items, it)
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("claim items of %s/%d: %w", p.JobID, p.Index, err)
-		}
-		_ = rows.Close()
-		if len(res.Items) == 0 {
+		if len(runs) == 0 {
 			// Nothing claimed: tell an empty shard from a missing one.
 			if _, err := s.shardExists(ctx, tx, p.JobID, p.Index); err != nil {
 				return fmt.Errorf("claim items: %w", err)
 			}
 		}
-		// RETURNING gives no order guarantee.
-		slices.SortFunc(res.Items, func(a, b store.Item) int { return cmpInt(a.Seq, b.Seq) })
+		res.Items = make([]store.Item, 0, limit)
+		for i := range runs {
+			r := &runs[i]
+			if err := s.claimRun(ctx, tx, no, r, limit-len(res.Items), p.ClaimID, now); err != nil {
+				return fmt.Errorf("claim items of %s/%d: %w", p.JobID, p.Index, err)
+			}
+			for _, e := range r.items {
+				it, err := r.item(p.JobID, e)
+				if err != nil {
+					return err
+				}
+				res.Items = append(res.Items, it)
+			}
+		}
 		n := int64(len(res.Items))
 		res.Delta = store.Counts{Pending: -n, Submitted: n}
 
@@ -87,6 +70,72 @@ func (s *Store) ClaimItems(ctx context.Context, p store.ClaimItemsParams) (store
 		return store.ClaimItemsResult{}, err
 	}
 	return res, nil
+}
+
+// claimRun claims the first k items of r (all if it has fewer) under
+// claim at now: the rest, if any, stays pending as a run of its own. On
+// return r.items are the claimed items, r.st their state. A run read
+// undecoded has its body cut, not decoded and encoded again.
+func (s *Store) claimRun(ctx context.Context, tx *sql.Tx, no int64, r *run, k int, claim string, now int64) error {
+	rest := r.st
+	r.st.status, r.st.claim, r.st.subAt = codeSubmitted, claim, now
+	r.st.attempts++
+	if r.items != nil { // a run of one of before runs
+		if k < len(r.items) {
+			tail := run{shard: r.shard, st: rest, items: r.items[k:]}
+			if err := s.putRun(ctx, tx, no, &tail); err != nil {
+				return err
+			}
+			r.items = r.items[:k]
+		}
+		return s.putRun(ctx, tx, no, r)
+	}
+	raw := r.raw
+	if k >= raw.n {
+		items, err := decodeBody(raw.first, raw.n, raw.body)
+		if err != nil {
+			return err
+		}
+		if items[len(items)-1].seq-raw.first != raw.span {
+			return fmt.Errorf("%w: run of %d spans %d, body says %d", errCorruptRun, raw.first, raw.span, items[len(items)-1].seq-raw.first)
+		}
+		r.items = items
+		return s.putRawRun(ctx, tx, no, r.shard, r.st, raw)
+	}
+	head, headBody, restFirst, restBody, err := raw.split(k)
+	if err != nil {
+		return err
+	}
+	last := raw.first + raw.span
+	if restFirst > last {
+		return fmt.Errorf("%w: run of %d spans %d, its item %d is at %d", errCorruptRun, raw.first, raw.span, k, restFirst)
+	}
+	if err := s.putRawRun(ctx, tx, no, r.shard, rest, rawRun{first: restFirst, n: raw.n - k, span: last - restFirst, body: restBody}); err != nil {
+		return err
+	}
+	r.items = head
+	return s.putRawRun(ctx, tx, no, r.shard, r.st, rawRun{first: raw.first, n: k, span: head[k-1].seq - raw.first, body: headBody})
+}
+
+// dueRuns reads the due pending runs of a shard in seq order until they
+// hold limit items.
+func (s *Store) dueRuns(ctx context.Context, tx *sql.Tx, no int64, shard int, now int64, limit int) ([]run, error) {
+	rows, err := s.stmt(ctx, tx, qClaimRuns).QueryContext(ctx, no, shard, now, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []run
+	n := 0
+	for n < limit && rows.Next() {
+		r, err := scanRunLazy(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+		n += max(len(r.items), r.raw.n)
+	}
+	return out, rows.Err()
 }
 
 // claimNextDue is the NextDueAt of a claim that took claimed (in seq
@@ -140,37 +189,11 @@ func (s *Store) shardExists(ctx context.Context, tx *sql.Tx, jobID string, index
 	return no, nil
 }
 
-func decodeVars(vars sql.NullString, it *store.Item) error {
-	if !vars.Valid || vars.String == "" {
-		return nil
-	}
-	if err := json.Unmarshal([]byte(vars.String), &it.Vars); err != nil {
-		return fmt.Errorf("decode vars of item %d: %w", it.Seq, err)
-	}
-	return nil
-}
-
-func itemError(cat, code, msg sql.NullString) *store.ItemError {
-	if !cat.Valid {
-		return nil
-	}
-	return &store.ItemError{Category: cat.String, Code: code.String, Message: msg.String}
-}
-
-// itemState is the mutable part of an item that UpdateItems reads and
-// writes.
-type itemState struct {
-	status   store.ItemStatus
-	attempts int
-	nextAt   int64
-	claim    string
-	err      *store.ItemError
-	finAt    int64
-	msgID    string
-}
-
 // UpdateItems applies conditional changes to items of one shard, in the
-// order given, and reports the count and failure deltas they caused.
+// order given, and reports the count and failure deltas they caused. The
+// runs holding the items are read, changed item by item, and written
+// again as runs of equal state: uniform outcomes of a run rewrite its row,
+// divergent ones split it.
 func (s *Store) UpdateItems(ctx context.Context, p store.UpdateItemsParams) (store.UpdateItemsResult, error) {
 	if len(p.Updates) > maxUpdates {
 		return store.UpdateItemsResult{}, fmt.Errorf("update items: %w: %d updates, at most %d", store.ErrInvalidArgument, len(p.Updates), maxUpdates)
@@ -190,68 +213,44 @@ func (s *Store) UpdateItems(ctx context.Context, p store.UpdateItemsParams) (sto
 		if err != nil {
 			return fmt.Errorf("update items: %w", err)
 		}
-		state, err := s.itemStates(ctx, tx, no, p.Index, p.Updates)
+		runs, at, err := s.runsOf(ctx, tx, no, p.Index, p.Updates)
 		if err != nil {
 			return fmt.Errorf("update items of %s/%d: %w", p.JobID, p.Index, err)
 		}
-		if len(state) == 0 {
+		if len(runs) == 0 {
 			// Nothing to update: tell an unknown shard from unknown items.
 			if _, err := s.shardExists(ctx, tx, p.JobID, p.Index); err != nil {
 				return fmt.Errorf("update items: %w", err)
 			}
 		}
-		changed := make([]int64, 0, len(p.Updates))
+		flats := make([][]flat, len(runs))
+		for i := range runs {
+			flats[i] = runs[i].flatten(nil)
+		}
+		changed := make([]bool, len(runs))
 		for _, u := range p.Updates {
-			cur, ok := state[u.Seq]
-			if !ok || cur.status != u.From || (u.ClaimID != "" && cur.claim != u.ClaimID) {
+			loc, ok := at[u.Seq]
+			if !ok {
 				res.Rejected = append(res.Rejected, u.Seq)
 				continue
 			}
-			next := cur
-			next.status = u.To
-			if !u.KeepError {
-				next.err = nil
-				if u.Error != nil {
-					e := *u.Error
-					next.err = &e
+			f := &flats[loc[0]][loc[1]]
+			if next, ok := applyUpdate(f, u, toNanos(p.At), &res); ok {
+				*f = next
+				changed[loc[0]] = true
+			} else {
+				res.Rejected = append(res.Rejected, u.Seq)
+			}
+		}
+		for i := range runs {
+			if !changed[i] {
+				continue
+			}
+			for _, r := range formRuns(p.Index, flats[i]) {
+				if err := s.putRun(ctx, tx, no, &r); err != nil {
+					return fmt.Errorf("update items of %s/%d: %w", p.JobID, p.Index, err)
 				}
 			}
-			if u.To == store.ItemPending {
-				next.nextAt = toNanos(u.NextAttemptAt)
-			}
-			if u.ResetAttempts {
-				next.attempts = 0
-			}
-			switch {
-			case !terminal(u.To):
-				next.finAt, next.msgID = 0, ""
-			case !terminal(cur.status):
-				next.finAt = toNanos(p.At)
-			}
-			if u.To == store.ItemConfirmed && u.MsgID != "" {
-				next.msgID = u.MsgID
-			}
-			next.attempts = max(0, next.attempts+u.AttemptsDelta)
-
-			res.Delta.Move(cur.status, next.status)
-			moveFailure(res.FailuresDelta, carriedCategory(cur.status, category(cur.err)), carriedCategory(next.status, category(next.err)))
-			moveFailure(res.FailuresDelta, retriedTally(cur.status, cur.attempts), retriedTally(next.status, next.attempts))
-			if !slices.Contains(changed, u.Seq) {
-				changed = append(changed, u.Seq)
-			}
-			state[u.Seq] = next
-		}
-		args := make([]any, 0, len(changed)*itemWrites.args)
-		for _, seq := range changed {
-			st := state[seq]
-			var cat, code, msg any
-			if st.err != nil {
-				cat, code, msg = st.err.Category, st.err.Code, st.err.Message
-			}
-			args = append(args, seq, statusCodes[st.status], st.attempts, st.nextAt, cat, code, msg, st.finAt, nullString(st.msgID))
-		}
-		if err := s.execRows(ctx, tx, itemWrites, args, no, p.Index); err != nil {
-			return fmt.Errorf("update items of %s/%d: %w", p.JobID, p.Index, err)
 		}
 		return nil
 	})
@@ -261,98 +260,88 @@ func (s *Store) UpdateItems(ctx context.Context, p store.UpdateItemsParams) (sto
 	return res, nil
 }
 
-func category(e *store.ItemError) string {
-	if e == nil {
+// applyUpdate is f after u at time at (Unix nanoseconds), and the count
+// and failure deltas it adds to res; false if u's condition fails.
+func applyUpdate(f *flat, u store.ItemUpdate, at int64, res *store.UpdateItemsResult) (flat, bool) {
+	cur := f.st
+	from := statusNames[cur.status]
+	if from != u.From || (u.ClaimID != "" && cur.claim != u.ClaimID) {
+		return flat{}, false
+	}
+	next := *f
+	next.st.status = statusCodes[u.To]
+	if !u.KeepError {
+		next.st.hasErr, next.st.cat, next.st.code, next.st.msg = false, "", "", ""
+		if u.Error != nil {
+			next.st.hasErr, next.st.cat, next.st.code, next.st.msg = true, u.Error.Category, u.Error.Code, u.Error.Message
+		}
+	}
+	if u.To == store.ItemPending {
+		next.st.nextAt = toNanos(u.NextAttemptAt)
+	}
+	if u.ResetAttempts {
+		next.st.attempts = 0
+	}
+	switch {
+	case !terminal(u.To):
+		next.st.finAt, next.e.msgID = 0, ""
+	case !terminal(from):
+		next.st.finAt = at
+	}
+	if u.To == store.ItemConfirmed && u.MsgID != "" {
+		next.e.msgID = u.MsgID
+	}
+	next.st.attempts = max(0, next.st.attempts+u.AttemptsDelta)
+
+	res.Delta.Move(from, u.To)
+	moveFailure(res.FailuresDelta, carriedCategory(from, cur.category()), carriedCategory(u.To, next.st.category()))
+	moveFailure(res.FailuresDelta, retriedTally(from, cur.attempts), retriedTally(u.To, next.st.attempts))
+	return next, true
+}
+
+// category is the category of the items' error, "" without one.
+func (st runState) category() string {
+	if !st.hasErr {
 		return ""
 	}
-	return e.Category
+	return st.cat
 }
 
-// itemStates reads the current state of the items of a shard listed in
-// ups. A batch's items are mostly neighbours (a claim takes a shard's next
-// pending items in seq order): when the seqs span at most twice as many
-// as there are, one range scan reads them, the few between are skipped;
-// otherwise each is looked up.
-func (s *Store) itemStates(ctx context.Context, tx *sql.Tx, no int64, shard int, ups []store.ItemUpdate) (map[int64]itemState, error) {
-	out := make(map[int64]itemState, len(ups))
-	if len(ups) == 0 {
-		return out, nil
+// runsOf reads the runs of a shard holding the items ups name, and where
+// each item is among them: at[seq] = {run, index in the run}. A batch's
+// items are mostly neighbours (a claim takes a shard's next pending items
+// in seq order), so it reads a few runs.
+func (s *Store) runsOf(ctx context.Context, tx *sql.Tx, no int64, shard int, ups []store.ItemUpdate) ([]run, map[int64][2]int, error) {
+	seqs := make([]int64, len(ups))
+	for i, u := range ups {
+		seqs[i] = u.Seq
 	}
-	lo, hi := ups[0].Seq, ups[0].Seq
-	for _, u := range ups {
-		lo, hi = min(lo, u.Seq), max(hi, u.Seq)
-	}
-	var rows *sql.Rows
-	var err error
-	var wanted map[int64]bool
-	if hi-lo < 2*int64(len(ups)) {
-		wanted = make(map[int64]bool, len(ups))
-		for _, u := range ups {
-			wanted[u.Seq] = true
-		}
-		rows, err = s.stmt(ctx, tx, qItemStateRange).QueryContext(ctx, no, shard, lo, hi)
-	} else {
-		seqs := make([]byte, 0, 8*len(ups)+2)
-		seqs = append(seqs, '[')
-		for i, u := range ups {
-			if i > 0 {
-				seqs = append(seqs, ',')
+	slices.Sort(seqs)
+	seqs = slices.Compact(seqs)
+	var runs []run
+	at := make(map[int64][2]int, len(seqs))
+	probe := func(args ...any) *sql.Row { return s.stmt(ctx, tx, qRunAt).QueryRowContext(ctx, args...) }
+	for _, seq := range seqs {
+		if len(runs) == 0 || seq > runs[len(runs)-1].last() {
+			r, ok, err := runAt(probe, no, shard, seq)
+			if err != nil {
+				return nil, nil, err
 			}
-			seqs = strconv.AppendInt(seqs, u.Seq, 10)
+			if !ok {
+				continue
+			}
+			runs = append(runs, r)
 		}
-		seqs = append(seqs, ']')
-		rows, err = s.stmt(ctx, tx, qItemState).QueryContext(ctx, no, shard, string(seqs))
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			seq            int64
-			code           int
-			st             itemState
-			cat, ecode, em sql.NullString
-			msgID          sql.NullString
-		)
-		if err := rows.Scan(&seq, &code, &st.attempts, &st.nextAt, &st.claim, &cat, &ecode, &em, &st.finAt, &msgID); err != nil {
-			return nil, err
+		if i := runs[len(runs)-1].indexOf(seq); i >= 0 {
+			at[seq] = [2]int{len(runs) - 1, i}
 		}
-		if wanted != nil && !wanted[seq] {
-			continue
-		}
-		st.msgID = msgID.String
-		st.status = statusNames[code]
-		st.err = itemError(cat, ecode, em)
-		out[seq] = st
 	}
-	return out, rows.Err()
+	return runs, at, nil
 }
 
-const itemCols = `j.id, i.shard, i.seq, i.account, i.to_id, i.vars, i.status, i.attempts, i.next_at, i.sub_at,
-i.claim, i.cat, i.code, i.msg, i.ref, i.fin_at, i.msgid`
-
-func scanItem(row interface{ Scan(...any) error }) (store.Item, error) {
-	var (
-		it                   store.Item
-		vars, cat, code, msg sql.NullString
-		ref, msgID           sql.NullString
-		status               int
-		nextAt, subAt, finAt int64
-	)
-	if err := row.Scan(&it.JobID, &it.Shard, &it.Seq, &it.Account, &it.To, &vars, &status, &it.Attempts,
-		&nextAt, &subAt, &it.ClaimID, &cat, &code, &msg, &ref, &finAt, &msgID); err != nil {
-		return it, err
-	}
-	it.Ref, it.FinishedAt, it.MsgID = ref.String, fromNanos(finAt), msgID.String
-	it.Status = statusNames[status]
-	it.NextAttemptAt = fromNanos(nextAt)
-	it.SubmittedAt = fromNanos(subAt)
-	it.Error = itemError(cat, code, msg)
-	return it, decodeVars(vars, &it)
-}
-
-// ListItems lists a job's items in seq order with optional filters.
+// ListItems lists a job's items in seq order with optional filters. The
+// filters select runs (their items share status, error and ref); the runs
+// from the cursor on are merged into items in seq order.
 func (s *Store) ListItems(ctx context.Context, p store.ListItemsParams) (store.ListItemsResult, error) {
 	limit, err := pageLimit(p.Limit, defaultItemsLimit)
 	if err != nil {
@@ -372,7 +361,7 @@ func (s *Store) ListItems(ctx context.Context, p store.ListItemsParams) (store.L
 		if err != nil {
 			return fmt.Errorf("list items: %w", err)
 		}
-		q, args, err := listItemsQuery(p, no, after, limit)
+		q, args, err := listItemsQuery(p, no, after)
 		if err != nil {
 			return err
 		}
@@ -381,18 +370,30 @@ func (s *Store) ListItems(ctx context.Context, p store.ListItemsParams) (store.L
 			return fmt.Errorf("list items of job %q: %w", p.JobID, err)
 		}
 		defer rows.Close()
-		for rows.Next() {
-			it, err := scanItem(rows)
+		var m runMerger
+		for len(m.out) <= limit && rows.Next() {
+			r, err := scanRun(rows)
 			if err != nil {
 				return fmt.Errorf("list items of job %q: %w", p.JobID, err)
 			}
-			if len(res.Items) == limit {
-				res.NextCursor = encodeCursor("i", res.Items[limit-1].Seq)
-				break
+			items, err := r.itemsAfter(p.JobID, after)
+			if err != nil {
+				return err
 			}
-			res.Items = append(res.Items, it)
+			m.add([2]int64{}, r.first(), items)
 		}
-		return rows.Err()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("list items of job %q: %w", p.JobID, err)
+		}
+		if len(m.out) <= limit {
+			m.flush()
+		}
+		res.Items = m.out
+		if len(res.Items) > limit {
+			res.Items = res.Items[:limit]
+			res.NextCursor = encodeCursor("i", res.Items[limit-1].Seq)
+		}
+		return nil
 	})
 	if err != nil {
 		return store.ListItemsResult{}, err
@@ -400,8 +401,24 @@ func (s *Store) ListItems(ctx context.Context, p store.ListItemsParams) (store.L
 	return res, nil
 }
 
+// itemsAfter is the items of r after seq after, of job jobID.
+func (r *run) itemsAfter(jobID string, after int64) ([]store.Item, error) {
+	out := make([]store.Item, 0, len(r.items))
+	for _, e := range r.items {
+		if e.seq <= after {
+			continue
+		}
+		it, err := r.item(jobID, e)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, it)
+	}
+	return out, nil
+}
+
 // ListSubmittedItems lists items, across jobs, left submitted since before
-// p.SubmittedBefore, in claim-time order.
+// p.SubmittedBefore, in claim-time order: by (claim time, job, seq).
 func (s *Store) ListSubmittedItems(ctx context.Context, p store.ListSubmittedItemsParams) (store.ListItemsResult, error) {
 	limit, err := pageLimit(p.Limit, defaultItemsLimit)
 	if err != nil {
@@ -416,30 +433,51 @@ func (s *Store) ListSubmittedItems(ctx context.Context, p store.ListSubmittedIte
 	}
 	var res store.ListItemsResult
 	err = s.read(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT `+itemCols+`, i.job_no FROM items i INDEXED BY items_submitted
+		// A run of the cursor's claim time and job holds items after the
+		// cursor's seq if it starts at most runSpan before.
+		rows, err := tx.QueryContext(ctx, `SELECT `+runCols+`, i.job_no, j.id FROM items i INDEXED BY items_submitted
 JOIN jobs j ON j.no = i.job_no
 WHERE i.status = 1 AND i.sub_at < ? AND (i.sub_at, i.job_no, i.seq) > (?, ?, ?)
-ORDER BY i.sub_at, i.job_no, i.seq LIMIT ?`, toNanos(p.SubmittedBefore), k[0], k[1], k[2], limit+1)
+ORDER BY i.sub_at, i.job_no, i.seq`, toNanos(p.SubmittedBefore), k[0], k[1], spanFloor(k[2]))
 		if err != nil {
 			return fmt.Errorf("list submitted items: %w", err)
 		}
 		defer rows.Close()
-		var lastNo int64
-		for rows.Next() {
-			var no int64
-			it, err := scanItem(scanPlus{rows, &no})
+		var m runMerger
+		nos := map[string]int64{}
+		for len(m.out) <= limit && rows.Next() {
+			var (
+				no    int64
+				jobID string
+			)
+			r, err := scanRun(rows, &no, &jobID)
 			if err != nil {
 				return fmt.Errorf("list submitted items: %w", err)
 			}
-			if len(res.Items) == limit {
-				last := res.Items[limit-1]
-				res.NextCursor = encodeCursor("s", toNanos(last.SubmittedAt), lastNo, last.Seq)
-				break
+			nos[jobID] = no
+			after := int64(-1 << 63)
+			if r.st.subAt == k[0] && no == k[1] {
+				after = k[2]
 			}
-			res.Items = append(res.Items, it)
-			lastNo = no
+			items, err := r.itemsAfter(jobID, after)
+			if err != nil {
+				return err
+			}
+			m.add([2]int64{r.st.subAt, no}, r.first(), items)
 		}
-		return rows.Err()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("list submitted items: %w", err)
+		}
+		if len(m.out) <= limit {
+			m.flush()
+		}
+		res.Items = m.out
+		if len(res.Items) > limit {
+			res.Items = res.Items[:limit]
+			last := res.Items[limit-1]
+			res.NextCursor = encodeCursor("s", toNanos(last.SubmittedAt), nos[last.JobID], last.Seq)
+		}
+		return nil
 	})
 	if err != nil {
 		return store.ListItemsResult{}, err
@@ -447,26 +485,20 @@ ORDER BY i.sub_at, i.job_no, i.seq LIMIT ?`, toNanos(p.SubmittedBefore), k[0], k
 	return res, nil
 }
 
-// scanPlus scans a row with extra trailing columns.
-type scanPlus struct {
-	rows  *sql.Rows
-	extra *int64
-}
-
-func (s scanPlus) Scan(dest ...any) error { return s.rows.Scan(append(dest, s.extra)...) }
-
 // terminal reports whether an item status ends the item.
 func terminal(st store.ItemStatus) bool {
 	return st == store.ItemConfirmed || st == store.ItemFailed || st == store.ItemAbandoned
 }
 
 // listItemsQuery is ListItems' statement for job number no: one index
-// range per filter (ref, category, status, shard), so a page reads about
-// a page of rows whatever the job's size.
-func listItemsQuery(p store.ListItemsParams, no, after int64, limit int) (string, []any, error) {
-	q := `SELECT ` + itemCols + ` FROM items i `
-	where := ` JOIN jobs j ON j.no = i.job_no WHERE i.job_no = ? AND i.seq > ?`
-	args := []any{no, after}
+// range per filter (ref, category, status, shard) from the first run that
+// may hold items after seq after, so a page reads about a page of rows
+// (runs) whatever the job's size. The rows come in seq order of their
+// first item; ListItems reads as many as the page needs.
+func listItemsQuery(p store.ListItemsParams, no, after int64) (string, []any, error) {
+	q := `SELECT ` + runCols + ` FROM items i `
+	where := ` WHERE i.job_no = ? AND i.seq > ?`
+	args := []any{no, spanFloor(after)}
 	switch {
 	case p.Ref != "":
 		q += `INDEXED BY items_ref`
@@ -506,13 +538,12 @@ func listItemsQuery(p store.ListItemsParams, no, after int64, limit int) (string
 		where += ` AND i.shard = ?`
 		args = append(args, *p.Shard)
 	}
-	args = append(args, limit+1)
-	return q + where + ` ORDER BY i.seq LIMIT ?`, args, nil
+	return q + where + ` ORDER BY i.seq`, args, nil
 }
 
 var _ store.ItemGetter = (*Store)(nil)
 
-// GetItems reads items of a shard by seq.
+// GetItems reads items of a shard by seq: the run holding each.
 func (s *Store) GetItems(ctx context.Context, p store.GetItemsParams) ([]store.Item, error) {
 	if len(p.Seqs) > store.MaxPutItems {
 		return nil, fmt.Errorf("get items: %w: %d seqs, at most %d", store.ErrInvalidArgument, len(p.Seqs), store.MaxPutItems)
@@ -521,29 +552,36 @@ func (s *Store) GetItems(ctx context.Context, p store.GetItemsParams) ([]store.I
 	if len(p.Seqs) == 0 {
 		return items, nil
 	}
+	seqs := slices.Clone(p.Seqs)
+	slices.Sort(seqs)
+	seqs = slices.Compact(seqs)
 	err := s.read(ctx, func(tx *sql.Tx) error {
 		no, err := s.jobNo(ctx, tx, p.JobID)
 		if err != nil {
 			return fmt.Errorf("get items: %w", err)
 		}
-		args := []any{no, p.Shard}
-		for _, seq := range p.Seqs {
-			args = append(args, seq)
-		}
-		rows, err := tx.QueryContext(ctx, `SELECT `+itemCols+` FROM items i JOIN jobs j ON j.no = i.job_no
-WHERE i.job_no = ? AND i.shard = ? AND i.seq IN (?`+strings.Repeat(", ?", len(p.Seqs)-1)+`) ORDER BY i.seq`, args...)
-		if err != nil {
-			return fmt.Errorf("get items of job %q: %w", p.JobID, err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			it, err := scanItem(rows)
-			if err != nil {
-				return fmt.Errorf("get items of job %q: %w", p.JobID, err)
+		probe := func(args ...any) *sql.Row { return tx.QueryRowContext(ctx, qRunAt, args...) }
+		var cur run
+		for _, seq := range seqs {
+			if cur.items == nil || seq > cur.last() {
+				r, ok, err := runAt(probe, no, p.Shard, seq)
+				if err != nil {
+					return fmt.Errorf("get items of job %q: %w", p.JobID, err)
+				}
+				if !ok {
+					continue
+				}
+				cur = r
 			}
-			items = append(items, it)
+			if i := cur.indexOf(seq); i >= 0 {
+				it, err := cur.item(p.JobID, cur.items[i])
+				if err != nil {
+					return err
+				}
+				items = append(items, it)
+			}
 		}
-		return rows.Err()
+		return nil
 	})
 	if err != nil {
 		return nil, err

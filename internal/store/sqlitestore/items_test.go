@@ -2,8 +2,11 @@ package sqlitestore
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/qunfa/qunfa/internal/store"
 	"github.com/qunfa/qunfa/internal/store/storetest"
@@ -52,5 +55,66 @@ func TestMsgIDOnlyWhenConfirmed(t *testing.T) {
 	}
 	if page.Items[0].MsgID != "m-1" || page.Items[1].MsgID != "" {
 		t.Fatalf("msg ids %q %q, want m-1 and none", page.Items[0].MsgID, page.Items[1].MsgID)
+	}
+}
+
+// TestListSubmittedItemsOrder: the reconciler's listing comes in (claim
+// time, job, seq) order, one item at a time across pages, also when runs
+// of several shards claimed at the same time interleave in seq space.
+func TestListSubmittedItemsOrder(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := openTemp(t, filepath.Join(t.TempDir(), "store.db"))
+	p, items := storetest.NewJob("tenant", 3, 200)
+	if _, err := s.CreateJob(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	for start := 0; start < len(items); start += store.MaxPutItems {
+		if err := s.PutItems(ctx, store.PutItemsParams{JobID: p.Job.ID, Items: items[start:min(start+store.MaxPutItems, len(items))]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type key struct {
+		at  time.Time
+		seq int64
+	}
+	var want []key
+	for i, c := range []struct {
+		shard, n int
+		at       time.Time
+	}{{0, 150, storetest.Epoch}, {1, 70, storetest.Epoch}, {2, 10, storetest.Epoch.Add(time.Second)}, {1, 100, storetest.Epoch.Add(time.Second)}, {2, 140, storetest.Epoch}} {
+		res, err := s.ClaimItems(ctx, store.ClaimItemsParams{JobID: p.Job.ID, Index: c.shard, Max: c.n, Now: c.at, ClaimID: fmt.Sprintf("c%d", i)})
+		if err != nil || len(res.Items) != c.n {
+			t.Fatalf("claim %d: %d items, %v", i, len(res.Items), err)
+		}
+		for _, it := range res.Items {
+			want = append(want, key{c.at, it.Seq})
+		}
+	}
+	slices.SortFunc(want, func(a, b key) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return cmpInt(a.seq, b.seq)
+	})
+	for _, limit := range []int{1, 7, 128, 1000} {
+		var got []key
+		q := store.ListSubmittedItemsParams{SubmittedBefore: storetest.Epoch.Add(time.Hour), Limit: limit}
+		for {
+			res, err := s.ListSubmittedItems(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, it := range res.Items {
+				got = append(got, key{it.SubmittedAt, it.Seq})
+			}
+			if res.NextCursor == "" {
+				break
+			}
+			q.Cursor = res.NextCursor
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("limit %d: %d items %v, want %d %v", limit, len(got), got, len(want), want)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -176,12 +177,12 @@ func (s *Store) PutItems(ctx context.Context, p store.PutItemsParams) error {
 		if job.Status != store.JobCreating && job.Status != store.JobStarting {
 			return fmt.Errorf("put items into job %q in status %s: %w", p.JobID, job.Status, store.ErrInvalidTransition)
 		}
-		args := make([]any, 0, len(p.Items)*itemInserts.args)
+		byShard := map[int][]flat{}
 		for _, it := range p.Items {
 			if it.Shard < 0 || (it.Shard >= job.ShardCount && job.Status == store.JobCreating) {
 				return fmt.Errorf("put item %d: %w: shard %d of %d", it.Seq, store.ErrInvalidArgument, it.Shard, job.ShardCount)
 			}
-			var vars any
+			var vars string
 			if len(it.Vars) > 0 {
 				b, err := json.Marshal(it.Vars)
 				if err != nil {
@@ -189,13 +190,108 @@ func (s *Store) PutItems(ctx context.Context, p store.PutItemsParams) error {
 				}
 				vars = string(b)
 			}
-			args = append(args, no, it.Shard, it.Seq, it.Account, it.To, vars, nullString(it.Ref))
+			byShard[it.Shard] = append(byShard[it.Shard], flat{
+				st: runState{status: codePending, account: it.Account, ref: it.Ref},
+				e:  entry{seq: it.Seq, to: it.To, vars: vars},
+			})
 		}
-		if err := s.execRows(ctx, tx, itemInserts, args); err != nil {
-			return fmt.Errorf("put items of job %q: %w", p.JobID, err)
+		shards := slices.Sorted(maps.Keys(byShard))
+		for _, sh := range shards {
+			if err := s.putShardItems(ctx, tx, no, sh, byShard[sh]); err != nil {
+				return fmt.Errorf("put items of job %q: %w", p.JobID, err)
+			}
 		}
 		return nil
 	})
+}
+
+// putShardItems writes new items of a shard (as pending, never claimed),
+// replacing the items of the same seqs. The runs they overlap are formed
+// again with them, so that a page written again with other boundaries
+// (planning resumed after a crash) leaves exactly one item per seq; the
+// run just before them, if of the same state, takes them in too, so that
+// a shard whose items come a few per page still gets long runs.
+func (s *Store) putShardItems(ctx context.Context, tx *sql.Tx, no int64, shard int, put []flat) error {
+	bySeq := func(a, b flat) int { return cmpInt(a.e.seq, b.e.seq) }
+	if !slices.IsSortedFunc(put, bySeq) {
+		slices.SortStableFunc(put, bySeq)
+	}
+	// Of items given twice, the last given stands.
+	dedup := put[:0]
+	for _, f := range put {
+		if len(dedup) > 0 && dedup[len(dedup)-1].e.seq == f.e.seq {
+			dedup[len(dedup)-1] = f
+			continue
+		}
+		dedup = append(dedup, f)
+	}
+	put = dedup
+	lo, hi := put[0].e.seq, put[len(put)-1].e.seq
+	// The run starting last at or before lo (holding lo, or just before
+	// it), then those starting after lo up to hi.
+	old := make([]run, 0, 4)
+	r, err := scanRun(s.stmt(ctx, tx, qRunAt).QueryRowContext(ctx, no, shard, lo))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return err
+	default:
+		old = append(old, r)
+	}
+	if lo < hi {
+		rows, err := s.stmt(ctx, tx, qRunsFrom).QueryContext(ctx, no, shard, lo+1, hi)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			r, err := scanRun(rows)
+			if err != nil {
+				_ = rows.Close()
+				return err
+			}
+			old = append(old, r)
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+	}
+	var before []flat // the items of the run before lo taking them in
+	merged := put
+	overlap := false
+	for _, r := range old {
+		if r.last() < lo {
+			if r.st == put[0].st && len(r.items) < runMax && lo-r.first() <= runSpan {
+				before = r.flatten(make([]flat, 0, len(r.items)+len(put)))
+				if err := s.deleteRun(ctx, tx, no, shard, r.first()); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if err := s.deleteRun(ctx, tx, no, shard, r.first()); err != nil {
+			return err
+		}
+		if !overlap {
+			merged, overlap = slices.Clone(put), true
+		}
+		for _, e := range r.items {
+			if _, given := slices.BinarySearchFunc(put, e.seq, func(f flat, seq int64) int { return cmpInt(f.e.seq, seq) }); !given {
+				merged = append(merged, flat{st: r.st, e: e})
+			}
+		}
+	}
+	if overlap {
+		slices.SortFunc(merged, bySeq)
+	}
+	if before != nil {
+		merged = append(before, merged...)
+	}
+	for _, r := range formRuns(shard, merged) {
+		if err := s.putRun(ctx, tx, no, &r); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // GetJobRecord reads a job without its shards.

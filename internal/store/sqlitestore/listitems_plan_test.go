@@ -35,7 +35,7 @@ func TestListItemsFilterPlans(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			q, args, err := listItemsQuery(c.p, 1, 0, 50)
+			q, args, err := listItemsQuery(c.p, 1, 0)
 			if err != nil {
 				t.Fatal(err)
 			}

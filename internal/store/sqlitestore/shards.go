@@ -95,7 +95,7 @@ func (s *Store) saveShard(ctx context.Context, tx *sql.Tx, no int64, sh store.Sh
 // starts a new count epoch: deltas relative to an older epoch may already
 // be part of this recount, so they are no longer folded.
 func recount(ctx context.Context, tx *sql.Tx, no int64, sh *store.Shard) error {
-	rows, err := tx.QueryContext(ctx, `SELECT status, cat, attempts > 1, count(*) FROM items NOT INDEXED
+	rows, err := tx.QueryContext(ctx, `SELECT status, cat, attempts > 1, SUM(n) FROM items NOT INDEXED
 WHERE job_no = ? AND shard = ? GROUP BY status, cat, attempts > 1`, no, sh.Index)
 	if err != nil {
 		return fmt.Errorf("recount shard %s/%d: %w", sh.JobID, sh.Index, err)

@@ -40,7 +40,7 @@ var _ store.Store = (*Store)(nil)
 // schemaVersion is the version of the schema (schema plus migrations),
 // kept in PRAGMA user_version. Open refuses a file written by a newer
 // version.
-const schemaVersion = 19
+const schemaVersion = 20
 
 // busyTimeout is how long a write waits for another process's write lock.
 const busyTimeout = 30 * time.Second
@@ -220,6 +220,15 @@ CREATE INDEX items_due ON items (job_no, shard, next_at) WHERE status = 0 AND ne
 `,
 	// 19: issue 14: a campaign's time zone ('': the stack's default).
 	19: `ALTER TABLE campaigns ADD COLUMN timezone TEXT NOT NULL DEFAULT '';`,
+	// 20: issue 10: a row of items holds a run of items sharing their
+	// state (runs.go): n items, the last span seqs after the first, their
+	// own fields in body. A row of before is a run of one (n 1, span 0,
+	// no body).
+	20: `
+ALTER TABLE items ADD COLUMN n INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE items ADD COLUMN span INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE items ADD COLUMN body BLOB;
+`,
 	// 10: the audit log of state-changing API calls (audit.go).
 	10: auditSchema,
 	// 9: tenants (issue 12). API tokens get an id, a name, a role and an
@@ -462,13 +471,6 @@ func (s *Store) migrate(ctx context.Context) error {
 
 // Hot statements, prepared once on the write connection.
 const (
-	// qClaim is OR FAIL for the reason itemWrites is: no statement journal.
-	qClaim = `UPDATE OR FAIL items SET status = 1, claim = ?1, sub_at = ?2, attempts = attempts + 1
-WHERE job_no = ?3 AND shard = ?4 AND seq IN (
-	SELECT seq FROM items INDEXED BY items_claim
-	WHERE job_no = ?3 AND shard = ?4 AND status = 0 AND next_at <= ?2
-	ORDER BY seq LIMIT ?5)
-RETURNING seq, account, to_id, vars, ref, attempts, next_at, cat, code, msg`
 	// qNextDue is the earliest next-attempt time of the shard's pending
 	// items that have one; qMoreDue whether a pending item after seq ?3
 	// is due at ?4 (fresh items, next_at 0, are always due).
@@ -476,10 +478,6 @@ RETURNING seq, account, to_id, vars, ref, attempts, next_at, cat, code, msg`
 WHERE job_no = ?1 AND shard = ?2 AND status = 0 AND next_at > 0`
 	qMoreDue = `SELECT EXISTS (SELECT 1 FROM items INDEXED BY items_claim
 WHERE job_no = ?1 AND shard = ?2 AND status = 0 AND seq > ?3 AND next_at <= ?4)`
-	qItemState = `SELECT seq, status, attempts, next_at, claim, cat, code, msg, fin_at, msgid FROM items
-WHERE job_no = ?1 AND shard = ?2 AND seq IN (SELECT value FROM json_each(?3))`
-	qItemStateRange = `SELECT seq, status, attempts, next_at, claim, cat, code, msg, fin_at, msgid FROM items
-WHERE job_no = ?1 AND shard = ?2 AND seq BETWEEN ?3 AND ?4`
 	qShardGet = `SELECT ` + shardCols + ` FROM shards s JOIN jobs j ON j.no = s.job_no WHERE s.job_no = ?1 AND s.idx = ?2`
 	qShardPut = `UPDATE shards SET status = ?3, pause_reason = ?4, cursor = ?5, last_adv = ?6,
 n_pending = ?7, n_submitted = ?8, n_confirmed = ?9, n_failed = ?10, n_abandoned = ?11,
@@ -493,21 +491,12 @@ ON CONFLICT (name) DO UPDATE SET tokens = excluded.tokens, at = excluded.at, war
 
 func (s *Store) prepare(ctx context.Context) error {
 	s.stmts = map[string]*sql.Stmt{}
-	for _, q := range []string{qClaim, qNextDue, qMoreDue, qItemState, qItemStateRange, qShardGet, qShardPut, qBucketGet, qBucketPut} {
+	for _, q := range []string{qClaimRuns, qRunAt, qRunsFrom, qRunPut, qRunDelete, qNextDue, qMoreDue, qShardGet, qShardPut, qBucketGet, qBucketPut} {
 		st, err := s.w.PrepareContext(ctx, q)
 		if err != nil {
 			return fmt.Errorf("prepare %q: %w", firstLine(q), err)
 		}
 		s.stmts[q] = st
-	}
-	for _, m := range []multiRow{itemInserts, itemWrites} {
-		for _, q := range m.queries {
-			st, err := s.w.PrepareContext(ctx, q)
-			if err != nil {
-				return fmt.Errorf("prepare %q: %w", firstLine(q), err)
-			}
-			s.stmts[q] = st
-		}
 	}
 	return nil
 }
