@@ -102,7 +102,8 @@ type Store interface {
 	// current turn's message). Anything else is a stale message:
 	// ErrConflict. If the shard was Dirty (the previous turn did not end
 	// with AdvanceShard{EndTurn: true}) its counts are recomputed from the
-	// items first (Epoch + 1). Marks the shard Dirty.
+	// items first (Epoch + 1) and OutcomesReplay is set. Marks the shard
+	// Dirty.
 	BeginTurn(ctx context.Context, p BeginTurnParams) (Shard, error)
 	// AdvanceShard folds a count delta into the shard (subject to the count
 	// epoch, see the package doc) and moves its cursor, last-advanced time
@@ -122,7 +123,8 @@ type Store interface {
 	// reconciler), and starts its next count epoch (Epoch + 1), so that no
 	// fold computed before the mark adds a delta or clears the mark. It
 	// returns the shard as it was before (its Dirty and Epoch tell
-	// FoldOutsideTurn what to do).
+	// FoldOutsideTurn what to do). It sets OutcomesReplay: the change may
+	// record outcomes and die before it publishes them.
 	MarkShardDirty(ctx context.Context, jobID string, index int) (Shard, error)
 	// TransitionShard changes a shard's status along ShardTransitionAllowed,
 	// like TransitionJob.
@@ -552,6 +554,15 @@ type Shard struct {
 	// limiting), for the breaker's failure rate. Never recounted.
 	Attempts        int64
 	AttemptFailures int64
+	// OutcomesPublishedTo is the shard's outcomes watermark: every final
+	// outcome of its items with FinishedAt at or before it has been
+	// published (items.outcomes), by the sender that recorded it.
+	// OutcomesReplay says outcomes may have been recorded and not
+	// published since (a turn died, an outside change marked the shard, a
+	// publish failed): the next turn publishes again the shard's outcomes
+	// finished after the watermark (less a margin) before it sends.
+	OutcomesPublishedTo time.Time
+	OutcomesReplay      bool
 }
 
 // ShardRef names a shard.
@@ -693,6 +704,15 @@ type AdvanceShardParams struct {
 	// counters whatever the epoch.
 	Attempts        int64
 	AttemptFailures int64
+	// OutcomesPublishedTo moves the shard's outcomes watermark forward
+	// (never back), and OutcomesReplayed clears OutcomesReplay, only when
+	// the delta is folded at p.Epoch: an outside change or a recount since
+	// may have recorded outcomes this turn has not published.
+	OutcomesPublishedTo time.Time
+	OutcomesReplayed    bool
+	// OutcomesUnpublished sets OutcomesReplay: the turn recorded outcomes
+	// it could not publish.
+	OutcomesUnpublished bool
 }
 
 // AddShardCountsParams folds a delta into a shard outside a turn.

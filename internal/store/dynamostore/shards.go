@@ -63,6 +63,14 @@ const (
 	attrAttemptFailures = "attF"
 )
 
+// The outcomes watermark of a shard (Unix nanoseconds; absent = never
+// published) and its replay mark (absent = false), see
+// store.Shard.OutcomesPublishedTo.
+const (
+	attrOutcomesTo     = "ocTo"
+	attrOutcomesReplay = "ocRe"
+)
+
 // watchedForStaleness reports whether a shard in this state belongs in the
 // running index, which ListStaleShards queries: running shards, and shards
 // paused by their breaker (the reconciler resumes or probes them).
@@ -89,6 +97,12 @@ func shardItem(sh store.Shard) map[string]types.AttributeValue {
 		"status": attrS(string(sh.Status)), "size": attrN(sh.Size), "cursor": attrN(sh.Cursor),
 		"lastAdv": attrN(nanos(sh.LastAdvancedAt)), "slow": attrF(sh.SlowFactor),
 		"turn": attrN(sh.Turn), "dirty": attrBool(sh.Dirty), "sv": attrN(1), "epoch": attrN(sh.Epoch),
+	}
+	if !sh.OutcomesPublishedTo.IsZero() {
+		m[attrOutcomesTo] = attrN(nanos(sh.OutcomesPublishedTo))
+	}
+	if sh.OutcomesReplay {
+		m[attrOutcomesReplay] = attrBool(true)
 	}
 	if sh.Attempts != 0 || sh.AttemptFailures != 0 {
 		m[attrAttempts] = attrN(sh.Attempts)
@@ -132,6 +146,10 @@ func shardFrom(m map[string]types.AttributeValue) store.Shard {
 		SlowFactor: getF(m, "slow"), Turn: getN(m, "turn"), TurnMessage: getS(m, "turnMsg"),
 		Dirty: getBool(m, "dirty"), Epoch: getN(m, "epoch"),
 		Attempts: getN(m, attrAttempts), AttemptFailures: getN(m, attrAttemptFailures),
+		OutcomesReplay: getBool(m, attrOutcomesReplay),
+	}
+	if n := getN(m, attrOutcomesTo); n != 0 {
+		sh.OutcomesPublishedTo = fromNanos(n)
 	}
 	for name := range m {
 		if cat, ok := strings.CutPrefix(name, failurePrefix); ok {
@@ -331,6 +349,7 @@ func (s *Store) BeginTurn(ctx context.Context, p store.BeginTurnParams) (store.S
 		}
 		u.Add("sv", 1)
 		if sh.Dirty {
+			u.Set(attrOutcomesReplay, attrBool(true))
 			c, f, err := s.recount(ctx, p.JobID, p.Index)
 			if err != nil {
 				return store.Shard{}, err
@@ -376,10 +395,25 @@ func (s *Store) AdvanceShard(ctx context.Context, p store.AdvanceShardParams) (s
 		if getN(rec, "turn") != p.Turn {
 			return fmt.Errorf("advance shard %s/%d: turn %d is not current (%d): %w", p.JobID, p.Index, p.Turn, getN(rec, "turn"), store.ErrConflict)
 		}
-		u.setAdvance(p, shardFrom(rec))
+		sh := shardFrom(rec)
+		u.setAdvance(p, sh)
 		u.Set("cursor", attrN(max(getN(rec, "cursor"), p.Cursor)))
-		_, err := s.foldOrRecount(ctx, rec, u, p.JobID, p.Index, p.Epoch, p.Delta, p.FailuresDelta)
-		return err
+		folded, err := s.foldOrRecount(ctx, rec, u, p.JobID, p.Index, p.Epoch, p.Delta, p.FailuresDelta)
+		if err != nil {
+			return err
+		}
+		after := sh
+		store.AdvanceOutcomes(&after, p, folded)
+		if !after.OutcomesPublishedTo.Equal(sh.OutcomesPublishedTo) {
+			u.Set(attrOutcomesTo, attrN(nanos(after.OutcomesPublishedTo)))
+		}
+		switch {
+		case after.OutcomesReplay && !sh.OutcomesReplay:
+			u.Set(attrOutcomesReplay, attrBool(true))
+		case !after.OutcomesReplay && sh.OutcomesReplay:
+			u.Remove(attrOutcomesReplay)
+		}
+		return nil
 	})
 }
 
@@ -694,6 +728,7 @@ func (s *Store) MarkShardDirty(ctx context.Context, jobID string, index int) (st
 		u := newUpdate()
 		u.Set("dirty", attrBool(true))
 		u.Set("epoch", attrN(sh.Epoch+1))
+		u.Set(attrOutcomesReplay, attrBool(true))
 		if store.ShardFinal(sh.Status) {
 			u.g2For(sh.Status, sh.PauseReason, true, getN(rec, "lastAdv"), jobID, index)
 		}
