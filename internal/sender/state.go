@@ -118,7 +118,7 @@ func (tr *turn) nothingPending(ctx context.Context, now time.Time) (Result, bool
 	if err != nil {
 		return Result{}, true, fmt.Errorf("recount shard: %w", err)
 	}
-	tr.shard.Counts, tr.shard.Epoch, tr.delta, tr.failures = sh.Counts, sh.Epoch, store.Counts{}, nil
+	tr.adoptRecount(sh)
 	if sh.Counts.Pending > 0 {
 		tr.log.Warn("shard counts said nothing pending; recounted", slog.Int64("pending", sh.Counts.Pending))
 		return Result{}, false, nil
@@ -137,20 +137,38 @@ func (tr *turn) fold(d store.Counts, f map[string]int64) {
 	}
 }
 
-// flush folds pending progress into the shard. Ending the turn first waits
-// for and records every call still running.
+// adoptRecount takes the counts and epoch of a recount the turn made
+// (RecountShard moves the epoch by one): an epoch moved further means an
+// outside change marked the shard since the turn's last fold, and the
+// turn stops moving the outcomes watermark.
+func (tr *turn) adoptRecount(sh store.Shard) {
+	if sh.Epoch != tr.shard.Epoch+1 {
+		tr.outcomesFrozen = true
+	}
+	tr.shard.Counts, tr.shard.Epoch, tr.delta, tr.failures = sh.Counts, sh.Epoch, store.Counts{}, nil
+}
+
+// flush folds pending progress into the shard, with the outcomes
+// watermark (outcomesWatermark). Ending the turn first waits for and
+// records every call still running and publishes every held outcome; an
+// outcome it could not publish leaves the shard's replay mark for the
+// next turn.
 func (tr *turn) flush(ctx context.Context, endTurn bool) error {
 	if endTurn {
 		if err := tr.collectStragglers(ctx, true); err != nil {
 			return err
 		}
+		tr.flushOutcomes(ctx)
 	}
-	sh, err := tr.s.Store.AdvanceShard(ctx, store.AdvanceShardParams{
+	p := store.AdvanceShardParams{
 		JobID: tr.t.JobID, Index: tr.t.Shard, Turn: tr.t.Turn, Epoch: tr.shard.Epoch,
 		Delta: tr.delta, FailuresDelta: tr.failures, Cursor: tr.cursor,
 		SlowFactor: tr.slow, At: tr.s.Clock.Now(), EndTurn: endTurn,
 		Attempts: tr.attempts, AttemptFailures: tr.attemptFailures,
-	})
+		OutcomesPublishedTo: tr.outcomesWatermark(), OutcomesReplayed: tr.replayed,
+		OutcomesUnpublished: endTurn && len(tr.heldOutcomes) > 0,
+	}
+	sh, err := tr.s.Store.AdvanceShard(ctx, p)
 	if errors.Is(err, store.ErrConflict) {
 		// A newer turn took the shard over; our unfolded delta is lost, so
 		// make the counts true again from the items.
@@ -164,6 +182,11 @@ func (tr *turn) flush(ctx context.Context, endTurn bool) error {
 	}
 	tr.delta, tr.failures = store.Counts{}, nil
 	tr.attempts, tr.attemptFailures, tr.unfolded = 0, 0, 0
+	if sh.Epoch != p.Epoch {
+		tr.outcomesFrozen = true
+	} else {
+		tr.replayed = false
+	}
 	tr.shard.Counts, tr.shard.Epoch = sh.Counts, sh.Epoch
 	tr.shard.Status, tr.shard.PauseReason, tr.shard.Turn = sh.Status, sh.PauseReason, sh.Turn
 	tr.shardReadAt = tr.s.Clock.Now()
