@@ -106,7 +106,6 @@ func (tr *turn) flushOutcomes(ctx context.Context) bool {
 			tr.heldSince = tr.s.Clock.Now()
 			return false
 		}
-		tr.publishedTo = maxTime(tr.publishedTo, last)
 		tr.heldBytes -= size
 		tr.heldOutcomes = tr.heldOutcomes[n:]
 	}
@@ -115,16 +114,17 @@ func (tr *turn) flushOutcomes(ctx context.Context) bool {
 }
 
 // outcomesWatermark is the time up to which every outcome this turn
-// recorded has been published, for the shard's watermark: just before the
-// first held outcome, else the latest published one. Zero (the shard's
-// stays) once the turn saw an outside change (outcomesFrozen), and
-// without a publisher.
-func (tr *turn) outcomesWatermark() time.Time {
+// recorded has been published, for the shard's watermark at a fold at
+// now: just before the first held outcome, else now (the turn times its
+// outcomes by the same clock, so those it records later finish after).
+// Zero (the shard's stays) once the turn saw an outside change
+// (outcomesFrozen), and without a publisher.
+func (tr *turn) outcomesWatermark(now time.Time) time.Time {
 	if tr.outcomesFrozen || tr.s.Outcomes == nil {
 		return time.Time{}
 	}
 	if len(tr.heldOutcomes) == 0 {
-		return tr.publishedTo
+		return now
 	}
 	first := tr.heldOutcomes[0].At
 	for _, o := range tr.heldOutcomes[1:] {

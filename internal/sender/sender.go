@@ -390,14 +390,11 @@ type turn struct {
 	heldOutcomes []alert.ItemOutcome
 	heldSince    time.Time
 	heldBytes    int
-	// publishedTo is the finish time of the latest outcome the turn
-	// published: with none held, every outcome it recorded up to then is
-	// out (see outcomesWatermark). outcomesFrozen: a fold found the
+	// outcomesFrozen: a fold found the
 	// shard's epoch moved by someone else (an outside change may have
 	// recorded outcomes it has not published yet), so the turn moves the
 	// watermark no more. replayed: the turn published the shard's
 	// outcomes again at its start and its next fold clears the mark.
-	publishedTo    time.Time
 	outcomesFrozen bool
 	replayed       bool
 

@@ -160,12 +160,13 @@ func (tr *turn) flush(ctx context.Context, endTurn bool) error {
 		}
 		tr.flushOutcomes(ctx)
 	}
+	now := tr.s.Clock.Now()
 	p := store.AdvanceShardParams{
 		JobID: tr.t.JobID, Index: tr.t.Shard, Turn: tr.t.Turn, Epoch: tr.shard.Epoch,
 		Delta: tr.delta, FailuresDelta: tr.failures, Cursor: tr.cursor,
-		SlowFactor: tr.slow, At: tr.s.Clock.Now(), EndTurn: endTurn,
+		SlowFactor: tr.slow, At: now, EndTurn: endTurn,
 		Attempts: tr.attempts, AttemptFailures: tr.attemptFailures,
-		OutcomesPublishedTo: tr.outcomesWatermark(), OutcomesReplayed: tr.replayed,
+		OutcomesPublishedTo: tr.outcomesWatermark(now), OutcomesReplayed: tr.replayed,
 		OutcomesUnpublished: endTurn && len(tr.heldOutcomes) > 0,
 	}
 	sh, err := tr.s.Store.AdvanceShard(ctx, p)
