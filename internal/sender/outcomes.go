@@ -157,7 +157,10 @@ func (tr *turn) replayOutcomes(ctx context.Context) {
 		tr.log.Error("replay outcomes: read job", slog.Any("err", err))
 		return
 	}
-	tr.job = job
+	if err := tr.adoptJob(job); err != nil {
+		tr.log.Error("replay outcomes", slog.Any("err", err))
+		return
+	}
 	from := store.ReplayOutcomesFrom(tr.shard)
 	n := 0
 	errUnpublished := errors.New("outcomes not published")

@@ -152,11 +152,16 @@ func TestOutcomesOfADeadTurnArePublishedAgain(t *testing.T) {
 			t.Errorf("seq %d, published by turn 1 long before the watermark, published again", seq)
 		}
 	}
-	if res.Sent == 0 {
-		t.Fatalf("the turn after the dead one did not send on: %+v", res)
+	sentOn := newFinal(append(published, dead...))
+	if res.Sent == 0 || len(sentOn) == 0 {
+		t.Fatalf("the turn after the dead one did not send on: %+v, new outcomes %v", res, sentOn)
 	}
-	// Every final outcome so far reached the bus (the dead turn's calls
-	// still unanswered are the reconciler's).
+	for _, it := range p.items(job.Job.ID) {
+		if it.Status == store.ItemSubmitted {
+			t.Errorf("item %d left submitted (%+v): the turn after the replay must send as any other", it.Seq, it.Error)
+		}
+	}
+	// Every final outcome so far reached the bus.
 	got := map[int64]int{}
 	for _, seq := range outcomeSeqs(outcomes.Of(alert.ItemOutcomes)) {
 		got[seq]++

@@ -23,13 +23,9 @@ func (tr *turn) checkState(ctx context.Context) (bool, Result, error) {
 	if err != nil {
 		return true, Result{}, fmt.Errorf("read job: %w", err)
 	}
-	if tr.job.ID == "" {
-		tr.tmpl, err = content.Parse(job.Template)
-		if err != nil {
-			return true, Result{}, fmt.Errorf("parse template of job %s: %w", job.ID, err)
-		}
+	if err := tr.adoptJob(job); err != nil {
+		return true, Result{}, err
 	}
-	tr.job = job
 	if now := tr.s.Clock.Now(); now.Sub(tr.shardReadAt) >= tr.cfg.AccountRefresh {
 		cur, err := tr.s.Store.GetShard(ctx, tr.t.JobID, tr.t.Shard)
 		if errors.Is(err, store.ErrNotFound) {
@@ -135,6 +131,20 @@ func (tr *turn) fold(d store.Counts, f map[string]int64) {
 		}
 		tr.failures[k] += n
 	}
+}
+
+// adoptJob takes the job record as read, parsing its template the first
+// time.
+func (tr *turn) adoptJob(job store.Job) error {
+	if tr.job.ID == "" {
+		tmpl, err := content.Parse(job.Template)
+		if err != nil {
+			return fmt.Errorf("parse template of job %s: %w", job.ID, err)
+		}
+		tr.tmpl = tmpl
+	}
+	tr.job = job
+	return nil
 }
 
 // adoptRecount takes the counts and epoch of a recount the turn made
