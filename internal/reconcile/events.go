@@ -183,12 +183,12 @@ func (r *Reconciler) publishOutcomes(ctx context.Context, tenant, jobID string, 
 
 // replayOutcomes publishes again, as ItemOutcomes events of a page each,
 // the outcomes of a shard's items that finished after its watermark less
-// store.OutcomesReplayMargin, when the shard carries the replay mark (see
+// store.OutcomesReplayMargin, when the shard is marked for it (see
 // store.Shard.OutcomesPublishedTo): the sweep of a dirty final shard, which
 // gets no more turns to do it, whose outside change may have died between
 // recording outcomes and publishing them.
 func (r *Reconciler) replayOutcomes(ctx context.Context, job store.Job, sh store.Shard) error {
-	if r.Outcomes == nil || !sh.OutcomesReplay {
+	if r.Outcomes == nil || !store.OutcomesMayBeUnpublished(sh) {
 		return nil
 	}
 	from := store.ReplayOutcomesFrom(sh)

@@ -478,10 +478,11 @@ type itemKey struct {
 // dirty first so that a crash before the fold is repaired by a recount,
 // publishes the outcomes it recorded (publish, when not nil, given the
 // updates the store rejected) before it folds, and returns the seqs it
-// moved to pending. The mark also sets the shard's outcomes replay mark:
-// should the process die before publishing, or the publish fail (the
-// fold is then left to a recount and the shard stays dirty), the shard's
-// next turn, or the sweep of dirty final shards, publishes them again.
+// moved to pending. The mark also counts the change in the shard's
+// OutcomesOutside, and only the fold ends it: should the process die
+// before publishing, or the publish fail (the fold is then left to a
+// recount and the shard stays dirty), the shard's next turn, or the sweep
+// of dirty final shards, publishes them again.
 func (r *Reconciler) apply(ctx context.Context, k shardKey, ups []store.ItemUpdate, now time.Time,
 	publish func(rejected []int64) error) (repended, rejected []int64, err error) {
 	sh, err := store.BeginOutsideTurn(ctx, r.Store, k.job, k.shard)
@@ -696,7 +697,8 @@ func (r *Reconciler) sweepShard(ctx context.Context, rep *Report, ref store.Shar
 		if err := r.replayOutcomes(ctx, view.Job, rc); err != nil {
 			return err
 		}
-		cleared, err := r.Store.AddShardCounts(ctx, store.AddShardCountsParams{JobID: ref.JobID, Index: ref.Index, Epoch: rc.Epoch, ClearDirty: true})
+		cleared, err := r.Store.AddShardCounts(ctx, store.AddShardCountsParams{JobID: ref.JobID, Index: ref.Index, Epoch: rc.Epoch, ClearDirty: true,
+			OutcomesReplayed: true})
 		if err != nil {
 			return fmt.Errorf("clear the mark of dirty shard %s/%d: %w", ref.JobID, ref.Index, err)
 		}

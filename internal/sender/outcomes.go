@@ -117,10 +117,11 @@ func (tr *turn) flushOutcomes(ctx context.Context) bool {
 // recorded has been published, for the shard's watermark at a fold at
 // now: just before the first held outcome, else now (the turn times its
 // outcomes by the same clock, so those it records later finish after).
-// Zero (the shard's stays) once the turn saw an outside change
-// (outcomesFrozen), and without a publisher.
+// The store moves the shard's only while no outside change is unfinished
+// (their outcomes may not be out). Zero (the shard's stays) without a
+// publisher.
 func (tr *turn) outcomesWatermark(now time.Time) time.Time {
-	if tr.outcomesFrozen || tr.s.Outcomes == nil {
+	if tr.s.Outcomes == nil {
 		return time.Time{}
 	}
 	if len(tr.heldOutcomes) == 0 {
@@ -137,15 +138,16 @@ func (tr *turn) outcomesWatermark(now time.Time) time.Time {
 
 // replayOutcomes publishes again, before the turn sends anything, the
 // outcomes of the shard's items that finished after its watermark less
-// store.OutcomesReplayMargin, when the shard carries the replay mark: the
-// previous turn died between recording outcomes and publishing them,
-// could not publish them, or an outside change (the reconciler, a
-// provider event, an operator) may have died so. Outcomes are at least
+// store.OutcomesReplayMargin, when the shard is marked for it
+// (store.OutcomesNeedReplay): the previous turn died between recording
+// outcomes and publishing them or could not publish them, or an outside
+// change (the reconciler, a provider event, an operator) began and did
+// not end for a minute, as one that died before publishing would. Outcomes are at least
 // once: a subscriber dedupes on job id and seq. When every one went out,
 // the turn's next fold clears the mark; otherwise the next turn tries
 // again. The turn reads its job record first (the events' tenant).
 func (tr *turn) replayOutcomes(ctx context.Context) {
-	if !tr.shard.OutcomesReplay {
+	if !store.OutcomesNeedReplay(tr.shard, tr.start) {
 		return
 	}
 	if tr.s.Outcomes == nil {

@@ -390,13 +390,9 @@ type turn struct {
 	heldOutcomes []alert.ItemOutcome
 	heldSince    time.Time
 	heldBytes    int
-	// outcomesFrozen: a fold found the
-	// shard's epoch moved by someone else (an outside change may have
-	// recorded outcomes it has not published yet), so the turn moves the
-	// watermark no more. replayed: the turn published the shard's
-	// outcomes again at its start and its next fold clears the mark.
-	outcomesFrozen bool
-	replayed       bool
+	// replayed: the turn published the shard's outcomes again at its
+	// start and its next fold clears the marks.
+	replayed bool
 
 	// progress not yet folded into the shard
 	delta    store.Counts

@@ -147,14 +147,8 @@ func (tr *turn) adoptJob(job store.Job) error {
 	return nil
 }
 
-// adoptRecount takes the counts and epoch of a recount the turn made
-// (RecountShard moves the epoch by one): an epoch moved further means an
-// outside change marked the shard since the turn's last fold, and the
-// turn stops moving the outcomes watermark.
+// adoptRecount takes the counts and epoch of a recount the turn made.
 func (tr *turn) adoptRecount(sh store.Shard) {
-	if sh.Epoch != tr.shard.Epoch+1 {
-		tr.outcomesFrozen = true
-	}
 	tr.shard.Counts, tr.shard.Epoch, tr.delta, tr.failures = sh.Counts, sh.Epoch, store.Counts{}, nil
 }
 
@@ -177,7 +171,7 @@ func (tr *turn) flush(ctx context.Context, endTurn bool) error {
 		SlowFactor: tr.slow, At: now, EndTurn: endTurn,
 		Attempts: tr.attempts, AttemptFailures: tr.attemptFailures,
 		OutcomesPublishedTo: tr.outcomesWatermark(now), OutcomesReplayed: tr.replayed,
-		OutcomesUnpublished: endTurn && len(tr.heldOutcomes) > 0,
+		OutcomesUnpublished: endTurn && len(tr.heldOutcomes) > 0, OutcomesOutsideSeenAt: now,
 	}
 	sh, err := tr.s.Store.AdvanceShard(ctx, p)
 	if errors.Is(err, store.ErrConflict) {
@@ -193,9 +187,7 @@ func (tr *turn) flush(ctx context.Context, endTurn bool) error {
 	}
 	tr.delta, tr.failures = store.Counts{}, nil
 	tr.attempts, tr.attemptFailures, tr.unfolded = 0, 0, 0
-	if sh.Epoch != p.Epoch {
-		tr.outcomesFrozen = true
-	} else {
+	if sh.Epoch == p.Epoch {
 		tr.replayed = false
 	}
 	tr.shard.Counts, tr.shard.Epoch = sh.Counts, sh.Epoch

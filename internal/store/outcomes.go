@@ -12,23 +12,61 @@ import (
 // differ by up to this much.
 const OutcomesReplayMargin = time.Minute
 
+// OutcomesOutsideGrace is how long outside changes of a shard may stay
+// unfinished (marked, not folded) before a turn takes one of them for
+// dead and publishes the shard's outcomes again: a change marks, writes,
+// publishes and folds within seconds.
+const OutcomesOutsideGrace = time.Minute
+
 // AdvanceOutcomes applies an AdvanceShard's outcomes fields to sh, after
 // its counts were folded (folded) or recounted: the watermark moves
-// forward and the replay mark is cleared only when the delta was folded
-// at p.Epoch (no recount, no outside change came between), and
+// forward only when the delta was folded at p.Epoch (no recount, no
+// outside change came between) and no outside change is unfinished, the
+// replay marks are cleared only when the delta was folded at p.Epoch, and
 // OutcomesUnpublished sets the mark whatever the epoch.
 func AdvanceOutcomes(sh *Shard, p AdvanceShardParams, folded bool) {
-	if folded {
-		if p.OutcomesPublishedTo.After(sh.OutcomesPublishedTo) {
-			sh.OutcomesPublishedTo = p.OutcomesPublishedTo
-		}
-		if p.OutcomesReplayed {
-			sh.OutcomesReplay = false
-		}
+	if folded && p.OutcomesReplayed {
+		sh.OutcomesReplay, sh.OutcomesOutside, sh.OutcomesOutsideSeenAt = false, 0, time.Time{}
+	}
+	if folded && sh.OutcomesOutside == 0 && p.OutcomesPublishedTo.After(sh.OutcomesPublishedTo) {
+		sh.OutcomesPublishedTo = p.OutcomesPublishedTo
+	}
+	if sh.OutcomesOutside > 0 && sh.OutcomesOutsideSeenAt.IsZero() {
+		sh.OutcomesOutsideSeenAt = p.OutcomesOutsideSeenAt
 	}
 	if p.OutcomesUnpublished {
 		sh.OutcomesReplay = true
 	}
+}
+
+// AddOutsideOutcomes applies an AddShardCounts's outcomes fields to sh,
+// after its counts were folded (folded) or recounted.
+func AddOutsideOutcomes(sh *Shard, p AddShardCountsParams, folded bool) {
+	if p.OutcomesPublished && sh.OutcomesOutside > 0 {
+		sh.OutcomesOutside--
+	}
+	if folded && p.OutcomesReplayed {
+		sh.OutcomesReplay, sh.OutcomesOutside = false, 0
+	}
+	if sh.OutcomesOutside == 0 {
+		sh.OutcomesOutsideSeenAt = time.Time{}
+	}
+}
+
+// OutcomesNeedReplay reports whether a turn starting at now should publish
+// sh's outcomes again: a turn died or could not publish, or outside
+// changes have stayed unfinished OutcomesOutsideGrace since a turn first
+// saw them (see Shard.OutcomesReplay).
+func OutcomesNeedReplay(sh Shard, now time.Time) bool {
+	return sh.OutcomesReplay || (sh.OutcomesOutside > 0 && !sh.OutcomesOutsideSeenAt.IsZero() &&
+		now.Sub(sh.OutcomesOutsideSeenAt) >= OutcomesOutsideGrace)
+}
+
+// OutcomesMayBeUnpublished reports whether any change of sh may have
+// recorded outcomes it did not publish, for a shard no turn works any
+// more (the reconciler's sweep of dirty final shards).
+func OutcomesMayBeUnpublished(sh Shard) bool {
+	return sh.OutcomesReplay || sh.OutcomesOutside > 0
 }
 
 // ReplayOutcomesFrom is the finish time after which a replay of sh's

@@ -229,11 +229,15 @@ ALTER TABLE items ADD COLUMN n INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE items ADD COLUMN span INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE items ADD COLUMN body BLOB;
 `,
-	// 21: the outcomes watermark of a shard and its replay mark
-	// (store.Shard.OutcomesPublishedTo, OutcomesReplay).
+	// 21: the outcomes watermark of a shard and its replay marks
+	// (store.Shard.OutcomesPublishedTo, OutcomesReplay, OutcomesOutside,
+	// OutcomesOutsideSeenAt, TurnOpen).
 	21: `
 ALTER TABLE shards ADD COLUMN outcomes_to INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE shards ADD COLUMN outcomes_replay INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE shards ADD COLUMN outcomes_outside INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE shards ADD COLUMN outcomes_outside_at INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE shards ADD COLUMN turn_open INTEGER NOT NULL DEFAULT 0;
 `,
 	// 10: the audit log of state-changing API calls (audit.go).
 	10: auditSchema,
@@ -488,7 +492,7 @@ WHERE job_no = ?1 AND shard = ?2 AND status = 0 AND seq > ?3 AND next_at <= ?4)`
 	qShardPut = `UPDATE shards SET status = ?3, pause_reason = ?4, cursor = ?5, last_adv = ?6,
 n_pending = ?7, n_submitted = ?8, n_confirmed = ?9, n_failed = ?10, n_abandoned = ?11,
 failures = ?12, slow_factor = ?13, turn = ?14, turn_message = ?15, dirty = ?16, epoch = ?17,
-attempts = ?18, attempt_failures = ?19, outcomes_to = ?20, outcomes_replay = ?21
+attempts = ?18, attempt_failures = ?19, outcomes_to = ?20, outcomes_replay = ?21, outcomes_outside = ?22, turn_open = ?23, outcomes_outside_at = ?24
 WHERE job_no = ?1 AND idx = ?2`
 	qBucketGet = `SELECT tokens, at, warm FROM buckets WHERE name = ?1`
 	qBucketPut = `INSERT INTO buckets (name, tokens, at, warm) VALUES (?1, ?2, ?3, ?4)

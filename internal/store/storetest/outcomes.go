@@ -10,25 +10,27 @@ import (
 
 // testOutcomesWatermark: a shard's outcomes watermark moves forward only
 // with a fold at the caller's epoch, never back; the replay mark is set
-// by a turn beginning on a dirty shard, by an outside change's mark and
-// by a turn that could not publish, and cleared only by a fold at the
-// caller's epoch; ListOutcomesSince lists exactly the shard's final items
-// finished after the time given.
+// by a turn beginning on a dirty shard and by a turn that could not
+// publish; an outside change counts in OutcomesOutside from its mark to
+// its fold (FoldOutsideTurn, on a clean or a dirty shard); a replay clears
+// both only by a fold at the caller's epoch; ListOutcomesSince lists
+// exactly the shard's final items finished after the time given.
 func testOutcomesWatermark(t *testing.T, s store.Store, _ Capabilities) {
 	ctx := ctxOf(t)
 	p, _ := runningJob(t, s, "tenant-a", 2, 6)
 	id := p.Job.ID
+	outside := int64(0)
 	check := func(step string, sh store.Shard, to time.Time, replay bool) {
 		t.Helper()
-		if !sh.OutcomesPublishedTo.Equal(to) || sh.OutcomesReplay != replay {
-			t.Fatalf("%s: watermark %v replay %v, want %v %v", step, sh.OutcomesPublishedTo, sh.OutcomesReplay, to, replay)
+		if !sh.OutcomesPublishedTo.Equal(to) || sh.OutcomesReplay != replay || sh.OutcomesOutside != outside {
+			t.Fatalf("%s: watermark %v replay %v outside %d, want %v %v %d", step, sh.OutcomesPublishedTo, sh.OutcomesReplay, sh.OutcomesOutside, to, replay, outside)
 		}
 		got, err := s.GetShard(ctx, id, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !got.OutcomesPublishedTo.Equal(to) || got.OutcomesReplay != replay {
-			t.Fatalf("%s: stored watermark %v replay %v, want %v %v", step, got.OutcomesPublishedTo, got.OutcomesReplay, to, replay)
+		if !got.OutcomesPublishedTo.Equal(to) || got.OutcomesReplay != replay || got.OutcomesOutside != outside {
+			t.Fatalf("%s: stored watermark %v replay %v outside %d, want %v %v %d", step, got.OutcomesPublishedTo, got.OutcomesReplay, got.OutcomesOutside, to, replay, outside)
 		}
 	}
 	advance := func(step string, p store.AdvanceShardParams) store.Shard {
@@ -62,18 +64,44 @@ func testOutcomesWatermark(t *testing.T, s store.Store, _ Capabilities) {
 	sh = advance("older watermark", store.AdvanceShardParams{Turn: 1, Epoch: sh.Epoch, At: t2, OutcomesPublishedTo: at(time.Second)})
 	check("older watermark", sh, t2, false)
 
-	// An outside change marks the shard: a fold at the epoch read before
-	// it moves nothing, not even with OutcomesReplayed.
-	before := sh
-	marked, err := s.MarkShardDirty(ctx, id, 0)
+	// An outside change marks the shard (dirty: a turn runs) and ends:
+	// counted from mark to fold.
+	before, err := store.BeginOutsideTurn(ctx, s, id, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if marked.OutcomesReplay {
-		t.Fatalf("MarkShardDirty returns the shard as it was, replay %v", marked.OutcomesReplay)
+	outside = 1
+	if before.OutcomesOutside != 0 {
+		t.Fatalf("MarkShardDirty returns the shard as it was, outside %d", before.OutcomesOutside)
 	}
-	sh = advance("stale epoch", store.AdvanceShardParams{Turn: 1, Epoch: before.Epoch, At: t3, OutcomesPublishedTo: t3, OutcomesReplayed: true})
-	check("stale epoch", sh, t2, true)
+	sh, err = store.FoldOutsideTurn(ctx, s, before, store.Counts{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside = 0
+	check("outside change ended", sh, t2, false)
+	// Another one that never ends (it died): a fold at the epoch read
+	// before it moves nothing, not even with OutcomesReplayed.
+	stale := sh
+	if _, err := s.MarkShardDirty(ctx, id, 0); err != nil {
+		t.Fatal(err)
+	}
+	outside = 1
+	sh = advance("stale epoch", store.AdvanceShardParams{Turn: 1, Epoch: stale.Epoch, At: t3, OutcomesPublishedTo: t3, OutcomesReplayed: true})
+	check("stale epoch", sh, t2, false)
+	// While it is unfinished the watermark stays, even at the epoch; the
+	// first turn to see it notes when.
+	sh = advance("unfinished outside change", store.AdvanceShardParams{Turn: 1, Epoch: sh.Epoch, At: t3, OutcomesPublishedTo: t3, OutcomesOutsideSeenAt: t3})
+	check("unfinished outside change", sh, t2, false)
+	sh = advance("seen again", store.AdvanceShardParams{Turn: 1, Epoch: sh.Epoch, At: t4, OutcomesOutsideSeenAt: t4})
+	if !sh.OutcomesOutsideSeenAt.Equal(t3) {
+		t.Fatalf("unfinished outside changes first seen at %v, want %v", sh.OutcomesOutsideSeenAt, t3)
+	}
+	if store.OutcomesNeedReplay(sh, t4) || !store.OutcomesNeedReplay(sh, t3.Add(store.OutcomesOutsideGrace)) {
+		t.Fatalf("an outside change unfinished since %v: replay at %v %v, at %v %v", t3,
+			t4, store.OutcomesNeedReplay(sh, t4), t3.Add(store.OutcomesOutsideGrace), store.OutcomesNeedReplay(sh, t3.Add(store.OutcomesOutsideGrace)))
+	}
+	outside = 0
 	sh = advance("replayed", store.AdvanceShardParams{Turn: 1, Epoch: sh.Epoch, At: t3, OutcomesPublishedTo: t3, OutcomesReplayed: true})
 	check("replayed", sh, t3, false)
 	sh = advance("unpublished", store.AdvanceShardParams{Turn: 1, Epoch: sh.Epoch, At: t4, OutcomesUnpublished: true})
@@ -81,9 +109,36 @@ func testOutcomesWatermark(t *testing.T, s store.Store, _ Capabilities) {
 	sh = advance("replayed again", store.AdvanceShardParams{Turn: 1, Epoch: sh.Epoch, At: t4, OutcomesReplayed: true})
 	check("replayed again", sh, t3, false)
 
-	// A turn that begins on a dirty shard (this one never ended) replays.
+	// A turn that begins after one that never ended replays.
 	sh = beginTurn(t, s, id, 0, 2, "m2", t4)
-	check("turn after a dirty one", sh, t3, true)
+	check("turn after a dead one", sh, t3, true)
+	if !sh.TurnOpen || !sh.Dirty {
+		t.Fatalf("a turn began: open %v dirty %v", sh.TurnOpen, sh.Dirty)
+	}
+	sh = advance("turn ends", store.AdvanceShardParams{Turn: 2, Epoch: sh.Epoch, At: t4, OutcomesReplayed: true, EndTurn: true})
+	check("turn ends", sh, t3, false)
+	if sh.TurnOpen {
+		t.Fatalf("an ended turn is open")
+	}
+	// Two outside changes at once leave the shard dirty when both ended
+	// (the first's fold recounts): no turn died, nothing to replay.
+	first, err := store.BeginOutsideTurn(ctx, s, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := store.BeginOutsideTurn(ctx, s, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside = 2
+	for _, b := range []store.Shard{first, second} {
+		if _, err := store.FoldOutsideTurn(ctx, s, b, store.Counts{}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	outside = 0
+	sh = beginTurn(t, s, id, 0, 3, "m3", t4)
+	check("turn after outside changes that ended", sh, t3, false)
 
 	// ListOutcomesSince: the final items finished after the time given,
 	// of this shard only.
