@@ -569,13 +569,13 @@ type Shard struct {
 	// stayed unfinished for OutcomesOutsideGrace, the next turn publishes
 	// again the shard's outcomes finished after the watermark (less a
 	// margin) before it sends (OutcomesNeedReplay).
-	// TurnOpen says a turn began (BeginTurn) and has not ended
-	// (AdvanceShard with EndTurn): at the next BeginTurn, that turn died.
-	OutcomesPublishedTo time.Time
-	OutcomesReplay      bool
+	OutcomesPublishedTo   time.Time
+	OutcomesReplay        bool
 	OutcomesOutside       int64
 	OutcomesOutsideSeenAt time.Time
-	TurnOpen              bool
+	// TurnOpen says a turn began (BeginTurn) and has not ended
+	// (AdvanceShard with EndTurn): at the next BeginTurn, that turn died.
+	TurnOpen bool
 }
 
 // ShardRef names a shard.
