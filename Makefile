@@ -119,7 +119,8 @@ FUZZ_TARGETS := \
   ./internal/api:FuzzSubmitBody ./internal/api:FuzzRoutes \
   ./internal/submit:FuzzParsePart ./internal/content:FuzzTemplate \
   ./internal/provider/wecomapi:FuzzAnswers ./internal/campaign:FuzzSchedule \
-  ./internal/store/sqlitestore:FuzzCursors ./internal/store/dynamostore:FuzzCursor \
+  ./internal/store/sqlitestore:FuzzCursors ./internal/store/sqlitestore:FuzzRunBody \
+  ./internal/store/dynamostore:FuzzCursor \
   ./internal/mockprovider:FuzzSendText
 FUZZTIME ?= 30s
 

@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/qunfa/qunfa/internal/store"
@@ -32,6 +33,57 @@ func FuzzCursors(f *testing.F) {
 		// (JSON replaces invalid UTF-8, so only the decoding is checked.)
 		if _, err := decodeTextCursor(encodeTextCursor("supp", a, b), "supp"); err != nil {
 			t.Fatalf("round trip of %q %q: %v", a, b, err)
+		}
+	})
+}
+
+// FuzzRunBody decodes arbitrary run bodies and variables, as a damaged
+// file would hold them: never a panic; a body that decodes holds n items
+// in increasing seqs within runSpan of the first, survives encoding, and
+// cuts (as a claim does) into parts that decode to its items.
+func FuzzRunBody(f *testing.F) {
+	f.Add(int64(7), 3, encodeBody([]entry{{seq: 7, to: "a"}, {seq: 27, to: "b", vars: encodeVars(map[string]string{"k": "v"})}, {seq: 47, msgID: "m"}}), 1)
+	f.Add(int64(0), 1, []byte{0, 0, 0, 0}, 1)
+	f.Add(int64(5), 2, []byte{0, 1, 'x', 0, 0, 0x80}, 1)
+	f.Fuzz(func(t *testing.T, first int64, n int, b []byte, k int) {
+		items, err := decodeBody(first, n, b)
+		if err != nil {
+			if !errors.Is(err, errCorruptRun) {
+				t.Fatalf("decodeBody: %v, want errCorruptRun", err)
+			}
+			return
+		}
+		if len(items) != n || items[0].seq != first || items[n-1].seq-first > runSpan {
+			t.Fatalf("decoded %d items from %d to %d, asked %d from %d", len(items), items[0].seq, items[len(items)-1].seq, n, first)
+		}
+		for i := 1; i < n; i++ {
+			if items[i].seq <= items[i-1].seq {
+				t.Fatalf("seqs %d then %d", items[i-1].seq, items[i].seq)
+			}
+		}
+		// (A varint may be longer than it needs: the encoding need not be
+		// b itself.)
+		if again, err := decodeBody(first, n, encodeBody(items)); err != nil || !slices.Equal(again, items) {
+			t.Fatalf("%x decodes to items that do not survive encoding: %v", b, err)
+		}
+		for _, e := range items {
+			if _, err := decodeVars(e.vars); err != nil && !errors.Is(err, errCorruptRun) {
+				t.Fatalf("decodeVars: %v", err)
+			}
+		}
+		if n > 1 {
+			k = 1 + (k%(n-1)+(n-1))%(n-1)
+			raw := rawRun{first: first, n: n, span: items[n-1].seq - first, body: b}
+			head, headBody, restFirst, restBody, err := raw.split(k)
+			if err != nil || !slices.Equal(head, items[:k]) || restFirst != items[k].seq {
+				t.Fatalf("split at %d: %v, %v", k, head, err)
+			}
+			if got, err := decodeBody(first, k, headBody); err != nil || !slices.Equal(got, items[:k]) {
+				t.Fatalf("head at %d: %v", k, err)
+			}
+			if got, err := decodeBody(restFirst, n-k, restBody); err != nil || !slices.Equal(got, items[k:]) {
+				t.Fatalf("rest at %d: %v", k, err)
+			}
 		}
 	})
 }

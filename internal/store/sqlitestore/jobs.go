@@ -182,17 +182,9 @@ func (s *Store) PutItems(ctx context.Context, p store.PutItemsParams) error {
 			if it.Shard < 0 || (it.Shard >= job.ShardCount && job.Status == store.JobCreating) {
 				return fmt.Errorf("put item %d: %w: shard %d of %d", it.Seq, store.ErrInvalidArgument, it.Shard, job.ShardCount)
 			}
-			var vars string
-			if len(it.Vars) > 0 {
-				b, err := json.Marshal(it.Vars)
-				if err != nil {
-					return fmt.Errorf("put item %d: encode vars: %w", it.Seq, err)
-				}
-				vars = string(b)
-			}
 			byShard[it.Shard] = append(byShard[it.Shard], flat{
 				st: runState{status: codePending, account: it.Account, ref: it.Ref},
-				e:  entry{seq: it.Seq, to: it.To, vars: vars},
+				e:  entry{seq: it.Seq, to: it.To, vars: encodeVars(it.Vars)},
 			})
 		}
 		shards := slices.Sorted(maps.Keys(byShard))

@@ -24,7 +24,7 @@ import (
 //
 // The span is at most runSpan, so the runs holding seqs from s on start
 // after s − runSpan: a listing in seq order reads the rows from there and
-// merges the runs of different shards, whose seqs interleave (mergeRuns).
+// merges the runs of different shards, whose seqs interleave (runMerger).
 const (
 	runMax  = 128
 	runSpan = 4096
@@ -46,8 +46,8 @@ type runState struct {
 	ref      string
 }
 
-// entry is what an item of a run has of its own. vars is the JSON of the
-// item's variables ("" when it has none).
+// entry is what an item of a run has of its own. vars is the item's
+// variables as encodeVars encodes them ("" when it has none).
 type entry struct {
 	seq   int64
 	to    string
@@ -221,7 +221,16 @@ func scanRunLazy(row interface{ Scan(...any) error }, extra ...any) (run, error)
 		if n != 1 || span != 0 {
 			return r, fmt.Errorf("%w: %d items of %d without a body", errCorruptRun, n, first)
 		}
-		r.items = []entry{{seq: first, to: to, vars: vars.String, msgID: msgID.String}}
+		e := entry{seq: first, to: to, msgID: msgID.String}
+		if vars.String != "" {
+			// Before runs, vars were JSON.
+			var m map[string]string
+			if err := json.Unmarshal([]byte(vars.String), &m); err != nil {
+				return r, fmt.Errorf("decode vars of item %d: %w", first, err)
+			}
+			e.vars = encodeVars(m)
+		}
+		r.items = []entry{e}
 		return r, nil
 	}
 	if n <= 0 || n > runMax || span < 0 || span > runSpan {
@@ -231,7 +240,7 @@ func scanRunLazy(row interface{ Scan(...any) error }, extra ...any) (run, error)
 	return r, nil
 }
 
-// splitRaw splits the body of a run not decoded into its first k items
+// split splits the body of a run not decoded into its first k items
 // (0 < k < n), decoded, with their body, and the body of the rest, whose
 // first seq is restFirst: the bytes are cut, not encoded again.
 func (raw rawRun) split(k int) (head []entry, headBody []byte, restFirst int64, restBody []byte, err error) {
@@ -286,12 +295,58 @@ func (r *run) item(jobID string, e entry) (store.Item, error) {
 	if r.st.hasErr {
 		it.Error = &store.ItemError{Category: r.st.cat, Code: r.st.code, Message: r.st.msg}
 	}
-	if e.vars != "" {
-		if err := json.Unmarshal([]byte(e.vars), &it.Vars); err != nil {
-			return it, fmt.Errorf("decode vars of item %d: %w", e.seq, err)
-		}
+	vars, err := decodeVars(e.vars)
+	if err != nil {
+		return it, fmt.Errorf("decode vars of item %d: %w", e.seq, err)
 	}
+	it.Vars = vars
 	return it, nil
+}
+
+// encodeVars encodes an item's variables: the uvarint count of pairs,
+// then each key and value as appendBytes writes them ("" for none).
+func encodeVars(m map[string]string) string {
+	if len(m) == 0 {
+		return ""
+	}
+	n := binary.MaxVarintLen64
+	for k, v := range m {
+		n += 4 + len(k) + len(v)
+	}
+	b := binary.AppendUvarint(make([]byte, 0, n), uint64(len(m)))
+	for k, v := range m {
+		b = appendBytes(appendBytes(b, k), v)
+	}
+	return string(b)
+}
+
+// decodeVars decodes what encodeVars encoded (nil for "").
+func decodeVars(s string) (map[string]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	b := []byte(s)
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n == 0 || n > uint64(len(b)) {
+		return nil, errCorruptRun
+	}
+	b = b[k:]
+	m := make(map[string]string, n)
+	for range n {
+		key, rest, ok := readBytes(b)
+		if !ok {
+			return nil, errCorruptRun
+		}
+		var v string
+		if v, b, ok = readBytes(rest); !ok {
+			return nil, errCorruptRun
+		}
+		m[key] = v
+	}
+	if len(b) != 0 {
+		return nil, errCorruptRun
+	}
+	return m, nil
 }
 
 // Statements on runs, prepared on the write connection.
@@ -332,7 +387,7 @@ func (s *Store) putRun(ctx context.Context, tx *sql.Tx, no int64, r *run) error 
 	return err
 }
 
-// putRawRun writes a run of n items spanning span from first, whose body
+// putRawRun writes the run raw of a shard in state st, whose body
 // is encoded already.
 func (s *Store) putRawRun(ctx context.Context, tx *sql.Tx, no int64, shard int, st runState, raw rawRun) error {
 	var cat, code, msg any

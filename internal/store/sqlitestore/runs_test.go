@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -209,4 +210,29 @@ func seqsOf(items []store.Item) []int64 {
 		out[i] = it.Seq
 	}
 	return out
+}
+
+// TestVarsRoundTrip: an item's variables come back from their encoding
+// as they went in (none as nil), and a cut or padded encoding is refused.
+func TestVarsRoundTrip(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		m := rapid.MapOfN(rapid.StringN(0, 20, -1), rapid.StringN(0, 60, -1), 0, 8).Draw(rt, "vars")
+		enc := encodeVars(m)
+		got, err := decodeVars(enc)
+		if err != nil || !maps.Equal(got, m) || (len(m) == 0) != (got == nil) {
+			rt.Fatalf("round trip of %v: %v, %v", m, got, err)
+		}
+		if len(m) == 0 {
+			return
+		}
+		// ("" is no variables.)
+		if cut := rapid.IntRange(1, len(enc)-1).Draw(rt, "cut"); cut > 0 {
+			if _, err := decodeVars(enc[:cut]); !errors.Is(err, errCorruptRun) {
+				rt.Fatalf("encoding of %v cut at %d: %v", m, cut, err)
+			}
+		}
+		if _, err := decodeVars(enc + "x"); !errors.Is(err, errCorruptRun) {
+			rt.Fatalf("padded encoding of %v: %v", m, err)
+		}
+	})
 }

@@ -79,7 +79,8 @@ var statusNames = [...]store.ItemStatus{
 // use instead of the job id, so the hot tables stay narrow.
 //
 // Items are clustered by (job, shard, seq): a claim, a recount and an
-// update of one shard touch neighbouring rows. The partial indexes cover
+// update of one shard touch neighbouring rows. Since version 20 a row
+// holds a run of items of equal state, keyed by its first seq (runs.go). The partial indexes cover
 // only the rows a hot query needs: pending items for claims (in seq order)
 // and for the next due time, submitted items for the reconciler, failed and
 // abandoned items and items with an error for operators' listings. Claims
