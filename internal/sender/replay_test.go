@@ -197,3 +197,78 @@ func TestRefusedOutcomesArePublishedAgain(t *testing.T) {
 		t.Errorf("%d outcomes published, want 10", len(got))
 	}
 }
+
+// TestOutcomesOfADeadOutsideChangeArePublishedAgain: an outside change
+// (the reconciler, a provider event) marks a running shard, records
+// outcomes and dies before publishing them or folding. The first turn to
+// see it does not take it for dead yet (it may be in flight) but keeps
+// the watermark from passing it; a turn a minute later publishes its
+// outcomes again.
+func TestOutcomesOfADeadOutsideChangeArePublishedAgain(t *testing.T) {
+	t.Parallel()
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 4, MaxWait: 300 * time.Millisecond})
+	outcomes := &alerttest.Recorder{}
+	p.sender.Outcomes = outcomes
+	p.account("a", 1, 4, 0, 1)
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 16)}, "outside")
+	ctx := context.Background()
+	if _, err := p.sender.HandleTurn(ctx, p.nextTurn(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+
+	// The outside change: mark, settle two items, die.
+	clk.Advance(2 * time.Minute)
+	if _, err := store.BeginOutsideTurn(ctx, p.store, job.Job.ID, 0); err != nil {
+		t.Fatal(err)
+	}
+	c, err := p.store.ClaimItems(ctx, store.ClaimItemsParams{JobID: job.Job.ID, Index: 0, Max: 2, Now: clk.Now(), ClaimID: "outside"})
+	if err != nil || len(c.Items) != 2 {
+		t.Fatalf("claim: %v (%d items)", err, len(c.Items))
+	}
+	var ups []store.ItemUpdate
+	var dead []int64
+	for _, it := range c.Items {
+		ups = append(ups, store.ItemUpdate{Seq: it.Seq, From: store.ItemSubmitted, ClaimID: "outside", To: store.ItemConfirmed})
+		dead = append(dead, it.Seq)
+	}
+	if _, err := p.store.UpdateItems(ctx, store.UpdateItemsParams{JobID: job.Job.ID, Index: 0, Updates: ups, At: clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+
+	published := func() map[int64]int {
+		n := map[int64]int{}
+		for _, seq := range outcomeSeqs(outcomes.Of(alert.ItemOutcomes)) {
+			n[seq]++
+		}
+		return n
+	}
+	// The next turn, over a minute later but the first to see the change:
+	// it may still be in flight. The turn's folds must not move the
+	// watermark past it (else the replay below, from the watermark less a
+	// minute, would miss its outcomes).
+	clk.Advance(70 * time.Second)
+	if _, err := p.sender.HandleTurn(ctx, p.nextTurn(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range dead {
+		if published()[seq] != 0 {
+			t.Fatalf("seq %d published by the first turn to see the outside change: it was taken for dead at once", seq)
+		}
+	}
+	// A minute later it is dead: the next turn publishes its outcomes.
+	clk.Advance(2 * time.Minute)
+	if _, err := p.sender.HandleTurn(ctx, p.nextTurn(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	got := published()
+	for _, seq := range dead {
+		if got[seq] == 0 {
+			t.Errorf("outcome of seq %d, settled by the outside change that died, never published", seq)
+		}
+	}
+	for _, seq := range finalSeqs(p, job.Job.ID) {
+		if got[seq] == 0 {
+			t.Errorf("outcome of seq %d never published", seq)
+		}
+	}
+}
