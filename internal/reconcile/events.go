@@ -68,16 +68,24 @@ func (r *Reconciler) SettleMsgCall(ctx context.Context, account, msgID string, s
 			r.repairCounts(ctx, k)
 			return n, fmt.Errorf("settle items of shard %s/%d: %w", k.job, k.shard, err)
 		}
-		if _, err := store.FoldOutsideTurn(ctx, r.Store, sh, res.Delta, res.FailuresDelta); err != nil {
-			r.repairCounts(ctx, k)
-			return n, fmt.Errorf("fold settled counts of shard %s/%d: %w", k.job, k.shard, err)
-		}
 		n += len(seqs) - len(res.Rejected)
 		if items != nil {
-			r.publishOutcomes(ctx, tenant, c.JobID, ups, res.Rejected, func(seq int64) (store.Item, bool) {
+			// Published before the fold: a publish that fails leaves the
+			// shard dirty (recounted, not folded) and marked for replay.
+			err := r.publishOutcomes(ctx, tenant, c.JobID, ups, res.Rejected, func(seq int64) (store.Item, bool) {
 				it, ok := items[seq]
 				return it, ok
 			}, now)
+			if err != nil {
+				r.log().Error("publish outcomes; the shard stays dirty to publish them again",
+					slog.String("job", k.job), slog.Int("shard", k.shard), slog.Any("err", err))
+				r.repairCounts(ctx, k)
+				continue
+			}
+		}
+		if _, err := store.FoldOutsideTurn(ctx, r.Store, sh, res.Delta, res.FailuresDelta); err != nil {
+			r.repairCounts(ctx, k)
+			return n, fmt.Errorf("fold settled counts of shard %s/%d: %w", k.job, k.shard, err)
 		}
 	}
 	if n == 0 {
@@ -145,9 +153,10 @@ func (r *Reconciler) callItems(ctx context.Context, c store.MsgCall) (string, ma
 }
 
 // publishOutcomes publishes the items that ups made final (those not
-// rejected) as one ItemOutcomes event of the job.
+// rejected) as one ItemOutcomes event of the job, and returns the
+// publisher's error.
 func (r *Reconciler) publishOutcomes(ctx context.Context, tenant, jobID string, ups []store.ItemUpdate, rejected []int64,
-	item func(seq int64) (store.Item, bool), now time.Time) {
+	item func(seq int64) (store.Item, bool), now time.Time) error {
 	var out []alert.ItemOutcome
 	for _, u := range ups {
 		switch u.To {
@@ -166,8 +175,44 @@ func (r *Reconciler) publishOutcomes(ctx context.Context, tenant, jobID string, 
 		out = append(out, o)
 	}
 	if len(out) == 0 {
-		return
+		return nil
 	}
-	alert.Emit(ctx, r.Outcomes, r.log(), alert.Event{Type: alert.ItemOutcomes, Tenant: tenant, Time: now,
+	return r.Outcomes.Publish(context.WithoutCancel(ctx), alert.Event{Type: alert.ItemOutcomes, Tenant: tenant, Time: now,
 		Detail: alert.ItemOutcomesDetail{JobID: jobID, Items: out}})
+}
+
+// replayOutcomes publishes again, as ItemOutcomes events of a page each,
+// the outcomes of a shard's items that finished after its watermark less
+// store.OutcomesReplayMargin, when the shard is marked for it (see
+// store.Shard.OutcomesPublishedTo): the sweep of a dirty final shard, which
+// gets no more turns to do it, whose outside change may have died between
+// recording outcomes and publishing them.
+func (r *Reconciler) replayOutcomes(ctx context.Context, job store.Job, sh store.Shard) error {
+	if r.Outcomes == nil || !store.OutcomesMayBeUnpublished(sh) {
+		return nil
+	}
+	from := store.ReplayOutcomesFrom(sh)
+	n := 0
+	err := store.ListOutcomesSince(ctx, r.Store, sh.JobID, sh.Index, from, func(items []store.Item) error {
+		out := make([]alert.ItemOutcome, 0, len(items))
+		var last time.Time
+		for _, it := range items {
+			o := alert.ItemOutcome{Seq: it.Seq, Account: it.Account, To: it.To, Ref: it.Ref, Status: string(it.Status), MsgID: it.MsgID, At: it.FinishedAt}
+			if it.Error != nil {
+				o.Category, o.Code = it.Error.Category, it.Error.Code
+			}
+			out = append(out, o)
+			if it.FinishedAt.After(last) {
+				last = it.FinishedAt
+			}
+		}
+		n += len(out)
+		return r.Outcomes.Publish(context.WithoutCancel(ctx), alert.Event{Type: alert.ItemOutcomes, Tenant: job.Tenant, Time: last,
+			Detail: alert.ItemOutcomesDetail{JobID: job.ID, Items: out}})
+	})
+	if err != nil {
+		return fmt.Errorf("publish again the outcomes of shard %s/%d: %w", sh.JobID, sh.Index, err)
+	}
+	r.log().Info("outcomes published again", slog.String("job", sh.JobID), slog.Int("shard", sh.Index), slog.Int("outcomes", n))
+	return nil
 }

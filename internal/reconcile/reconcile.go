@@ -426,19 +426,22 @@ func (r *Reconciler) writePage(ctx context.Context, rep *Report, touched map[str
 		ups := updates[k]
 		for start := 0; start < len(ups); start += store.MaxPutItems {
 			chunk := ups[start:min(start+store.MaxPutItems, len(ups))]
-			repended, rejected, err := r.apply(ctx, k, chunk, now)
-			if err != nil {
-				return err
-			}
+			var publish func(rejected []int64) error
 			if r.Outcomes != nil {
 				st, err := job(k.job)
 				if err != nil {
 					return err
 				}
-				r.publishOutcomes(ctx, st.tenant, k.job, chunk, rejected, func(seq int64) (store.Item, bool) {
-					it, ok := looked[itemKey{k, seq}]
-					return it, ok
-				}, now)
+				publish = func(rejected []int64) error {
+					return r.publishOutcomes(ctx, st.tenant, k.job, chunk, rejected, func(seq int64) (store.Item, bool) {
+						it, ok := looked[itemKey{k, seq}]
+						return it, ok
+					}, now)
+				}
+			}
+			repended, _, err := r.apply(ctx, k, chunk, now, publish)
+			if err != nil {
+				return err
 			}
 			if len(repended) > 0 {
 				if err := r.afterRepend(ctx, k, repended, now); err != nil {
@@ -473,8 +476,15 @@ type itemKey struct {
 
 // apply writes one chunk of item updates of a shard, marking the shard
 // dirty first so that a crash before the fold is repaired by a recount,
-// and returns the seqs it moved to pending.
-func (r *Reconciler) apply(ctx context.Context, k shardKey, ups []store.ItemUpdate, now time.Time) (repended, rejected []int64, err error) {
+// publishes the outcomes it recorded (publish, when not nil, given the
+// updates the store rejected) before it folds, and returns the seqs it
+// moved to pending. The mark also counts the change in the shard's
+// OutcomesOutside, and only the fold ends it: should the process die
+// before publishing, or the publish fail (the fold is then left to a
+// recount and the shard stays dirty), the shard's next turn, or the sweep
+// of dirty final shards, publishes them again.
+func (r *Reconciler) apply(ctx context.Context, k shardKey, ups []store.ItemUpdate, now time.Time,
+	publish func(rejected []int64) error) (repended, rejected []int64, err error) {
 	sh, err := store.BeginOutsideTurn(ctx, r.Store, k.job, k.shard)
 	if err != nil {
 		return nil, nil, fmt.Errorf("mark shard %s/%d dirty: %w", k.job, k.shard, err)
@@ -484,16 +494,30 @@ func (r *Reconciler) apply(ctx context.Context, k shardKey, ups []store.ItemUpda
 		r.repairCounts(ctx, k)
 		return nil, nil, fmt.Errorf("settle items of shard %s/%d: %w", k.job, k.shard, err)
 	}
+	if publish != nil {
+		if err := publish(res.Rejected); err != nil {
+			r.log().Error("publish outcomes; the shard stays dirty to publish them again",
+				slog.String("job", k.job), slog.Int("shard", k.shard), slog.Any("err", err))
+			r.repairCounts(ctx, k)
+			return rependedOf(ups, res.Rejected), res.Rejected, nil
+		}
+	}
 	if _, err := store.FoldOutsideTurn(ctx, r.Store, sh, res.Delta, res.FailuresDelta); err != nil {
 		r.repairCounts(ctx, k)
 		return nil, nil, fmt.Errorf("fold settled counts of shard %s/%d: %w", k.job, k.shard, err)
 	}
+	return rependedOf(ups, res.Rejected), res.Rejected, nil
+}
+
+// rependedOf is the seqs ups moved to pending (those not rejected).
+func rependedOf(ups []store.ItemUpdate, rejected []int64) []int64 {
+	var seqs []int64
 	for _, u := range ups {
-		if u.To == store.ItemPending && !slices.Contains(res.Rejected, u.Seq) {
-			repended = append(repended, u.Seq)
+		if u.To == store.ItemPending && !slices.Contains(rejected, u.Seq) {
+			seqs = append(seqs, u.Seq)
 		}
 	}
-	return repended, res.Rejected, nil
+	return seqs
 }
 
 // repairCounts makes a shard's counts true from its items after a settle
@@ -668,7 +692,13 @@ func (r *Reconciler) sweepShard(ctx context.Context, rep *Report, ref store.Shar
 	// with nothing left to move, nothing it could write is missing from
 	// the recount. Otherwise the mark stays for a later pass.
 	if rc.Counts.Pending == 0 && rc.Counts.Submitted == 0 {
-		cleared, err := r.Store.AddShardCounts(ctx, store.AddShardCountsParams{JobID: ref.JobID, Index: ref.Index, Epoch: rc.Epoch, ClearDirty: true})
+		// Whatever marked it may have died before publishing outcomes
+		// it recorded: publish them again before the mark goes.
+		if err := r.replayOutcomes(ctx, view.Job, rc); err != nil {
+			return err
+		}
+		cleared, err := r.Store.AddShardCounts(ctx, store.AddShardCountsParams{JobID: ref.JobID, Index: ref.Index, Epoch: rc.Epoch, ClearDirty: true,
+			OutcomesReplayed: true})
 		if err != nil {
 			return fmt.Errorf("clear the mark of dirty shard %s/%d: %w", ref.JobID, ref.Index, err)
 		}

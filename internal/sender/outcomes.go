@@ -2,6 +2,8 @@ package sender
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -65,18 +67,13 @@ func (tr *turn) publishOutcomes(ctx context.Context, calls []*pendingCall, updat
 	if len(out) == 0 {
 		return
 	}
-	if len(tr.heldOutcomes) == 0 {
-		tr.heldSince = now
-	}
-	tr.heldOutcomes = append(tr.heldOutcomes, out...)
-	for _, o := range out {
-		tr.heldBytes += outcomeSize(o)
-	}
+	tr.holdOutcomes(now, out...)
 	tr.flushOutcomesDue(ctx)
 }
 
 // flushOutcomesDue publishes the held outcomes when they fill an event or
-// the first has waited outcomesMaxHold.
+// the first has waited outcomesMaxHold (since the last failed publish,
+// when one failed).
 func (tr *turn) flushOutcomesDue(ctx context.Context) {
 	if tr.heldBytes >= maxOutcomesBytes ||
 		(len(tr.heldOutcomes) > 0 && tr.s.Clock.Now().Sub(tr.heldSince) >= outcomesMaxHold) {
@@ -85,11 +82,15 @@ func (tr *turn) flushOutcomesDue(ctx context.Context) {
 }
 
 // flushOutcomes publishes every held outcome, in events of at most
-// maxOutcomesBytes, in the order recorded. An event's time is that of its
-// last outcome, not of the flush: a job event that follows the flush but
-// was timed before it (finishShard's) still comes after the outcomes in
-// time order, the order webhooks deliver in.
-func (tr *turn) flushOutcomes(ctx context.Context) {
+// maxOutcomesBytes, in the order recorded, and reports whether all went
+// out. An event's time is that of its last outcome, not of the flush: a
+// job event that follows the flush but was timed before it
+// (finishShard's) still comes after the outcomes in time order, the order
+// webhooks deliver in. An event the publisher refuses stays held, with
+// those after it, to be published again outcomesMaxHold later or when the
+// turn ends; what the turn ends with unpublished, the next turn publishes
+// again (the shard's replay mark, see flush).
+func (tr *turn) flushOutcomes(ctx context.Context) bool {
 	for len(tr.heldOutcomes) > 0 {
 		n, size := 0, 0
 		var last time.Time
@@ -98,11 +99,112 @@ func (tr *turn) flushOutcomes(ctx context.Context) {
 			last = maxTime(last, tr.heldOutcomes[n].At)
 			n++
 		}
-		alert.Emit(ctx, tr.s.Outcomes, tr.log, alert.Event{Type: alert.ItemOutcomes, Tenant: tr.job.Tenant, Time: last,
-			Detail: alert.ItemOutcomesDetail{JobID: tr.job.ID, Items: slices.Clone(tr.heldOutcomes[:n])}})
+		ev := alert.Event{Type: alert.ItemOutcomes, Tenant: tr.job.Tenant, Time: last,
+			Detail: alert.ItemOutcomesDetail{JobID: tr.job.ID, Items: slices.Clone(tr.heldOutcomes[:n])}}
+		if err := tr.s.Outcomes.Publish(context.WithoutCancel(ctx), ev); err != nil {
+			tr.log.Error("publish outcomes; kept to publish again", slog.Int("outcomes", len(tr.heldOutcomes)), slog.Any("err", err))
+			tr.heldSince = tr.s.Clock.Now()
+			return false
+		}
+		tr.heldBytes -= size
 		tr.heldOutcomes = tr.heldOutcomes[n:]
 	}
 	tr.heldOutcomes, tr.heldBytes = nil, 0
+	return true
+}
+
+// outcomesWatermark is the time up to which every outcome this turn
+// recorded has been published, for the shard's watermark at a fold at
+// now: just before the first held outcome, else now (the turn times its
+// outcomes by the same clock, so those it records later finish after).
+// The store moves the shard's only while no outside change is unfinished
+// (their outcomes may not be out). Zero (the shard's stays) without a
+// publisher.
+func (tr *turn) outcomesWatermark(now time.Time) time.Time {
+	if tr.s.Outcomes == nil {
+		return time.Time{}
+	}
+	if len(tr.heldOutcomes) == 0 {
+		return now
+	}
+	first := tr.heldOutcomes[0].At
+	for _, o := range tr.heldOutcomes[1:] {
+		if o.At.Before(first) {
+			first = o.At
+		}
+	}
+	return first.Add(-time.Nanosecond)
+}
+
+// replayOutcomes publishes again, before the turn sends anything, the
+// outcomes of the shard's items that finished after its watermark less
+// store.OutcomesReplayMargin, when the shard is marked for it
+// (store.OutcomesNeedReplay): the previous turn died between recording
+// outcomes and publishing them or could not publish them, or an outside
+// change (the reconciler, a provider event, an operator) began and did
+// not end for a minute, as one that died before publishing would. Outcomes are at least
+// once: a subscriber dedupes on job id and seq. When every one went out,
+// the turn's next fold clears the mark; otherwise the next turn tries
+// again. The turn reads its job record first (the events' tenant).
+func (tr *turn) replayOutcomes(ctx context.Context) {
+	if !store.OutcomesNeedReplay(tr.shard, tr.start) {
+		return
+	}
+	if tr.s.Outcomes == nil {
+		tr.replayed = true
+		return
+	}
+	job, err := tr.s.Store.GetJobRecord(ctx, tr.t.JobID)
+	if err != nil {
+		tr.log.Error("replay outcomes: read job", slog.Any("err", err))
+		return
+	}
+	if err := tr.adoptJob(job); err != nil {
+		tr.log.Error("replay outcomes", slog.Any("err", err))
+		return
+	}
+	from := store.ReplayOutcomesFrom(tr.shard)
+	n := 0
+	errUnpublished := errors.New("outcomes not published")
+	err = store.ListOutcomesSince(ctx, tr.s.Store, tr.t.JobID, tr.t.Shard, from, func(items []store.Item) error {
+		for _, it := range items {
+			tr.holdOutcomes(tr.s.Clock.Now(), outcomeOfItem(it))
+		}
+		n += len(items)
+		if tr.heldBytes >= maxOutcomesBytes && !tr.flushOutcomes(ctx) {
+			return errUnpublished
+		}
+		return nil
+	})
+	if err == nil && !tr.flushOutcomes(ctx) {
+		err = errUnpublished
+	}
+	if err != nil {
+		tr.log.Error("replay outcomes", slog.Time("from", from), slog.Any("err", err))
+		return
+	}
+	tr.replayed = true
+	tr.log.Info("outcomes published again", slog.Time("from", from), slog.Int("outcomes", n))
+}
+
+// outcomeOfItem is the outcome a final item reports.
+func outcomeOfItem(it store.Item) alert.ItemOutcome {
+	o := alert.ItemOutcome{Seq: it.Seq, Account: it.Account, To: it.To, Ref: it.Ref, Status: string(it.Status), MsgID: it.MsgID, At: it.FinishedAt}
+	if it.Error != nil {
+		o.Category, o.Code = it.Error.Category, it.Error.Code
+	}
+	return o
+}
+
+// holdOutcomes adds outcomes to those the turn holds.
+func (tr *turn) holdOutcomes(now time.Time, out ...alert.ItemOutcome) {
+	if len(tr.heldOutcomes) == 0 {
+		tr.heldSince = now
+	}
+	tr.heldOutcomes = append(tr.heldOutcomes, out...)
+	for _, o := range out {
+		tr.heldBytes += outcomeSize(o)
+	}
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -168,7 +168,7 @@ func (tr *turn) nothingDue(ctx context.Context, nextDue, now time.Time) (Result,
 			return Result{}, true, fmt.Errorf("recount shard: %w", err)
 		}
 		tr.log.Warn("shard counts were off; recounted", slog.Int64("pending_was", counts.Pending), slog.Int64("pending", sh.Counts.Pending))
-		tr.shard.Counts, tr.shard.Epoch, tr.delta, tr.failures = sh.Counts, sh.Epoch, store.Counts{}, nil
+		tr.adoptRecount(sh)
 		if sh.Counts.Pending > 0 {
 			res, err := tr.handBack(context.WithoutCancel(ctx), time.Second, "pending items not claimable")
 			return res, true, err

@@ -390,6 +390,9 @@ type turn struct {
 	heldOutcomes []alert.ItemOutcome
 	heldSince    time.Time
 	heldBytes    int
+	// replayed: the turn published the shard's outcomes again at its
+	// start and its next fold clears the marks.
+	replayed bool
 
 	// progress not yet folded into the shard
 	delta    store.Counts
@@ -408,6 +411,7 @@ func (tr *turn) run(stopCtx context.Context) (Result, error) {
 	if tr.slow <= 0 || tr.slow > 1 {
 		tr.slow = 1
 	}
+	tr.replayOutcomes(ctx)
 	for {
 		tr.returnSlots() // call slots not given to a call last batch
 		tr.flushOutcomesDue(ctx)

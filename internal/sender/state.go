@@ -23,13 +23,9 @@ func (tr *turn) checkState(ctx context.Context) (bool, Result, error) {
 	if err != nil {
 		return true, Result{}, fmt.Errorf("read job: %w", err)
 	}
-	if tr.job.ID == "" {
-		tr.tmpl, err = content.Parse(job.Template)
-		if err != nil {
-			return true, Result{}, fmt.Errorf("parse template of job %s: %w", job.ID, err)
-		}
+	if err := tr.adoptJob(job); err != nil {
+		return true, Result{}, err
 	}
-	tr.job = job
 	if now := tr.s.Clock.Now(); now.Sub(tr.shardReadAt) >= tr.cfg.AccountRefresh {
 		cur, err := tr.s.Store.GetShard(ctx, tr.t.JobID, tr.t.Shard)
 		if errors.Is(err, store.ErrNotFound) {
@@ -118,7 +114,7 @@ func (tr *turn) nothingPending(ctx context.Context, now time.Time) (Result, bool
 	if err != nil {
 		return Result{}, true, fmt.Errorf("recount shard: %w", err)
 	}
-	tr.shard.Counts, tr.shard.Epoch, tr.delta, tr.failures = sh.Counts, sh.Epoch, store.Counts{}, nil
+	tr.adoptRecount(sh)
 	if sh.Counts.Pending > 0 {
 		tr.log.Warn("shard counts said nothing pending; recounted", slog.Int64("pending", sh.Counts.Pending))
 		return Result{}, false, nil
@@ -137,20 +133,47 @@ func (tr *turn) fold(d store.Counts, f map[string]int64) {
 	}
 }
 
-// flush folds pending progress into the shard. Ending the turn first waits
-// for and records every call still running.
+// adoptJob takes the job record as read, parsing its template the first
+// time.
+func (tr *turn) adoptJob(job store.Job) error {
+	if tr.job.ID == "" {
+		tmpl, err := content.Parse(job.Template)
+		if err != nil {
+			return fmt.Errorf("parse template of job %s: %w", job.ID, err)
+		}
+		tr.tmpl = tmpl
+	}
+	tr.job = job
+	return nil
+}
+
+// adoptRecount takes the counts and epoch of a recount the turn made.
+func (tr *turn) adoptRecount(sh store.Shard) {
+	tr.shard.Counts, tr.shard.Epoch, tr.delta, tr.failures = sh.Counts, sh.Epoch, store.Counts{}, nil
+}
+
+// flush folds pending progress into the shard, with the outcomes
+// watermark (outcomesWatermark). Ending the turn first waits for and
+// records every call still running and publishes every held outcome; an
+// outcome it could not publish leaves the shard's replay mark for the
+// next turn.
 func (tr *turn) flush(ctx context.Context, endTurn bool) error {
 	if endTurn {
 		if err := tr.collectStragglers(ctx, true); err != nil {
 			return err
 		}
+		tr.flushOutcomes(ctx)
 	}
-	sh, err := tr.s.Store.AdvanceShard(ctx, store.AdvanceShardParams{
+	now := tr.s.Clock.Now()
+	p := store.AdvanceShardParams{
 		JobID: tr.t.JobID, Index: tr.t.Shard, Turn: tr.t.Turn, Epoch: tr.shard.Epoch,
 		Delta: tr.delta, FailuresDelta: tr.failures, Cursor: tr.cursor,
-		SlowFactor: tr.slow, At: tr.s.Clock.Now(), EndTurn: endTurn,
+		SlowFactor: tr.slow, At: now, EndTurn: endTurn,
 		Attempts: tr.attempts, AttemptFailures: tr.attemptFailures,
-	})
+		OutcomesPublishedTo: tr.outcomesWatermark(now), OutcomesReplayed: tr.replayed,
+		OutcomesUnpublished: endTurn && len(tr.heldOutcomes) > 0, OutcomesOutsideSeenAt: now,
+	}
+	sh, err := tr.s.Store.AdvanceShard(ctx, p)
 	if errors.Is(err, store.ErrConflict) {
 		// A newer turn took the shard over; our unfolded delta is lost, so
 		// make the counts true again from the items.
@@ -164,6 +187,9 @@ func (tr *turn) flush(ctx context.Context, endTurn bool) error {
 	}
 	tr.delta, tr.failures = store.Counts{}, nil
 	tr.attempts, tr.attemptFailures, tr.unfolded = 0, 0, 0
+	if sh.Epoch == p.Epoch {
+		tr.replayed = false
+	}
 	tr.shard.Counts, tr.shard.Epoch = sh.Counts, sh.Epoch
 	tr.shard.Status, tr.shard.PauseReason, tr.shard.Turn = sh.Status, sh.PauseReason, sh.Turn
 	tr.shardReadAt = tr.s.Clock.Now()

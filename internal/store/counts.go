@@ -78,14 +78,19 @@ func BeginOutsideTurn(ctx context.Context, s Store, jobID string, index int) (Sh
 // epoch the mark started (before.Epoch + 1) and the mark is cleared; if
 // the epoch moved since — another change marked the shard, or a turn or a
 // recount came between — the counts are recounted instead and Dirty stays,
-// for whoever marked or recounted it to settle.
+// for whoever marked or recounted it to settle. Either way it ends the
+// change in the shard's OutcomesOutside: call it after the change's
+// outcomes are published, never when their publish failed.
 func FoldOutsideTurn(ctx context.Context, s Store, before Shard, delta Counts, failures map[string]int64) (Shard, error) {
 	if before.Dirty {
-		return s.RecountShard(ctx, before.JobID, before.Index)
+		// At the epoch before the mark: always stale, so a recount.
+		return s.AddShardCounts(ctx, AddShardCountsParams{
+			JobID: before.JobID, Index: before.Index, Epoch: before.Epoch, OutcomesPublished: true,
+		})
 	}
 	return s.AddShardCounts(ctx, AddShardCountsParams{
 		JobID: before.JobID, Index: before.Index, Epoch: before.Epoch + 1, Delta: delta, FailuresDelta: failures,
-		ClearDirty: true,
+		ClearDirty: true, OutcomesPublished: true,
 	})
 }
 

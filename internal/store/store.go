@@ -102,12 +102,15 @@ type Store interface {
 	// current turn's message). Anything else is a stale message:
 	// ErrConflict. If the shard was Dirty (the previous turn did not end
 	// with AdvanceShard{EndTurn: true}) its counts are recomputed from the
-	// items first (Epoch + 1). Marks the shard Dirty.
+	// items first (Epoch + 1). If the previous turn did not end
+	// (TurnOpen), OutcomesReplay is set. Marks the shard Dirty and
+	// TurnOpen; EndTurn clears both.
 	BeginTurn(ctx context.Context, p BeginTurnParams) (Shard, error)
 	// AdvanceShard folds a count delta into the shard (subject to the count
 	// epoch, see the package doc) and moves its cursor, last-advanced time
 	// and slow-down factor, only while p.Turn is the shard's current turn
-	// (ErrConflict otherwise, and nothing changes). EndTurn clears Dirty.
+	// (ErrConflict otherwise, and nothing changes). EndTurn clears Dirty
+	// and TurnOpen.
 	AdvanceShard(ctx context.Context, p AdvanceShardParams) (Shard, error)
 	// AddShardCounts folds a count delta into a shard outside any turn (API
 	// actions, reconciler), subject to the count epoch. It does not move the
@@ -122,7 +125,8 @@ type Store interface {
 	// reconciler), and starts its next count epoch (Epoch + 1), so that no
 	// fold computed before the mark adds a delta or clears the mark. It
 	// returns the shard as it was before (its Dirty and Epoch tell
-	// FoldOutsideTurn what to do).
+	// FoldOutsideTurn what to do). It adds one to OutcomesOutside: the
+	// change may record outcomes and die before it publishes them.
 	MarkShardDirty(ctx context.Context, jobID string, index int) (Shard, error)
 	// TransitionShard changes a shard's status along ShardTransitionAllowed,
 	// like TransitionJob.
@@ -552,6 +556,26 @@ type Shard struct {
 	// limiting), for the breaker's failure rate. Never recounted.
 	Attempts        int64
 	AttemptFailures int64
+	// OutcomesPublishedTo is the shard's outcomes watermark: every final
+	// outcome of its items with FinishedAt at or before it has been
+	// published (items.outcomes), by the sender that recorded it.
+	// OutcomesReplay says a turn may have recorded outcomes and not
+	// published them (it died, or a publish failed), and OutcomesOutside
+	// counts outside changes begun (MarkShardDirty) and not yet folded
+	// after publishing theirs (one may have died in between), first seen
+	// by a turn at OutcomesOutsideSeenAt (zero: not yet): while the
+	// watermark stays where it is (it does not move while OutcomesOutside
+	// is not 0) and, when OutcomesReplay is set or outside changes have
+	// stayed unfinished for OutcomesOutsideGrace, the next turn publishes
+	// again the shard's outcomes finished after the watermark (less a
+	// margin) before it sends (OutcomesNeedReplay).
+	OutcomesPublishedTo   time.Time
+	OutcomesReplay        bool
+	OutcomesOutside       int64
+	OutcomesOutsideSeenAt time.Time
+	// TurnOpen says a turn began (BeginTurn) and has not ended
+	// (AdvanceShard with EndTurn): at the next BeginTurn, that turn died.
+	TurnOpen bool
 }
 
 // ShardRef names a shard.
@@ -693,6 +717,20 @@ type AdvanceShardParams struct {
 	// counters whatever the epoch.
 	Attempts        int64
 	AttemptFailures int64
+	// OutcomesPublishedTo moves the shard's outcomes watermark forward
+	// (never back), and OutcomesReplayed clears OutcomesReplay and
+	// OutcomesOutside, only when the delta is folded at p.Epoch: an
+	// outside change or a recount since may have recorded outcomes this
+	// turn has not published.
+	OutcomesPublishedTo time.Time
+	OutcomesReplayed    bool
+	// OutcomesUnpublished sets OutcomesReplay: the turn recorded outcomes
+	// it could not publish.
+	OutcomesUnpublished bool
+	// OutcomesOutsideSeenAt is the turn's time, kept as the shard's
+	// OutcomesOutsideSeenAt when outside changes are unfinished and none
+	// was seen before.
+	OutcomesOutsideSeenAt time.Time
 }
 
 // AddShardCountsParams folds a delta into a shard outside a turn.
@@ -708,6 +746,13 @@ type AddShardCountsParams struct {
 	// Epoch (the caller marked the shard dirty itself, from clean, and no
 	// turn or recount came between). On an epoch mismatch Dirty stays.
 	ClearDirty bool
+	// OutcomesPublished ends an outside change that marked the shard
+	// (OutcomesOutside − 1, whatever the epoch): its outcomes, if any,
+	// are published. OutcomesReplayed clears OutcomesReplay and
+	// OutcomesOutside when the delta is folded at Epoch (the caller
+	// published the shard's outcomes again since reading it).
+	OutcomesPublished bool
+	OutcomesReplayed  bool
 }
 
 // TransitionShardParams changes a shard's status.

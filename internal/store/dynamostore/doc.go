@@ -141,14 +141,23 @@
 //	AddShardCounts     UpdateItem ADD, condition epoch; on a stale epoch as RecountShard
 //	RecountShard       GetItem + Query P# pages + UpdateItem on sv (epoch + 1)
 //	AdvanceShard also ADDs the attempt counters in the same UpdateItem (in either branch, so
-//	                   they are added whatever the epoch, and still one write per advance)
+//	                   they are added whatever the epoch, and still one write per advance),
+//	                   and SETs the outcomes watermark ocTo (and ocRe, the replay mark) in it:
+//	                   ~14 bytes more on the shard record, no extra request
+//	store.ListOutcomesSince (a turn's replay of outcomes, only on a shard marked for it: a turn
+//	                   died, an outside change touched it, a publish failed)
+//	                   ListItems by status and shard, three statuses: walks the shard's
+//	                   status pages (Query, 16 pages a request) and reads payloads of the
+//	                   final items it returns; ~ one RCU per status page per status plus
+//	                   the payload pages, once per replay, not per message
 //	TransitionShard    GetItem + UpdateItem on status and dirty, sv + 1 (every shard write moves
 //	                   sv, see recordCache); enters/leaves the running index
 //	                   (entering running or paused with reason breaker keeps it in; a final
 //	                   dirty shard goes to the DIRTY partition)
 //	ListStaleShards    Query running (g2pk = RUNNING, g2sk < next minute of Before) +
 //	                   BatchGetItem, exact filter (running, or paused with reason breaker)
-//	MarkShardDirty     GetItem + UpdateItem on sv: dirty, epoch + 1, sv + 1 (+ DIRTY entry if final)
+//	MarkShardDirty     GetItem + UpdateItem on sv: dirty, epoch + 1, ocRe, sv + 1 (+ DIRTY entry if
+//	                   final)
 //	ListDirtyShards    Query running (g2pk = DIRTY) + BatchGetItem, exact filter (final and dirty;
 //	                   a stale entry is removed, conditionally)
 //	ClaimItems         Query due (Limit 4) → first due page; BatchGetItem page (+ member list,

@@ -63,6 +63,20 @@ const (
 	attrAttemptFailures = "attF"
 )
 
+// The outcomes watermark of a shard (Unix nanoseconds; absent = never
+// published), its replay mark (absent = false) and its count of outside
+// changes under way (absent = 0), see store.Shard.OutcomesPublishedTo.
+const (
+	attrOutcomesTo      = "ocTo"
+	attrOutcomesReplay  = "ocRe"
+	attrOutcomesOutside = "ocOut"
+	// attrTurnOpen: store.Shard.TurnOpen (absent = false).
+	attrTurnOpen = "tOpen"
+	// attrOutcomesOutsideAt: store.Shard.OutcomesOutsideSeenAt (Unix
+	// nanoseconds, absent = zero).
+	attrOutcomesOutsideAt = "ocOutAt"
+)
+
 // watchedForStaleness reports whether a shard in this state belongs in the
 // running index, which ListStaleShards queries: running shards, and shards
 // paused by their breaker (the reconciler resumes or probes them).
@@ -89,6 +103,21 @@ func shardItem(sh store.Shard) map[string]types.AttributeValue {
 		"status": attrS(string(sh.Status)), "size": attrN(sh.Size), "cursor": attrN(sh.Cursor),
 		"lastAdv": attrN(nanos(sh.LastAdvancedAt)), "slow": attrF(sh.SlowFactor),
 		"turn": attrN(sh.Turn), "dirty": attrBool(sh.Dirty), "sv": attrN(1), "epoch": attrN(sh.Epoch),
+	}
+	if !sh.OutcomesPublishedTo.IsZero() {
+		m[attrOutcomesTo] = attrN(nanos(sh.OutcomesPublishedTo))
+	}
+	if sh.OutcomesReplay {
+		m[attrOutcomesReplay] = attrBool(true)
+	}
+	if sh.OutcomesOutside != 0 {
+		m[attrOutcomesOutside] = attrN(sh.OutcomesOutside)
+	}
+	if sh.TurnOpen {
+		m[attrTurnOpen] = attrBool(true)
+	}
+	if !sh.OutcomesOutsideSeenAt.IsZero() {
+		m[attrOutcomesOutsideAt] = attrN(nanos(sh.OutcomesOutsideSeenAt))
 	}
 	if sh.Attempts != 0 || sh.AttemptFailures != 0 {
 		m[attrAttempts] = attrN(sh.Attempts)
@@ -132,6 +161,13 @@ func shardFrom(m map[string]types.AttributeValue) store.Shard {
 		SlowFactor: getF(m, "slow"), Turn: getN(m, "turn"), TurnMessage: getS(m, "turnMsg"),
 		Dirty: getBool(m, "dirty"), Epoch: getN(m, "epoch"),
 		Attempts: getN(m, attrAttempts), AttemptFailures: getN(m, attrAttemptFailures),
+		OutcomesReplay: getBool(m, attrOutcomesReplay), OutcomesOutside: getN(m, attrOutcomesOutside), TurnOpen: getBool(m, attrTurnOpen),
+	}
+	if n := getN(m, attrOutcomesTo); n != 0 {
+		sh.OutcomesPublishedTo = fromNanos(n)
+	}
+	if n := getN(m, attrOutcomesOutsideAt); n != 0 {
+		sh.OutcomesOutsideSeenAt = fromNanos(n)
 	}
 	for name := range m {
 		if cat, ok := strings.CutPrefix(name, failurePrefix); ok {
@@ -330,6 +366,10 @@ func (s *Store) BeginTurn(ctx context.Context, p store.BeginTurnParams) (store.S
 			u.g2For(sh.Status, sh.PauseReason, true, getN(rec, "lastAdv"), p.JobID, p.Index)
 		}
 		u.Add("sv", 1)
+		if sh.TurnOpen {
+			u.Set(attrOutcomesReplay, attrBool(true))
+		}
+		u.Set(attrTurnOpen, attrBool(true))
 		if sh.Dirty {
 			c, f, err := s.recount(ctx, p.JobID, p.Index)
 			if err != nil {
@@ -376,10 +416,20 @@ func (s *Store) AdvanceShard(ctx context.Context, p store.AdvanceShardParams) (s
 		if getN(rec, "turn") != p.Turn {
 			return fmt.Errorf("advance shard %s/%d: turn %d is not current (%d): %w", p.JobID, p.Index, p.Turn, getN(rec, "turn"), store.ErrConflict)
 		}
-		u.setAdvance(p, shardFrom(rec))
+		sh := shardFrom(rec)
+		u.setAdvance(p, sh)
 		u.Set("cursor", attrN(max(getN(rec, "cursor"), p.Cursor)))
-		_, err := s.foldOrRecount(ctx, rec, u, p.JobID, p.Index, p.Epoch, p.Delta, p.FailuresDelta)
-		return err
+		folded, err := s.foldOrRecount(ctx, rec, u, p.JobID, p.Index, p.Epoch, p.Delta, p.FailuresDelta)
+		if err != nil {
+			return err
+		}
+		after := sh
+		store.AdvanceOutcomes(&after, p, folded)
+		if !after.OutcomesPublishedTo.Equal(sh.OutcomesPublishedTo) {
+			u.Set(attrOutcomesTo, attrN(nanos(after.OutcomesPublishedTo)))
+		}
+		setOutcomeMarks(u, sh, after)
+		return nil
 	})
 }
 
@@ -402,6 +452,7 @@ func (u *updateBuilder) setAdvance(p store.AdvanceShardParams, sh store.Shard) {
 	}
 	if p.EndTurn {
 		u.Set("dirty", attrBool(false))
+		u.Remove(attrTurnOpen)
 	}
 }
 
@@ -507,8 +558,38 @@ func (s *Store) AddShardCounts(ctx context.Context, p store.AddShardCountsParams
 				u.Remove("g2sk")
 			}
 		}
+		sh := shardFrom(rec)
+		after := sh
+		store.AddOutsideOutcomes(&after, p, folded)
+		setOutcomeMarks(u, sh, after)
 		return nil
 	})
+}
+
+// setOutcomeMarks writes the replay marks of after into u where they
+// differ from sh's (the record as read; the update is conditional on its
+// version).
+func setOutcomeMarks(u *updateBuilder, sh, after store.Shard) {
+	switch {
+	case after.OutcomesReplay && !sh.OutcomesReplay:
+		u.Set(attrOutcomesReplay, attrBool(true))
+	case !after.OutcomesReplay && sh.OutcomesReplay:
+		u.Remove(attrOutcomesReplay)
+	}
+	switch {
+	case after.OutcomesOutside == sh.OutcomesOutside:
+	case after.OutcomesOutside == 0:
+		u.Remove(attrOutcomesOutside)
+	default:
+		u.Set(attrOutcomesOutside, attrN(after.OutcomesOutside))
+	}
+	switch {
+	case after.OutcomesOutsideSeenAt.Equal(sh.OutcomesOutsideSeenAt):
+	case after.OutcomesOutsideSeenAt.IsZero():
+		u.Remove(attrOutcomesOutsideAt)
+	default:
+		u.Set(attrOutcomesOutsideAt, attrN(nanos(after.OutcomesOutsideSeenAt)))
+	}
 }
 
 // RecountShard queries the shard's status pages and stores the tally on
@@ -694,6 +775,7 @@ func (s *Store) MarkShardDirty(ctx context.Context, jobID string, index int) (st
 		u := newUpdate()
 		u.Set("dirty", attrBool(true))
 		u.Set("epoch", attrN(sh.Epoch+1))
+		u.Set(attrOutcomesOutside, attrN(sh.OutcomesOutside+1))
 		if store.ShardFinal(sh.Status) {
 			u.g2For(sh.Status, sh.PauseReason, true, getN(rec, "lastAdv"), jobID, index)
 		}

@@ -13,7 +13,7 @@ import (
 
 const shardCols = `j.id, s.idx, s.account, s.status, s.pause_reason, s.size, s.cursor, s.last_adv,
 s.n_pending, s.n_submitted, s.n_confirmed, s.n_failed, s.n_abandoned, s.failures, s.slow_factor,
-s.turn, s.turn_message, s.dirty, s.epoch, s.attempts, s.attempt_failures`
+s.turn, s.turn_message, s.dirty, s.epoch, s.attempts, s.attempt_failures, s.outcomes_to, s.outcomes_replay, s.outcomes_outside, s.turn_open, s.outcomes_outside_at`
 
 // scanShard reads a row of shardCols.
 func scanShard(row interface{ Scan(...any) error }) (store.Shard, error) {
@@ -23,10 +23,14 @@ func scanShard(row interface{ Scan(...any) error }) (store.Shard, error) {
 		lastAdv        int64
 		failures       sql.NullString
 		dirty          int
+		outcomesTo     int64
+		replay         int
+		turnOpen       int
+		outsideAt      int64
 	)
 	err := row.Scan(&sh.JobID, &sh.Index, &sh.Account, &status, &reason, &sh.Size, &sh.Cursor, &lastAdv,
 		&sh.Counts.Pending, &sh.Counts.Submitted, &sh.Counts.Confirmed, &sh.Counts.Failed, &sh.Counts.Abandoned,
-		&failures, &sh.SlowFactor, &sh.Turn, &sh.TurnMessage, &dirty, &sh.Epoch, &sh.Attempts, &sh.AttemptFailures)
+		&failures, &sh.SlowFactor, &sh.Turn, &sh.TurnMessage, &dirty, &sh.Epoch, &sh.Attempts, &sh.AttemptFailures, &outcomesTo, &replay, &sh.OutcomesOutside, &turnOpen, &outsideAt)
 	if err != nil {
 		return sh, err
 	}
@@ -34,6 +38,10 @@ func scanShard(row interface{ Scan(...any) error }) (store.Shard, error) {
 	sh.PauseReason = store.PauseReason(reason)
 	sh.LastAdvancedAt = fromNanos(lastAdv)
 	sh.Dirty = dirty != 0
+	sh.OutcomesPublishedTo = fromNanos(outcomesTo)
+	sh.OutcomesReplay = replay != 0
+	sh.TurnOpen = turnOpen != 0
+	sh.OutcomesOutsideSeenAt = fromNanos(outsideAt)
 	sh.Failures = map[string]int64{}
 	if failures.Valid && failures.String != "" {
 		if err := json.Unmarshal([]byte(failures.String), &sh.Failures); err != nil {
@@ -76,15 +84,21 @@ func (s *Store) loadShard(ctx context.Context, tx *sql.Tx, jobID string, index i
 
 // saveShard writes a shard's mutable fields.
 func (s *Store) saveShard(ctx context.Context, tx *sql.Tx, no int64, sh store.Shard) error {
-	dirty := 0
+	dirty, replay, turnOpen := 0, 0, 0
 	if sh.Dirty {
 		dirty = 1
+	}
+	if sh.OutcomesReplay {
+		replay = 1
+	}
+	if sh.TurnOpen {
+		turnOpen = 1
 	}
 	c := sh.Counts
 	_, err := s.stmt(ctx, tx, qShardPut).ExecContext(ctx, no, sh.Index, string(sh.Status), string(sh.PauseReason),
 		sh.Cursor, toNanos(sh.LastAdvancedAt), c.Pending, c.Submitted, c.Confirmed, c.Failed, c.Abandoned,
 		encodeFailures(sh.Failures), sh.SlowFactor, sh.Turn, sh.TurnMessage, dirty, sh.Epoch,
-		sh.Attempts, sh.AttemptFailures)
+		sh.Attempts, sh.AttemptFailures, toNanos(sh.OutcomesPublishedTo), replay, sh.OutcomesOutside, turnOpen, toNanos(sh.OutcomesOutsideSeenAt))
 	if err != nil {
 		return fmt.Errorf("write shard %s/%d: %w", sh.JobID, sh.Index, err)
 	}
@@ -215,7 +229,10 @@ func (s *Store) BeginTurn(ctx context.Context, p store.BeginTurnParams) (store.S
 				return err
 			}
 		}
-		sh.Dirty = true
+		if sh.TurnOpen {
+			sh.OutcomesReplay = true
+		}
+		sh.Dirty, sh.TurnOpen = true, true
 		if err := s.saveShard(ctx, tx, no, sh); err != nil {
 			return err
 		}
@@ -249,6 +266,7 @@ func (s *Store) AdvanceShard(ctx context.Context, p store.AdvanceShardParams) (s
 		if err := foldOrRecount(ctx, tx, no, &sh, p.Epoch, p.Delta, p.FailuresDelta); err != nil {
 			return err
 		}
+		store.AdvanceOutcomes(&sh, p, p.Epoch == sh.Epoch)
 		// Attempts are facts about provider calls, not item states: they
 		// are added whatever the epoch and never recounted.
 		sh.Attempts += p.Attempts
@@ -261,7 +279,7 @@ func (s *Store) AdvanceShard(ctx context.Context, p store.AdvanceShardParams) (s
 			sh.LastAdvancedAt = fromNanos(toNanos(p.At))
 		}
 		if p.EndTurn {
-			sh.Dirty = false
+			sh.Dirty, sh.TurnOpen = false, false
 		}
 		if err := s.saveShard(ctx, tx, no, sh); err != nil {
 			return err
@@ -291,6 +309,7 @@ func (s *Store) AddShardCounts(ctx context.Context, p store.AddShardCountsParams
 		if p.ClearDirty && folded {
 			sh.Dirty = false
 		}
+		store.AddOutsideOutcomes(&sh, p, folded)
 		if err := s.saveShard(ctx, tx, no, sh); err != nil {
 			return err
 		}
@@ -341,6 +360,7 @@ func (s *Store) MarkShardDirty(ctx context.Context, jobID string, index int) (st
 		out = sh
 		sh.Dirty = true
 		sh.Epoch++
+		sh.OutcomesOutside++
 		return s.saveShard(ctx, tx, no, sh)
 	})
 	return out, err

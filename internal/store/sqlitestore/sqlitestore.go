@@ -40,7 +40,7 @@ var _ store.Store = (*Store)(nil)
 // schemaVersion is the version of the schema (schema plus migrations),
 // kept in PRAGMA user_version. Open refuses a file written by a newer
 // version.
-const schemaVersion = 20
+const schemaVersion = 21
 
 // busyTimeout is how long a write waits for another process's write lock.
 const busyTimeout = 30 * time.Second
@@ -229,6 +229,16 @@ CREATE INDEX items_due ON items (job_no, shard, next_at) WHERE status = 0 AND ne
 ALTER TABLE items ADD COLUMN n INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE items ADD COLUMN span INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE items ADD COLUMN body BLOB;
+`,
+	// 21: the outcomes watermark of a shard and its replay marks
+	// (store.Shard.OutcomesPublishedTo, OutcomesReplay, OutcomesOutside,
+	// OutcomesOutsideSeenAt, TurnOpen).
+	21: `
+ALTER TABLE shards ADD COLUMN outcomes_to INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE shards ADD COLUMN outcomes_replay INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE shards ADD COLUMN outcomes_outside INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE shards ADD COLUMN outcomes_outside_at INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE shards ADD COLUMN turn_open INTEGER NOT NULL DEFAULT 0;
 `,
 	// 10: the audit log of state-changing API calls (audit.go).
 	10: auditSchema,
@@ -483,7 +493,7 @@ WHERE job_no = ?1 AND shard = ?2 AND status = 0 AND seq > ?3 AND next_at <= ?4)`
 	qShardPut = `UPDATE shards SET status = ?3, pause_reason = ?4, cursor = ?5, last_adv = ?6,
 n_pending = ?7, n_submitted = ?8, n_confirmed = ?9, n_failed = ?10, n_abandoned = ?11,
 failures = ?12, slow_factor = ?13, turn = ?14, turn_message = ?15, dirty = ?16, epoch = ?17,
-attempts = ?18, attempt_failures = ?19
+attempts = ?18, attempt_failures = ?19, outcomes_to = ?20, outcomes_replay = ?21, outcomes_outside = ?22, turn_open = ?23, outcomes_outside_at = ?24
 WHERE job_no = ?1 AND idx = ?2`
 	qBucketGet = `SELECT tokens, at, warm FROM buckets WHERE name = ?1`
 	qBucketPut = `INSERT INTO buckets (name, tokens, at, warm) VALUES (?1, ?2, ?3, ?4)

@@ -269,6 +269,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"ItemRefs", testItemRefs},
 		{"ItemRefsLargeJob", testItemRefsLargeJob},
 		{"ItemOutcomes", testItemOutcomes},
+		{"OutcomesWatermark", testOutcomesWatermark},
 		{"GetItems", testGetItems},
 		{"RunsClaimAndSettle", testRunsClaimAndSettle},
 		{"RunsReplan", testRunsReplan},
