@@ -30,6 +30,7 @@ type runFixture struct {
 type runItem struct {
 	shard    int
 	to       string
+	ref      string
 	status   store.ItemStatus
 	attempts int
 	claimID  string
@@ -46,6 +47,33 @@ func newRunFixture(t tb, s store.Store, shards, perShard int) *runFixture {
 	f := &runFixture{s: s, jobID: p.Job.ID, shards: shards, want: map[int64]*runItem{}}
 	for _, it := range items {
 		f.want[it.Seq] = &runItem{shard: it.Shard, to: it.To, status: store.ItemPending}
+	}
+	return f
+}
+
+// newRunFixtureRefs is newRunFixture with a ref on every fifth item (one
+// of three refs): items an adapter may not group with their neighbours,
+// in the middle of groups.
+func newRunFixtureRefs(t tb, s store.Store, shards, perShard int) *runFixture {
+	t.Helper()
+	p, items := NewJob("tenant-a", shards, perShard)
+	for i := range items {
+		if items[i].Seq%5 == 0 {
+			items[i].Ref = fmt.Sprintf("ref-%d", items[i].Seq%3)
+		}
+	}
+	createJob(t, s, p, items)
+	if _, err := s.TransitionJob(ctxOf(t), store.TransitionJobParams{JobID: p.Job.ID, To: store.JobRunning, At: Epoch}); err != nil {
+		t.Fatalf("TransitionJob(%s → running): %v", p.Job.ID, err)
+	}
+	for i := range shards {
+		if _, err := s.TransitionShard(ctxOf(t), store.TransitionShardParams{JobID: p.Job.ID, Index: i, To: store.ShardRunning, At: Epoch}); err != nil {
+			t.Fatalf("TransitionShard(%s/%d → running): %v", p.Job.ID, i, err)
+		}
+	}
+	f := &runFixture{s: s, jobID: p.Job.ID, shards: shards, want: map[int64]*runItem{}}
+	for _, it := range items {
+		f.want[it.Seq] = &runItem{shard: it.Shard, to: it.To, ref: it.Ref, status: store.ItemPending}
 	}
 	return f
 }
@@ -178,7 +206,7 @@ func (f *runFixture) check(t tb, it store.Item, how string) {
 	if it.Error != nil {
 		cat = it.Error.Category
 	}
-	bad := it.JobID != f.jobID || it.Shard != w.shard || it.To != w.to || it.Account != fmt.Sprintf("acct-%d", w.shard) ||
+	bad := it.JobID != f.jobID || it.Shard != w.shard || it.To != w.to || it.Ref != w.ref || it.Account != fmt.Sprintf("acct-%d", w.shard) ||
 		it.Status != w.status || it.Attempts != w.attempts || cat != w.category ||
 		it.MsgID != w.msgID || !it.SubmittedAt.Equal(w.subAt) || !it.FinishedAt.Equal(w.finAt) ||
 		it.Vars["name"] != fmt.Sprintf("Name %d", it.Seq)
@@ -205,12 +233,12 @@ func (f *runFixture) checkList(t tb, p store.ListItemsParams) {
 	for _, seq := range slices.Sorted(maps.Keys(f.want)) {
 		w := f.want[seq]
 		if (p.Status == "" || w.status == p.Status) && (p.Category == "" || w.category == p.Category) &&
-			(p.Shard == nil || *p.Shard == w.shard) {
+			(p.Shard == nil || *p.Shard == w.shard) && (p.Ref == "" || w.ref == p.Ref) {
 			want = append(want, seq)
 		}
 	}
 	if !slices.Equal(seqsOf(got), want) {
-		t.Fatalf("ListItems(status %q, category %q, shard %v, limit %d) = seqs %v, want %v", p.Status, p.Category, p.Shard, p.Limit, seqsOf(got), want)
+		t.Fatalf("ListItems(status %q, category %q, shard %v, ref %q, limit %d) = seqs %v, want %v", p.Status, p.Category, p.Shard, p.Ref, p.Limit, seqsOf(got), want)
 	}
 	for _, it := range got {
 		f.check(t, it, "listed")
@@ -433,7 +461,11 @@ func testRunsProperty(t *testing.T, s store.Store, caps Capabilities) {
 	}
 	checkProperty(t, max(checks, 3), func(rt *rapid.T) {
 		shards := rapid.IntRange(1, 3).Draw(rt, "shards")
-		f := newRunFixture(rt, s, shards, perShard)
+		fixture := newRunFixture
+		if rapid.Bool().Draw(rt, "refs") {
+			fixture = newRunFixtureRefs
+		}
+		f := fixture(rt, s, shards, perShard)
 		now := at(time.Second)
 		type batch struct {
 			shard   int
@@ -485,7 +517,7 @@ func testRunsProperty(t *testing.T, s store.Store, caps Capabilities) {
 				now = now.Add(time.Duration(rapid.IntRange(1, 90).Draw(rt, "seconds")) * time.Second)
 			case 4:
 				p := store.ListItemsParams{Limit: rapid.IntRange(1, 120).Draw(rt, "limit")}
-				switch rapid.IntRange(0, 3).Draw(rt, "filter") {
+				switch rapid.IntRange(0, 4).Draw(rt, "filter") {
 				case 1:
 					p.Status = rapid.SampledFrom([]store.ItemStatus{store.ItemPending, store.ItemSubmitted, store.ItemConfirmed, store.ItemFailed}).Draw(rt, "status")
 				case 2:
@@ -493,6 +525,8 @@ func testRunsProperty(t *testing.T, s store.Store, caps Capabilities) {
 				case 3:
 					sh := rapid.IntRange(0, shards-1).Draw(rt, "list shard")
 					p.Shard = &sh
+				case 4:
+					p.Ref = fmt.Sprintf("ref-%d", rapid.IntRange(0, 2).Draw(rt, "ref"))
 				}
 				f.checkList(rt, p)
 			case 5:
