@@ -156,3 +156,46 @@ func BenchmarkPutItems(b *testing.B) {
 	b.ReportMetric(items/b.Elapsed().Seconds(), "items/s")
 	b.ReportMetric(float64(cpuTime(b)-cpu0)/items, "cpu-ns/item")
 }
+
+// BenchmarkListItemsPage measures an operator's page of 50 items of a
+// job of 20,000 read after a cursor, for items in runs of up to runMax
+// and for items that each have a ref (a run of one each, so the runSpan
+// seqs before the cursor are as many rows).
+func BenchmarkListItemsPage(b *testing.B) {
+	for _, refs := range []bool{false, true} {
+		b.Run(fmt.Sprintf("refs=%v", refs), func(b *testing.B) {
+			ctx := b.Context()
+			s, err := Open(ctx, filepath.Join(b.TempDir(), "store.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = s.Close() })
+			const n = 20000
+			if _, err := s.CreateJob(ctx, store.CreateJobParams{Job: store.Job{ID: "bench", Tenant: "t", Total: n, CreatedAt: crashEpoch},
+				Shards: []store.Shard{{Index: 0, Account: "acct", Size: n}}}); err != nil {
+				b.Fatal(err)
+			}
+			page := make([]store.Item, 0, store.MaxPutItems)
+			for seq := range int64(n) {
+				it := store.Item{Seq: seq, Account: "acct", To: fmt.Sprintf("wxid_%012d", seq)}
+				if refs {
+					it.Ref = fmt.Sprintf("order-%d", seq)
+				}
+				if page = append(page, it); len(page) == cap(page) {
+					if err := s.PutItems(ctx, store.PutItemsParams{JobID: "bench", Items: page}); err != nil {
+						b.Fatal(err)
+					}
+					page = page[:0]
+				}
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				after := int64(5000 + i%10000)
+				res, err := s.ListItems(ctx, store.ListItemsParams{JobID: "bench", Limit: 50, Cursor: encodeCursor("i", after)})
+				if err != nil || len(res.Items) != 50 || res.Items[0].Seq != after+1 {
+					b.Fatalf("page after %d: %d items, %v", after, len(res.Items), err)
+				}
+			}
+		})
+	}
+}

@@ -434,11 +434,13 @@ func (s *Store) ListSubmittedItems(ctx context.Context, p store.ListSubmittedIte
 	var res store.ListItemsResult
 	err = s.read(ctx, func(tx *sql.Tx) error {
 		// A run of the cursor's claim time and job holds items after the
-		// cursor's seq if it starts at most runSpan before.
+		// cursor's seq if it starts at most runSpan before and its span
+		// reaches past the cursor's seq.
 		rows, err := tx.QueryContext(ctx, `SELECT `+runCols+`, i.job_no, j.id FROM items i INDEXED BY items_submitted
 JOIN jobs j ON j.no = i.job_no
-WHERE i.status = 1 AND i.sub_at < ? AND (i.sub_at, i.job_no, i.seq) > (?, ?, ?)
-ORDER BY i.sub_at, i.job_no, i.seq`, toNanos(p.SubmittedBefore), k[0], k[1], spanFloor(k[2]))
+WHERE i.status = 1 AND i.sub_at < ?1 AND (i.sub_at, i.job_no, i.seq) > (?2, ?3, ?4)
+AND (i.sub_at, i.job_no, i.seq + i.span) > (?2, ?3, ?5)
+ORDER BY i.sub_at, i.job_no, i.seq`, toNanos(p.SubmittedBefore), k[0], k[1], spanFloor(k[2]), k[2])
 		if err != nil {
 			return fmt.Errorf("list submitted items: %w", err)
 		}
@@ -497,8 +499,11 @@ func terminal(st store.ItemStatus) bool {
 // first item; ListItems reads as many as the page needs.
 func listItemsQuery(p store.ListItemsParams, no, after int64) (string, []any, error) {
 	q := `SELECT ` + runCols + ` FROM items i `
-	where := ` WHERE i.job_no = ? AND i.seq > ?`
-	args := []any{no, spanFloor(after)}
+	// A run starting before after holds items after it only if its span
+	// reaches past after: the rows of the runSpan before the cursor that
+	// do not are left out before they are scanned and decoded.
+	where := ` WHERE i.job_no = ? AND i.seq > ? AND i.seq + i.span > ?`
+	args := []any{no, spanFloor(after), after}
 	switch {
 	case p.Ref != "":
 		q += `INDEXED BY items_ref`

@@ -1,6 +1,7 @@
 package sqlitestore
 
 import (
+	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -116,5 +117,68 @@ func TestListSubmittedItemsOrder(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("limit %d: %d items %v, want %d %v", limit, len(got), got, len(want), want)
 		}
+	}
+}
+
+// TestListingsSkipRunsEndingBeforeCursor: a page after a cursor reads the
+// runs that hold items after it, not every row of the runSpan seqs before
+// it. Items with a ref are runs of one, so a ref'd job has a row per seq
+// there: reading and decoding them made each page of 50 cost 25 ms instead
+// of 0.3 ms at 20,000 items. A damaged row ending before the cursor proves
+// it is not read: a page after it lists without an error.
+func TestListingsSkipRunsEndingBeforeCursor(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := openTemp(t, filepath.Join(t.TempDir(), "store.db"))
+	p, items := storetest.NewJob("tenant", 1, 200)
+	for i := range items {
+		items[i].Ref = fmt.Sprintf("ref-%d", i)
+	}
+	if _, err := s.CreateJob(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutItems(ctx, store.PutItemsParams{JobID: p.Job.ID, Items: items}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TransitionJob(ctx, store.TransitionJobParams{JobID: p.Job.ID, To: store.JobRunning, At: storetest.Epoch}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.ClaimItems(ctx, store.ClaimItemsParams{JobID: p.Job.ID, Index: 0, Max: 200, Now: storetest.Epoch, ClaimID: "c"}); err != nil || len(res.Items) != 200 {
+		t.Fatalf("ClaimItems: %d items, %v", len(res.Items), err)
+	}
+	var no int64
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		if err := tx.QueryRowContext(ctx, `SELECT no FROM jobs WHERE id = ?`, p.Job.ID).Scan(&no); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE items SET body = x'05' WHERE job_no = ? AND seq = 10`, no)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs := func(items []store.Item) []int64 {
+		out := make([]int64, len(items))
+		for i, it := range items {
+			out[i] = it.Seq
+		}
+		return out
+	}
+	want := make([]int64, 0, 50)
+	for seq := int64(101); seq <= 150; seq++ {
+		want = append(want, seq)
+	}
+	res, err := s.ListItems(ctx, store.ListItemsParams{JobID: p.Job.ID, Limit: 50, Cursor: encodeCursor("i", 100)})
+	if err != nil || !slices.Equal(seqs(res.Items), want) {
+		t.Errorf("ListItems after seq 100: %v, %v; want %v", seqs(res.Items), err, want)
+	}
+	sub, err := s.ListSubmittedItems(ctx, store.ListSubmittedItemsParams{SubmittedBefore: storetest.Epoch.Add(time.Second), Limit: 50,
+		Cursor: encodeCursor("s", toNanos(storetest.Epoch), no, 100)})
+	if err != nil || !slices.Equal(seqs(sub.Items), want) {
+		t.Errorf("ListSubmittedItems after seq 100: %v, %v; want %v", seqs(sub.Items), err, want)
+	}
+	// The damaged row itself is still reported, not skipped.
+	if _, err := s.ListItems(ctx, store.ListItemsParams{JobID: p.Job.ID, Limit: 50}); !errors.Is(err, errCorruptRun) {
+		t.Errorf("ListItems from the start: %v, want %v", err, errCorruptRun)
 	}
 }

@@ -30,6 +30,7 @@ type runFixture struct {
 type runItem struct {
 	shard    int
 	to       string
+	ref      string
 	status   store.ItemStatus
 	attempts int
 	claimID  string
@@ -46,6 +47,33 @@ func newRunFixture(t tb, s store.Store, shards, perShard int) *runFixture {
 	f := &runFixture{s: s, jobID: p.Job.ID, shards: shards, want: map[int64]*runItem{}}
 	for _, it := range items {
 		f.want[it.Seq] = &runItem{shard: it.Shard, to: it.To, status: store.ItemPending}
+	}
+	return f
+}
+
+// newRunFixtureRefs is newRunFixture with a ref on every fifth item (one
+// of three refs): items an adapter may not group with their neighbours,
+// in the middle of groups.
+func newRunFixtureRefs(t tb, s store.Store, shards, perShard int) *runFixture {
+	t.Helper()
+	p, items := NewJob("tenant-a", shards, perShard)
+	for i := range items {
+		if items[i].Seq%5 == 0 {
+			items[i].Ref = fmt.Sprintf("ref-%d", items[i].Seq%3)
+		}
+	}
+	createJob(t, s, p, items)
+	if _, err := s.TransitionJob(ctxOf(t), store.TransitionJobParams{JobID: p.Job.ID, To: store.JobRunning, At: Epoch}); err != nil {
+		t.Fatalf("TransitionJob(%s → running): %v", p.Job.ID, err)
+	}
+	for i := range shards {
+		if _, err := s.TransitionShard(ctxOf(t), store.TransitionShardParams{JobID: p.Job.ID, Index: i, To: store.ShardRunning, At: Epoch}); err != nil {
+			t.Fatalf("TransitionShard(%s/%d → running): %v", p.Job.ID, i, err)
+		}
+	}
+	f := &runFixture{s: s, jobID: p.Job.ID, shards: shards, want: map[int64]*runItem{}}
+	for _, it := range items {
+		f.want[it.Seq] = &runItem{shard: it.Shard, to: it.To, ref: it.Ref, status: store.ItemPending}
 	}
 	return f
 }
@@ -178,7 +206,7 @@ func (f *runFixture) check(t tb, it store.Item, how string) {
 	if it.Error != nil {
 		cat = it.Error.Category
 	}
-	bad := it.JobID != f.jobID || it.Shard != w.shard || it.To != w.to || it.Account != fmt.Sprintf("acct-%d", w.shard) ||
+	bad := it.JobID != f.jobID || it.Shard != w.shard || it.To != w.to || it.Ref != w.ref || it.Account != fmt.Sprintf("acct-%d", w.shard) ||
 		it.Status != w.status || it.Attempts != w.attempts || cat != w.category ||
 		it.MsgID != w.msgID || !it.SubmittedAt.Equal(w.subAt) || !it.FinishedAt.Equal(w.finAt) ||
 		it.Vars["name"] != fmt.Sprintf("Name %d", it.Seq)
@@ -205,12 +233,12 @@ func (f *runFixture) checkList(t tb, p store.ListItemsParams) {
 	for _, seq := range slices.Sorted(maps.Keys(f.want)) {
 		w := f.want[seq]
 		if (p.Status == "" || w.status == p.Status) && (p.Category == "" || w.category == p.Category) &&
-			(p.Shard == nil || *p.Shard == w.shard) {
+			(p.Shard == nil || *p.Shard == w.shard) && (p.Ref == "" || w.ref == p.Ref) {
 			want = append(want, seq)
 		}
 	}
 	if !slices.Equal(seqsOf(got), want) {
-		t.Fatalf("ListItems(status %q, category %q, shard %v, limit %d) = seqs %v, want %v", p.Status, p.Category, p.Shard, p.Limit, seqsOf(got), want)
+		t.Fatalf("ListItems(status %q, category %q, shard %v, ref %q, limit %d) = seqs %v, want %v", p.Status, p.Category, p.Shard, p.Ref, p.Limit, seqsOf(got), want)
 	}
 	for _, it := range got {
 		f.check(t, it, "listed")
@@ -433,7 +461,11 @@ func testRunsProperty(t *testing.T, s store.Store, caps Capabilities) {
 	}
 	checkProperty(t, max(checks, 3), func(rt *rapid.T) {
 		shards := rapid.IntRange(1, 3).Draw(rt, "shards")
-		f := newRunFixture(rt, s, shards, perShard)
+		fixture := newRunFixture
+		if rapid.Bool().Draw(rt, "refs") {
+			fixture = newRunFixtureRefs
+		}
+		f := fixture(rt, s, shards, perShard)
 		now := at(time.Second)
 		type batch struct {
 			shard   int
@@ -442,7 +474,7 @@ func testRunsProperty(t *testing.T, s store.Store, caps Capabilities) {
 		}
 		var open []batch
 		for step := range rapid.IntRange(1, steps).Draw(rt, "steps") {
-			switch rapid.IntRange(0, 5).Draw(rt, "action") {
+			switch rapid.IntRange(0, 6).Draw(rt, "action") {
 			case 0, 1:
 				shard := rapid.IntRange(0, shards-1).Draw(rt, "shard")
 				max := rapid.IntRange(1, 150).Draw(rt, "max")
@@ -457,6 +489,11 @@ func testRunsProperty(t *testing.T, s store.Store, caps Capabilities) {
 				i := rapid.IntRange(0, len(open)-1).Draw(rt, "batch")
 				b := open[i]
 				open = slices.Delete(open, i, i+1)
+				// Operators may have moved some of the batch meanwhile.
+				b.seqs = slices.DeleteFunc(slices.Clone(b.seqs), func(seq int64) bool {
+					w := f.want[seq]
+					return w.status != store.ItemSubmitted || w.claimID != b.claimID
+				})
 				outs := make([]outcome, len(b.seqs))
 				mode := rapid.IntRange(0, 2).Draw(rt, "mode")
 				for j := range outs {
@@ -480,7 +517,7 @@ func testRunsProperty(t *testing.T, s store.Store, caps Capabilities) {
 				now = now.Add(time.Duration(rapid.IntRange(1, 90).Draw(rt, "seconds")) * time.Second)
 			case 4:
 				p := store.ListItemsParams{Limit: rapid.IntRange(1, 120).Draw(rt, "limit")}
-				switch rapid.IntRange(0, 3).Draw(rt, "filter") {
+				switch rapid.IntRange(0, 4).Draw(rt, "filter") {
 				case 1:
 					p.Status = rapid.SampledFrom([]store.ItemStatus{store.ItemPending, store.ItemSubmitted, store.ItemConfirmed, store.ItemFailed}).Draw(rt, "status")
 				case 2:
@@ -488,13 +525,115 @@ func testRunsProperty(t *testing.T, s store.Store, caps Capabilities) {
 				case 3:
 					sh := rapid.IntRange(0, shards-1).Draw(rt, "list shard")
 					p.Shard = &sh
+				case 4:
+					p.Ref = fmt.Sprintf("ref-%d", rapid.IntRange(0, 2).Draw(rt, "ref"))
 				}
 				f.checkList(rt, p)
 			case 5:
 				f.checkSubmitted(rt, now.Add(time.Second), rapid.IntRange(1, 120).Draw(rt, "submitted limit"))
+			case 6:
+				now = now.Add(time.Second)
+				shard := rapid.IntRange(0, shards-1).Draw(rt, "operator shard")
+				var seqs []int64
+				for _, seq := range slices.Sorted(maps.Keys(f.want)) {
+					if f.want[seq].shard == shard && rapid.IntRange(0, 15).Draw(rt, "pick") == 0 {
+						seqs = append(seqs, seq)
+					}
+				}
+				f.operate(rt, shard, now, seqs, func(seq int64) bool { return rapid.Bool().Draw(rt, "stale") })
 			}
 		}
 		f.checkList(rt, store.ListItemsParams{Limit: 1000})
 		f.checkCounts(rt)
 	})
+}
+
+// operate changes single items of a shard at now as operators and the
+// sender's side paths do, whatever group they are in: a submitted item
+// given back (the attempt returned, its error kept) or resolved
+// confirmed, a failed one redriven (attempts reset), a pending one
+// abandoned. An update for which stale says so names a status the item
+// is not in and must be rejected, changing nothing. The count and
+// failure deltas must be those of the items' moves.
+func (f *runFixture) operate(t tb, shard int, now time.Time, seqs []int64, stale func(seq int64) bool) {
+	t.Helper()
+	if len(seqs) == 0 {
+		return
+	}
+	var (
+		ups           []store.ItemUpdate
+		before, after []store.Item
+		wantRejected  []int64
+		next          = map[int64]runItem{}
+	)
+	model := func(w runItem) store.Item {
+		it := store.Item{Status: w.status, Attempts: w.attempts}
+		if w.category != "" {
+			it.Error = &store.ItemError{Category: w.category}
+		}
+		return it
+	}
+	for _, seq := range seqs {
+		w := *f.want[seq]
+		n := w
+		u := store.ItemUpdate{Seq: seq, From: w.status}
+		switch w.status {
+		case store.ItemSubmitted:
+			if seq%2 == 0 {
+				u.To, u.ClaimID, u.AttemptsDelta, u.KeepError, u.NextAttemptAt = store.ItemPending, w.claimID, -1, true, now
+				n.status, n.attempts, n.next = store.ItemPending, max(0, w.attempts-1), now
+			} else {
+				u.To, u.MsgID = store.ItemConfirmed, fmt.Sprintf("resolved-%d", seq)
+				n.status, n.msgID, n.category, n.finAt = store.ItemConfirmed, u.MsgID, "", now
+			}
+		case store.ItemFailed:
+			u.To, u.ResetAttempts, u.NextAttemptAt = store.ItemPending, true, now
+			n.status, n.attempts, n.category, n.next, n.finAt, n.msgID = store.ItemPending, 0, "", now, time.Time{}, ""
+		case store.ItemPending:
+			u.To, u.Error = store.ItemAbandoned, &store.ItemError{Category: store.CategoryPermanent, Code: "cancelled"}
+			n.status, n.category, n.finAt = store.ItemAbandoned, store.CategoryPermanent, now
+		default:
+			continue
+		}
+		if stale(seq) {
+			u.From = store.ItemAbandoned // not the item's status (abandoned ones are left out)
+			wantRejected = append(wantRejected, seq)
+			ups = append(ups, u)
+			continue
+		}
+		ups = append(ups, u)
+		before, after = append(before, model(w)), append(after, model(n))
+		next[seq] = n
+	}
+	if len(ups) == 0 {
+		return
+	}
+	res := update(t, f.s, f.jobID, shard, now, ups...)
+	if !slices.Equal(sortedSeqs(res.Rejected), wantRejected) {
+		t.Fatalf("operator updates of %v: rejected %v, want %v", seqs, res.Rejected, wantRejected)
+	}
+	c0, f0 := Recount(before)
+	c1, f1 := Recount(after)
+	if want := c1.Add(negate(c0)); res.Delta != want {
+		t.Fatalf("operator updates of %v: delta %+v, want %+v", seqs, res.Delta, want)
+	}
+	for k, v := range f0 {
+		f1[k] -= v
+	}
+	if !sameFailures(res.FailuresDelta, f1) {
+		t.Fatalf("operator updates of %v: failures delta %v, want %v", seqs, nonZero(res.FailuresDelta), nonZero(f1))
+	}
+	for seq, n := range next {
+		*f.want[seq] = n
+	}
+	got, err := f.s.(store.ItemGetter).GetItems(ctxOf(t), store.GetItemsParams{JobID: f.jobID, Shard: shard, Seqs: seqs})
+	if err != nil {
+		t.Fatalf("GetItems(%v): %v", seqs, err)
+	}
+	if !slices.Equal(seqsOf(got), seqs) {
+		t.Fatalf("GetItems(%v) = seqs %v", seqs, seqsOf(got))
+	}
+	for _, it := range got {
+		f.check(t, it, "after an operator's update")
+	}
 }
