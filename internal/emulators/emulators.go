@@ -9,7 +9,9 @@
 package emulators
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -96,10 +98,31 @@ func (p *Process) Stop() {
 	})
 }
 
+// startAttempts bounds how often Start picks another port after the
+// emulator found its port taken: FreePort's port is free when picked, but
+// another process (a parallel test, another emulator) may bind it before
+// the emulator does.
+const startAttempts = 3
+
 // Start runs an installed emulator (Bin(name)) with args(port) on a free
 // port, in its own process group, output to a temporary log file, and
-// waits until 127.0.0.1:port accepts connections (at most 20 s).
+// waits until 127.0.0.1:port accepts connections (at most 20 s). An
+// emulator that exits because its port was taken in the meantime
+// (EADDRINUSE in its log) is started again on another port.
 func Start(ctx context.Context, name string, env []string, args func(port int) []string) (*Process, error) {
+	for attempt := 1; ; attempt++ {
+		p, err := startOnce(ctx, name, env, args)
+		if !errors.Is(err, errPortTaken) || attempt == startAttempts {
+			return p, err
+		}
+	}
+}
+
+// errPortTaken: the emulator exited before listening, its log saying its
+// address was in use.
+var errPortTaken = errors.New("port taken before the emulator bound it")
+
+func startOnce(ctx context.Context, name string, env []string, args func(port int) []string) (*Process, error) {
 	bin, err := Bin(name)
 	if err != nil {
 		return nil, err
@@ -137,6 +160,9 @@ func Start(ctx context.Context, name string, env []string, args func(port int) [
 			p.Stop()
 			return nil, ctx.Err()
 		case <-exited:
+			if portTaken(p.LogPath) {
+				return nil, fmt.Errorf("%s on port %d: %w (log: %s)", name, port, errPortTaken, p.LogPath)
+			}
 			return nil, fmt.Errorf("%s exited before listening (log: %s)", name, p.LogPath)
 		case <-time.After(100 * time.Millisecond):
 		}
@@ -207,4 +233,18 @@ func StartFauxqs(ctx context.Context, o FauxqsOptions) (*Process, error) {
 	return Start(ctx, "node", []string{"NODE_NO_WARNINGS=1"}, func(port int) []string {
 		return []string{"--input-type=module", "-e", FauxqsLauncher(dist, port, !o.NoShim, o.DataDir)}
 	})
+}
+
+// portTaken reports whether an emulator's log says it could not listen
+// because its address was in use (node: EADDRINUSE; Python: "Address
+// already in use").
+func portTaken(logPath string) bool {
+	if logPath == "" {
+		return false
+	}
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		return false
+	}
+	return bytes.Contains(b, []byte("EADDRINUSE")) || bytes.Contains(b, []byte("Address already in use"))
 }
