@@ -1,0 +1,94 @@
+package reconcile_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/qunfa/qunfa/internal/alert"
+	"github.com/qunfa/qunfa/internal/alert/alerttest"
+	"github.com/qunfa/qunfa/internal/reconcile"
+	"github.com/qunfa/qunfa/internal/store"
+)
+
+// failingItems is an item getter that always fails.
+type failingItems struct{}
+
+func (failingItems) GetItems(context.Context, store.GetItemsParams) ([]store.Item, error) {
+	return nil, errors.New("items unreadable")
+}
+
+// TestSettleMsgCallDecisions: a provider event about a call's message id
+// settles every item still submitted under that call's claim, whether or
+// not the items' outcomes are published: with an outcome publisher, the
+// items are read first (for their recipients) and published once settled;
+// without one, they are not read at all, so an item read that fails does
+// not keep the event from settling them.
+func TestSettleMsgCallDecisions(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name     string
+		outcomes bool
+		to       store.ItemStatus
+	}{
+		{"confirmed, outcomes published", true, store.ItemConfirmed},
+		{"failed, outcomes published", true, store.ItemFailed},
+		{"confirmed, no outcomes: items not read", false, store.ItemConfirmed},
+		{"failed, no outcomes: items not read", false, store.ItemFailed},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+			defer cancel()
+			id := f.job(t, 1, 4, 3, 0)
+			var seqs []int64
+			var account string
+			for _, it := range f.items(t, id) {
+				if it.Status == store.ItemSubmitted {
+					seqs, account = append(seqs, it.Seq), it.Account
+				}
+			}
+			call := store.MsgCall{Account: account, MsgID: "m-1", JobID: id, Shard: 0, ClaimID: "c", Seqs: seqs, At: f.clk.Now()}
+			if err := f.store.PutMsgCall(ctx, call); err != nil {
+				t.Fatal(err)
+			}
+			f.rec.MsgCalls = f.store
+			outcomes := &alerttest.Recorder{}
+			if tt.outcomes {
+				f.rec.Outcomes, f.rec.Items = outcomes, f.store
+			} else {
+				f.rec.Items = failingItems{}
+			}
+			s := reconcile.Settlement{To: tt.to}
+			if tt.to == store.ItemFailed {
+				s.Error = &store.ItemError{Category: store.CategoryPermanent, Code: "send_fail", Message: "refused"}
+			}
+			n, err := f.rec.SettleMsgCall(ctx, account, "m-1", s)
+			if err != nil || n != len(seqs) {
+				t.Fatalf("settle: %d, %v; want the call's %d items", n, err, len(seqs))
+			}
+			items := f.items(t, id)
+			for _, seq := range seqs {
+				if items[seq].Status != tt.to {
+					t.Errorf("item %d is %s, want %s", seq, items[seq].Status, tt.to)
+				}
+			}
+			if c := f.view(t, id).Counts(); c.Submitted != 0 || c.Pending != 1 {
+				t.Errorf("counts %+v; want nothing submitted, the unclaimed item pending", c)
+			}
+			published := 0
+			for _, e := range outcomes.Of(alert.ItemOutcomes) {
+				for _, o := range e.Detail.(alert.ItemOutcomesDetail).Items {
+					published++
+					if o.Status != string(tt.to) || o.MsgID != "m-1" || o.To != items[o.Seq].To {
+						t.Errorf("outcome %+v of item %+v", o, items[o.Seq])
+					}
+				}
+			}
+			if want := map[bool]int{true: len(seqs)}[tt.outcomes]; published != want {
+				t.Errorf("%d outcomes published, want %d", published, want)
+			}
+		})
+	}
+}
