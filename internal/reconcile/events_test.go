@@ -23,7 +23,10 @@ func (failingItems) GetItems(context.Context, store.GetItemsParams) ([]store.Ite
 // not the items' outcomes are published: with an outcome publisher, the
 // items are read first (for their recipients) and published once settled;
 // without one, they are not read at all, so an item read that fails does
-// not keep the event from settling them.
+// not keep the event from settling them. An event that puts the items
+// under review (some of the call's messages went out, some did not) leaves
+// them submitted, publishes no outcome and alerts ItemsNeedReview, which
+// no other event does.
 func TestSettleMsgCallDecisions(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -35,6 +38,8 @@ func TestSettleMsgCallDecisions(t *testing.T) {
 		{"failed, outcomes published", true, store.ItemFailed},
 		{"confirmed, no outcomes: items not read", false, store.ItemConfirmed},
 		{"failed, no outcomes: items not read", false, store.ItemFailed},
+		{"under review, outcomes published", true, store.ItemSubmitted},
+		{"under review, no outcomes", false, store.ItemSubmitted},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -61,8 +66,11 @@ func TestSettleMsgCallDecisions(t *testing.T) {
 				f.rec.Items = failingItems{}
 			}
 			s := reconcile.Settlement{To: tt.to}
-			if tt.to == store.ItemFailed {
+			switch tt.to {
+			case store.ItemFailed:
 				s.Error = &store.ItemError{Category: store.CategoryPermanent, Code: "send_fail", Message: "refused"}
+			case store.ItemSubmitted:
+				s.Error = &store.ItemError{Message: "some sent"}
 			}
 			n, err := f.rec.SettleMsgCall(ctx, account, "m-1", s)
 			if err != nil || n != len(seqs) {
@@ -70,12 +78,21 @@ func TestSettleMsgCallDecisions(t *testing.T) {
 			}
 			items := f.items(t, id)
 			for _, seq := range seqs {
-				if items[seq].Status != tt.to {
-					t.Errorf("item %d is %s, want %s", seq, items[seq].Status, tt.to)
+				if it := items[seq]; it.Status != tt.to || tt.to == store.ItemSubmitted && !store.UnderReview(it) {
+					t.Errorf("item %d is %s (%+v), want %s", seq, it.Status, it.Error, tt.to)
 				}
 			}
-			if c := f.view(t, id).Counts(); c.Submitted != 0 || c.Pending != 1 {
-				t.Errorf("counts %+v; want nothing submitted, the unclaimed item pending", c)
+			review := tt.to == store.ItemSubmitted
+			if c := f.view(t, id).Counts(); c.Submitted != map[bool]int64{true: int64(len(seqs))}[review] || c.Pending != 1 {
+				t.Errorf("counts %+v; want only the items under review submitted, the unclaimed item pending", c)
+			}
+			alerts := f.alerts.Of(alert.ItemsNeedReview)
+			if review != (len(alerts) == 1) || len(alerts) > 1 {
+				t.Errorf("ItemsNeedReview alerts %+v; want one exactly when the items went under review", alerts)
+			} else if review {
+				if d := alerts[0].Detail.(alert.ItemsNeedReviewDetail); d.JobID != id || d.Count != len(seqs) || alerts[0].Tenant != "t1" {
+					t.Errorf("ItemsNeedReview %+v", alerts[0])
+				}
 			}
 			published := 0
 			for _, e := range outcomes.Of(alert.ItemOutcomes) {
@@ -86,7 +103,7 @@ func TestSettleMsgCallDecisions(t *testing.T) {
 					}
 				}
 			}
-			if want := map[bool]int{true: len(seqs)}[tt.outcomes]; published != want {
+			if want := map[bool]int{true: len(seqs)}[tt.outcomes && !review]; published != want {
 				t.Errorf("%d outcomes published, want %d", published, want)
 			}
 		})
