@@ -109,3 +109,27 @@ func TestSettleMsgCallDecisions(t *testing.T) {
 		})
 	}
 }
+
+// TestSettleMsgCallReportsAFailedKick: the items an event settled may be
+// the last its shard waits for; when the shard's next turn cannot be
+// enqueued, the event's handler gets the error (to be delivered again),
+// with the items settled.
+func TestSettleMsgCallReportsAFailedKick(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	id := f.job(t, 1, 2, 2, 0)
+	call := store.MsgCall{Account: "acct-0", MsgID: "m-1", JobID: id, Shard: 0, ClaimID: "c", Seqs: []int64{1, 2}, At: f.clk.Now()}
+	if err := f.store.PutMsgCall(ctx, call); err != nil {
+		t.Fatal(err)
+	}
+	f.rec.MsgCalls, f.rec.Queue = f.store, failFirstShard{f.rec.Queue}
+	n, err := f.rec.SettleMsgCall(ctx, "acct-0", "m-1", reconcile.Settlement{To: store.ItemConfirmed})
+	if err == nil || n != 2 {
+		t.Fatalf("settle with the queue down: %d, %v; want both items settled and the kick's error", n, err)
+	}
+	if c := f.view(t, id).Counts(); c.Confirmed != 2 {
+		t.Fatalf("counts %+v; want both items confirmed", c)
+	}
+}
