@@ -3,10 +3,13 @@ package reconcile_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"testing"
+	"time"
 
 	"github.com/qunfa/qunfa/internal/alert"
 	"github.com/qunfa/qunfa/internal/alert/alerttest"
+	"github.com/qunfa/qunfa/internal/provider"
 	"github.com/qunfa/qunfa/internal/reconcile"
 	"github.com/qunfa/qunfa/internal/store"
 )
@@ -171,5 +174,56 @@ func TestSettleMsgCallFindsItsItemsPastAPage(t *testing.T) {
 	}
 	if len(published) != len(seqs) {
 		t.Fatalf("%d outcomes published, want one for each of the call's %d items", len(published), len(seqs))
+	}
+}
+
+// TestOnlyFinalItemsHaveOutcomes: of a page of look-ups, only the items a
+// look-up made final (delivered → confirmed; no record in a cancelled job
+// → abandoned) get an outcome; an item re-pended to be sent again or put
+// under review has none yet.
+func TestOnlyFinalItemsHaveOutcomes(t *testing.T) {
+	t.Parallel()
+	for _, cancelled := range []bool{false, true} {
+		t.Run(map[bool]string{false: "running", true: "cancelled"}[cancelled], func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			// No deadline: a pass stops settling SafetyMargin before its
+			// context's deadline (nothing here waits).
+			ctx := context.Background()
+			id := f.job(t, 1, 4, 3, 0)
+			if cancelled {
+				if _, err := f.store.TransitionJob(ctx, store.TransitionJobParams{JobID: id, To: store.JobCancelled, At: f.clk.Now()}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.answering(id, func(seq int64) (provider.Status, error) {
+				switch seq {
+				case 1:
+					return provider.StatusDelivered, nil
+				case 2:
+					return provider.StatusUnknown, nil
+				}
+				return "", provider.ErrStatusUnsupported
+			})
+			outcomes := &alerttest.Recorder{}
+			f.rec.Outcomes = outcomes
+			f.clk.Advance(2 * time.Minute)
+			if _, err := f.rec.Run(ctx); err != nil {
+				t.Fatal(err)
+			}
+			want := map[int64]store.ItemStatus{1: store.ItemConfirmed}
+			if cancelled {
+				want[2] = store.ItemAbandoned
+			}
+			got := map[int64]store.ItemStatus{}
+			for _, e := range outcomes.Of(alert.ItemOutcomes) {
+				for _, o := range e.Detail.(alert.ItemOutcomesDetail).Items {
+					got[o.Seq] = store.ItemStatus(o.Status)
+				}
+			}
+			if !maps.Equal(got, want) {
+				t.Fatalf("outcomes %v, want %v (items: %+v)", got, want, f.items(t, id))
+			}
+		})
 	}
 }
