@@ -227,3 +227,56 @@ func TestOnlyFinalItemsHaveOutcomes(t *testing.T) {
 		})
 	}
 }
+
+// TestOutcomesLeaveOutARacedItem: an item re-claimed by a sender while its
+// look-up ran is not settled by the old answer (the claim guard), so it
+// gets no outcome; the other items of the page get theirs.
+func TestOutcomesLeaveOutARacedItem(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background() // a pass stops before its context's deadline
+	id := f.job(t, 1, 3, 3, 0)
+	p, _ := f.answering(id, func(int64) (provider.Status, error) { return provider.StatusDelivered, nil })
+	p.before = func(seq int64) {
+		if seq != 1 {
+			return
+		}
+		sh, err := store.BeginOutsideTurn(ctx, f.store, id, 0)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		up, err := f.store.UpdateItems(ctx, store.UpdateItemsParams{JobID: id, Index: 0, At: f.clk.Now(),
+			Updates: []store.ItemUpdate{{Seq: 1, From: store.ItemSubmitted, To: store.ItemPending, NextAttemptAt: f.clk.Now()}}})
+		if err != nil || len(up.Rejected) > 0 {
+			t.Errorf("re-pend: %v %v", err, up.Rejected)
+			return
+		}
+		cl, err := f.store.ClaimItems(ctx, store.ClaimItemsParams{JobID: id, Index: 0, Max: 1, Now: f.clk.Now(), ClaimID: "c2"})
+		if err != nil || len(cl.Items) != 1 {
+			t.Errorf("re-claim: %v %+v", err, cl.Items)
+			return
+		}
+		if _, err := store.FoldOutsideTurn(ctx, f.store, sh, up.Delta.Add(cl.Delta), nil); err != nil {
+			t.Error(err)
+		}
+	}
+	outcomes := &alerttest.Recorder{}
+	f.rec.Outcomes = outcomes
+	f.clk.Advance(2 * time.Minute)
+	if _, err := f.rec.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64]store.ItemStatus{}
+	for _, e := range outcomes.Of(alert.ItemOutcomes) {
+		for _, o := range e.Detail.(alert.ItemOutcomesDetail).Items {
+			got[o.Seq] = store.ItemStatus(o.Status)
+		}
+	}
+	if want := map[int64]store.ItemStatus{2: store.ItemConfirmed, 3: store.ItemConfirmed}; !maps.Equal(got, want) {
+		t.Fatalf("outcomes %v, want %v", got, want)
+	}
+	if it := f.items(t, id)[1]; it.Status != store.ItemSubmitted || it.ClaimID != "c2" {
+		t.Fatalf("the re-claimed item was settled by the old answer: %+v", it)
+	}
+}
