@@ -280,3 +280,33 @@ func TestOutcomesLeaveOutARacedItem(t *testing.T) {
 		t.Fatalf("the re-claimed item was settled by the old answer: %+v", it)
 	}
 }
+
+// unreadableMsgCalls is a message-id store that cannot be read.
+type unreadableMsgCalls struct{ store.MsgCallStore }
+
+func (unreadableMsgCalls) ListMsgCalls(context.Context, string) ([]store.MsgCall, error) {
+	return nil, errors.New("message ids unreadable")
+}
+
+// TestMsgIDsAreReadOnlyWhenTheKeyLookUpIsUnsupported: the provider's
+// message ids are read only for a provider that cannot look an item up by
+// its message key; an answer by key settles the item whatever the message
+// id store says (here: that it cannot be read).
+func TestMsgIDsAreReadOnlyWhenTheKeyLookUpIsUnsupported(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background() // a pass stops before its context's deadline
+	id := f.job(t, 1, 2, 2, 0)
+	f.answering(id, func(seq int64) (provider.Status, error) {
+		return map[int64]provider.Status{1: provider.StatusDelivered, 2: provider.StatusUnknown}[seq], nil
+	})
+	f.rec.MsgCalls = unreadableMsgCalls{f.store}
+	f.clk.Advance(2 * time.Minute)
+	rep, err := f.rec.Run(ctx)
+	if err != nil || rep.Confirmed != 1 || rep.Repended != 1 || rep.LookupFailed != 0 {
+		t.Fatalf("pass %+v, %v; want one confirmed, one re-pended, no failed look-up", rep, err)
+	}
+	if items := f.items(t, id); items[1].Status != store.ItemConfirmed || items[2].Status != store.ItemPending {
+		t.Fatalf("items %s, %s; want confirmed, pending", items[1].Status, items[2].Status)
+	}
+}
