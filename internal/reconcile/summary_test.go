@@ -2,10 +2,12 @@ package reconcile_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/qunfa/qunfa/internal/reconcile"
 	"github.com/qunfa/qunfa/internal/store"
 )
 
@@ -50,5 +52,55 @@ func TestPassSummaryLoggedForRedriveAndSweep(t *testing.T) {
 	}
 	if n := countOf(logs.msgs, "reconciled"); n != 1 {
 		t.Fatalf("%d summaries logged, want 1 (%v)", n, logs.msgs)
+	}
+}
+
+// foldFails is a store whose count folds fail (the process dies after an
+// item write), and whose recounts fail too when recountDown.
+type foldFails struct {
+	store.Store
+	recountDown bool
+}
+
+func (foldFails) AddShardCounts(context.Context, store.AddShardCountsParams) (store.Shard, error) {
+	return store.Shard{}, errors.New("fold lost")
+}
+
+func (s foldFails) RecountShard(ctx context.Context, jobID string, index int) (store.Shard, error) {
+	if s.recountDown {
+		return store.Shard{}, errors.New("recount unavailable")
+	}
+	return s.Store.RecountShard(ctx, jobID, index)
+}
+
+// TestFailedRepairIsLogged: a settle whose fold fails recounts the shard
+// at once; the warning that the shard stays dirty is logged exactly when
+// that recount fails too (the counts are left wrong), never when it made
+// them true.
+func TestFailedRepairIsLogged(t *testing.T) {
+	t.Parallel()
+	const warning = "cannot recount a shard after a failed settle; it stays dirty"
+	for _, recountDown := range []bool{true, false} {
+		t.Run(map[bool]string{true: "recount fails", false: "recount repairs"}[recountDown], func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+			defer cancel()
+			logs := &records{}
+			id := f.job(t, 1, 2, 2, 0)
+			if err := f.store.PutMsgCall(ctx, store.MsgCall{Account: "acct-0", MsgID: "m-1", JobID: id, Shard: 0, ClaimID: "c", Seqs: []int64{1, 2}, At: f.clk.Now()}); err != nil {
+				t.Fatal(err)
+			}
+			f.rec.Store, f.rec.MsgCalls, f.rec.Log = foldFails{Store: f.store, recountDown: recountDown}, f.store, slog.New(logs)
+			if _, err := f.rec.SettleMsgCall(ctx, "acct-0", "m-1", reconcile.Settlement{To: store.ItemConfirmed}); err == nil {
+				t.Fatal("a settle whose fold failed reported no error")
+			}
+			if got := countOf(logs.msgs, warning) == 1; got != recountDown {
+				t.Fatalf("warning logged: %v, want %v (%v)", got, recountDown, logs.msgs)
+			}
+			if c := f.view(t, id).Counts(); (c.Confirmed == 2) == recountDown {
+				t.Fatalf("counts %+v: the warning must say exactly when they were left wrong", c)
+			}
+		})
 	}
 }
