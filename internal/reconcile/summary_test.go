@@ -104,3 +104,30 @@ func TestFailedRepairIsLogged(t *testing.T) {
 		})
 	}
 }
+
+// expiring is an item expirer that marks records given records.
+type expiring struct{ records int }
+
+func (e expiring) ExpireFinishedItems(context.Context, store.ExpireItemsParams) (store.ExpireItemsResult, error) {
+	return store.ExpireItemsResult{Records: e.records, Jobs: min(e.records, 1)}, nil
+}
+
+// TestExpiryLoggedOnlyWhenItMarkedRecords: a pass that gave finished
+// jobs' item records their expiry logs it; one with nothing to mark, every
+// pass of a quiet day, logs nothing.
+func TestExpiryLoggedOnlyWhenItMarkedRecords(t *testing.T) {
+	t.Parallel()
+	const msg = "finished jobs' items given their expiry"
+	for _, marked := range []int{0, 1} {
+		f := newFixture(t)
+		logs := &records{}
+		f.rec.Log, f.rec.Expirer, f.rec.Retention = slog.New(logs), expiring{marked}, time.Hour
+		rep, err := f.rec.Run(context.Background()) // a pass stops before its context's deadline
+		if err != nil || rep.ItemRecordsExpired != marked {
+			t.Fatalf("pass: %+v %v; want %d records expired", rep, err, marked)
+		}
+		if n := countOf(logs.msgs, msg); n != marked {
+			t.Fatalf("%d records expired: logged %d times, want %d (%v)", marked, n, marked, logs.msgs)
+		}
+	}
+}
