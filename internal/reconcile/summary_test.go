@@ -11,16 +11,12 @@ import (
 	"github.com/qunfa/qunfa/internal/store"
 )
 
-// TestPassSummaryLoggedForRedriveAndSweep: a pass whose only decisions are
-// a re-driven shard and a swept dirty shard logs its summary (the counts
-// of different decisions add up; none cancels another) and reports both.
-func TestPassSummaryLoggedForRedriveAndSweep(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	ctx := context.Background() // a pass stops before its context's deadline
-	logs := &records{}
-	f.rec.Log = slog.New(logs)
-	f.job(t, 1, 1, 0, 0) // running, nothing sent: stale in 5 minutes
+// dirtyFinishedShard makes a job of one shard whose one item was
+// confirmed and whose shard completed, then marked dirty by an outside
+// change that died before its fold; it returns the job's id.
+func (f *fixture) dirtyFinishedShard(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
 	done := f.job(t, 1, 1, 1, 0)
 	sh, err := store.BeginOutsideTurn(ctx, f.store, done, 0)
 	if err != nil {
@@ -37,11 +33,23 @@ func TestPassSummaryLoggedForRedriveAndSweep(t *testing.T) {
 	if _, err := f.store.TransitionShard(ctx, store.TransitionShardParams{JobID: done, Index: 0, To: store.ShardCompleted, At: f.clk.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	// An outside change marked the finished shard dirty and died before
-	// its fold.
 	if _, err := store.BeginOutsideTurn(ctx, f.store, done, 0); err != nil {
 		t.Fatal(err)
 	}
+	return done
+}
+
+// TestPassSummaryLoggedForRedriveAndSweep: a pass whose only decisions are
+// a re-driven shard and a swept dirty shard logs its summary (the counts
+// of different decisions add up; none cancels another) and reports both.
+func TestPassSummaryLoggedForRedriveAndSweep(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background() // a pass stops before its context's deadline
+	logs := &records{}
+	f.rec.Log = slog.New(logs)
+	f.job(t, 1, 1, 0, 0) // running, nothing sent: stale in 5 minutes
+	f.dirtyFinishedShard(t)
 	f.clk.Advance(5 * time.Minute)
 	rep, err := f.rec.Run(ctx)
 	if err != nil {
@@ -129,5 +137,33 @@ func TestExpiryLoggedOnlyWhenItMarkedRecords(t *testing.T) {
 		if n := countOf(logs.msgs, msg); n != marked {
 			t.Fatalf("%d records expired: logged %d times, want %d (%v)", marked, n, marked, logs.msgs)
 		}
+	}
+}
+
+// clearFails is a store that cannot clear a dirty shard's mark.
+type clearFails struct{ store.Store }
+
+func (s clearFails) AddShardCounts(ctx context.Context, p store.AddShardCountsParams) (store.Shard, error) {
+	if p.ClearDirty {
+		return store.Shard{}, errors.New("store unavailable")
+	}
+	return s.Store.AddShardCounts(ctx, p)
+}
+
+// TestSweepErrorsAreReported: a pass that cannot clear the mark of a dirty
+// final shard says so (the next pass sweeps it again) instead of
+// reporting success, and the shard stays dirty.
+func TestSweepErrorsAreReported(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background() // a pass stops before its context's deadline
+	id := f.dirtyFinishedShard(t)
+	f.rec.Store = clearFails{f.store}
+	rep, err := f.rec.Run(ctx)
+	if err == nil || rep.Swept != 0 {
+		t.Fatalf("pass: %+v %v; want the sweep's error and nothing swept", rep, err)
+	}
+	if sh := f.view(t, id).Shards[0]; !sh.Dirty {
+		t.Fatalf("shard %+v: its mark was cleared", sh)
 	}
 }
