@@ -181,4 +181,14 @@ func TestStartingJobWithoutPlanningIsRepairedOrFailed(t *testing.T) {
 	if rep := pass(); rep.PlansFailed+rep.PlansResent != 0 {
 		t.Errorf("a failed job watched again: %+v", rep)
 	}
+
+	// A reconciler without a planning watchdog leaves a stale starting job
+	// as it is.
+	id = start("unwatched")
+	plans(false)
+	f.rec.Plans = nil
+	f.clk.Advance(5 * time.Minute)
+	if rep := pass(); rep.PlansFailed+rep.PlansResent != 0 || status(id) != store.JobStarting {
+		t.Errorf("without a watchdog: %+v, job %s; want it left starting", rep, status(id))
+	}
 }
