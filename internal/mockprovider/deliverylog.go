@@ -9,8 +9,10 @@ import (
 	"hash/maphash"
 	"io"
 	"os"
+	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Delivery is one line of the delivery log: a message the mock accepted and
@@ -178,12 +180,11 @@ func (l *deliveryLog) append(ds []Delivery) error {
 	var buf []byte
 	offs := make([]int64, len(ds))
 	for i := range ds {
-		b, err := json.Marshal(&ds[i])
-		if err != nil {
+		offs[i] = l.size + int64(len(buf))
+		var err error
+		if buf, err = appendDelivery(buf, &ds[i]); err != nil {
 			return fmt.Errorf("encode delivery: %w", err)
 		}
-		offs[i] = l.size + int64(len(buf))
-		buf = append(buf, b...)
 		buf = append(buf, '\n')
 	}
 	n, err := l.f.Write(buf)
@@ -201,6 +202,69 @@ func (l *deliveryLog) append(ds []Delivery) error {
 		}
 	}
 	return nil
+}
+
+// appendDelivery appends d to buf encoded byte for byte as json.Marshal
+// encodes it (the log's format is a contract), without json.Marshal's
+// reflection: at 100,000 deliveries a second that was a third of the
+// mock's CPU.
+func appendDelivery(buf []byte, d *Delivery) ([]byte, error) {
+	buf = append(buf, `{"ts":"`...)
+	buf, err := d.TS.AppendText(buf) // what MarshalJSON quotes
+	if err != nil {
+		return buf, err
+	}
+	buf = append(buf, `","guid":`...)
+	buf = appendJSONString(buf, d.GUID)
+	buf = append(buf, `,"toId":`...)
+	buf = appendJSONString(buf, d.ToID)
+	buf = append(buf, `,"content":`...)
+	buf = appendJSONString(buf, d.Content)
+	buf = append(buf, `,"key":`...)
+	buf = appendJSONString(buf, d.Key)
+	if d.Call != 0 {
+		buf = append(buf, `,"call":`...)
+		buf = strconv.AppendInt(buf, d.Call, 10)
+	}
+	if d.CallRecipients != 0 {
+		buf = append(buf, `,"call_recipients":`...)
+		buf = strconv.AppendInt(buf, int64(d.CallRecipients), 10)
+	}
+	if d.LatencyMS != 0 {
+		buf = append(buf, `,"latency_ms":`...)
+		buf = strconv.AppendInt(buf, d.LatencyMS, 10)
+	}
+	return append(buf, '}'), nil
+}
+
+// appendJSONString appends s as a JSON string. A string that
+// encoding/json writes as it is (valid UTF-8 without control characters,
+// quotes, backslashes, <, >, &, U+2028 or U+2029) is copied between quotes;
+// any other goes through json.Marshal, so the escapes are always its own.
+func appendJSONString(buf []byte, s string) []byte {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+				return appendMarshalledString(buf, s)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && size == 1) || r == '\u2028' || r == '\u2029' {
+			return appendMarshalledString(buf, s)
+		}
+		i += size
+	}
+	buf = append(buf, '"')
+	buf = append(buf, s...)
+	return append(buf, '"')
+}
+
+func appendMarshalledString(buf []byte, s string) []byte {
+	b, _ := json.Marshal(s) // a string always encodes
+	return append(buf, b...)
 }
 
 // delivered reports whether key is in the log.
