@@ -509,7 +509,7 @@ func (c *Client) exchange(ctx context.Context, token, method, path, key string, 
 // body, the body decoded once for every reader of the answer.
 func answered(status int, body []byte) exchange {
 	ex := exchange{status: status, body: body, wrote: true}
-	ex.parseErr = json.Unmarshal(body, &ex.ans)
+	ex.parseErr = decodeAnswer(body, &ex.ans)
 	return ex
 }
 
