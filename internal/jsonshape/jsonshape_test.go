@@ -1,6 +1,7 @@
 package jsonshape
 
 import (
+	"encoding/json"
 	"reflect"
 	"testing"
 )
@@ -48,5 +49,33 @@ func TestReadsOnlyTheExpectedShape(t *testing.T) {
 		if got, ok := readShape(body); ok {
 			t.Errorf("%q read as %+v", body, got)
 		}
+	}
+}
+
+var appendStrings = []string{"", "plain", "群发通知", "<a&b>", "q\"uote\\", "line\nbreak\t\x01", "\u2028\u2029", "bad\xffutf8", "\x7f", "emoji 😀"}
+
+// TestAppendStringIsJSONMarshal: strings are appended as json.Marshal
+// writes them.
+func TestAppendStringIsJSONMarshal(t *testing.T) {
+	for _, s := range appendStrings {
+		checkAppendString(t, s)
+	}
+}
+
+// FuzzAppendString: any string is appended as json.Marshal writes it.
+func FuzzAppendString(f *testing.F) {
+	for _, s := range appendStrings {
+		f.Add(s)
+	}
+	f.Fuzz(checkAppendString)
+}
+
+func checkAppendString(t *testing.T, s string) {
+	want, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := AppendString([]byte("x"), s); string(got) != "x"+string(want) {
+		t.Errorf("AppendString(%q) = %s, want x%s", s, got, want)
 	}
 }

@@ -12,7 +12,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
-	"unicode/utf8"
+
+	"github.com/qunfa/qunfa/internal/jsonshape"
 )
 
 // Delivery is one line of the delivery log: a message the mock accepted and
@@ -215,13 +216,13 @@ func appendDelivery(buf []byte, d *Delivery) ([]byte, error) {
 		return buf, err
 	}
 	buf = append(buf, `","guid":`...)
-	buf = appendJSONString(buf, d.GUID)
+	buf = jsonshape.AppendString(buf, d.GUID)
 	buf = append(buf, `,"toId":`...)
-	buf = appendJSONString(buf, d.ToID)
+	buf = jsonshape.AppendString(buf, d.ToID)
 	buf = append(buf, `,"content":`...)
-	buf = appendJSONString(buf, d.Content)
+	buf = jsonshape.AppendString(buf, d.Content)
 	buf = append(buf, `,"key":`...)
-	buf = appendJSONString(buf, d.Key)
+	buf = jsonshape.AppendString(buf, d.Key)
 	if d.Call != 0 {
 		buf = append(buf, `,"call":`...)
 		buf = strconv.AppendInt(buf, d.Call, 10)
@@ -235,36 +236,6 @@ func appendDelivery(buf []byte, d *Delivery) ([]byte, error) {
 		buf = strconv.AppendInt(buf, d.LatencyMS, 10)
 	}
 	return append(buf, '}'), nil
-}
-
-// appendJSONString appends s as a JSON string. A string that
-// encoding/json writes as it is (valid UTF-8 without control characters,
-// quotes, backslashes, <, >, &, U+2028 or U+2029) is copied between quotes;
-// any other goes through json.Marshal, so the escapes are always its own.
-func appendJSONString(buf []byte, s string) []byte {
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-				return appendMarshalledString(buf, s)
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if (r == utf8.RuneError && size == 1) || r == '\u2028' || r == '\u2029' {
-			return appendMarshalledString(buf, s)
-		}
-		i += size
-	}
-	buf = append(buf, '"')
-	buf = append(buf, s...)
-	return append(buf, '"')
-}
-
-func appendMarshalledString(buf []byte, s string) []byte {
-	b, _ := json.Marshal(s) // a string always encodes
-	return append(buf, b...)
 }
 
 // delivered reports whether key is in the log.
