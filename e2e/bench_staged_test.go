@@ -93,6 +93,7 @@ type scaleRun struct {
 	submitted, staged, total time.Duration // since the upload started
 	hwm, mockHWM             int64         // peak RSS of qunfa dev and the mock
 	cpuStaged, cpuTotal      time.Duration // CPU (user + system) of qunfa dev since the upload started
+	mockCPU                  time.Duration // CPU (user + system) of the mock provider since the upload started
 }
 
 // runScaleJob starts a mock and qunfa dev with accounts big-00… (settings
@@ -114,6 +115,8 @@ func runScaleJob(b *testing.B, n, accounts int, acct map[string]any, template, k
 	start := time.Now()
 	pid := r.d.proc.cmd.Process.Pid
 	cpu0 := procCPU(b, pid)
+	mockPid := r.m.proc.cmd.Process.Pid
+	mockCPU0 := procCPU(b, mockPid)
 	cmd := exec.Command(qunfaBin, "submit", "--name", key, "--template", template, "--recipients", file, "--key", key)
 	cmd.Env = append(os.Environ(), "QUNFA_URL="+r.d.URL, "QUNFA_API_TOKEN="+testToken)
 	var out, errb bytes.Buffer
@@ -134,6 +137,7 @@ func runScaleJob(b *testing.B, n, accounts int, acct map[string]any, template, k
 	}
 	r.total = time.Since(start)
 	r.cpuTotal = procCPU(b, pid) - cpu0
+	r.mockCPU = procCPU(b, mockPid) - mockCPU0
 	b.StopTimer()
 	r.hwm = vmHWM(b, r.d.proc.cmd.Process.Pid)
 	r.mockHWM = vmHWM(b, r.m.proc.cmd.Process.Pid)

@@ -181,6 +181,7 @@ func TestHelpAndUsage(t *testing.T) {
 	runCLI(ctx, nil, "", "watch", "j", "--interval", "0s").want(t, 2, nil, []string{"--interval"})
 	runCLI(ctx, nil, "", "mock-provider", "--addr", "127.0.0.1:0").want(t, 2, nil, []string{"--log FILE is required"})
 	runCLI(ctx, nil, "", "mock-provider", "--addr", "127.0.0.1:0", "--log", filepath.Join(t.TempDir(), "d.jsonl"), "--protocol", "sms").want(t, 2, nil, []string{`unknown --protocol "sms"`})
+	runCLI(ctx, nil, "", "mock-provider", "--addr", "127.0.0.1:0", "--log", filepath.Join(t.TempDir(), "d.jsonl"), "--pprof", "0.0.0.0:0").want(t, 2, nil, []string{"--pprof must listen on a loopback address"})
 
 	var errb bytes.Buffer
 	c := &cli{stdout: io.Discard, stderr: &errb, getenv: func(string) string { return "" }}

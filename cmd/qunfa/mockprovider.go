@@ -23,6 +23,7 @@ func (c *cli) mockProvider(ctx context.Context, args []string) error {
 	callbackToken := fs.String("wechat-callback-token", "", "wechat-mp: the callback token the events are signed with (the account's or its tenant's wechat-mp-callback credential of qunfa)")
 	callbackAESKey := fs.String("wechat-callback-aes-key", "", "wechat-mp: an EncodingAESKey (43 characters): the events go out encrypted, in WeChat's safe mode (qunfa's wechat-mp-callback/aes credential); empty: plain events")
 	callbackDelay := fs.Duration("wechat-callback-delay", time.Second, "wechat-mp: how long after a send its event is POSTed")
+	pprofFlag := fs.String("pprof", "", "serve runtime profiles (/debug/pprof/) on this loopback address, e.g. 127.0.0.1:6061 (debugging; also QUNFA_MOCK_PPROF; off by default)")
 	if _, err := c.parse(fs, args, 0, ""); err != nil {
 		return err
 	}
@@ -47,6 +48,13 @@ func (c *cli) mockProvider(ctx context.Context, args []string) error {
 		return usagef("unknown --protocol %q: give wecomapi, wecom-app, wechat-mp, http or all", *protocol)
 	}
 	log := slog.New(slog.NewTextHandler(c.stderr, nil))
+	if addr := flagOrEnv(*pprofFlag, "QUNFA_MOCK_PPROF"); addr != "" {
+		at, err := startPprof(addr, log)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		fmt.Fprintf(c.stderr, "pprof: http://%s/debug/pprof/\n", at)
+	}
 	err := mockprovider.Serve(ctx, *addr, mockprovider.Config{
 		LogPath: *logPath, Rate: *rate, Burst: *burst, SilentDrop: *silentDrop, Logger: log,
 		Protocol: *protocol, MemberLimitPerMin: memberLimit,

@@ -40,10 +40,19 @@ func startPprof(addr string, log *slog.Logger) (string, error) {
 	return ln.Addr().String(), nil
 }
 
-// pprofAddr is the --pprof flag, or QUNFA_PPROF when the flag is unset.
+// pprofAddr is qunfa dev's --pprof flag, or QUNFA_PPROF when the flag is
+// unset.
 func pprofAddr(flagValue string) string {
+	return flagOrEnv(flagValue, "QUNFA_PPROF")
+}
+
+// flagOrEnv is a flag's value, or the environment variable env when the
+// flag is unset. The mock provider reads its own variable
+// (QUNFA_MOCK_PPROF): a benchmark starts it next to qunfa dev with the
+// same environment, and both cannot listen on one address.
+func flagOrEnv(flagValue, env string) string {
 	if flagValue != "" {
 		return flagValue
 	}
-	return strings.TrimSpace(os.Getenv("QUNFA_PPROF"))
+	return strings.TrimSpace(os.Getenv(env))
 }

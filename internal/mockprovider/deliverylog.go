@@ -9,8 +9,11 @@ import (
 	"hash/maphash"
 	"io"
 	"os"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/qunfa/qunfa/internal/jsonshape"
 )
 
 // Delivery is one line of the delivery log: a message the mock accepted and
@@ -178,12 +181,11 @@ func (l *deliveryLog) append(ds []Delivery) error {
 	var buf []byte
 	offs := make([]int64, len(ds))
 	for i := range ds {
-		b, err := json.Marshal(&ds[i])
-		if err != nil {
+		offs[i] = l.size + int64(len(buf))
+		var err error
+		if buf, err = appendDelivery(buf, &ds[i]); err != nil {
 			return fmt.Errorf("encode delivery: %w", err)
 		}
-		offs[i] = l.size + int64(len(buf))
-		buf = append(buf, b...)
 		buf = append(buf, '\n')
 	}
 	n, err := l.f.Write(buf)
@@ -201,6 +203,39 @@ func (l *deliveryLog) append(ds []Delivery) error {
 		}
 	}
 	return nil
+}
+
+// appendDelivery appends d to buf encoded byte for byte as json.Marshal
+// encodes it (the log's format is a contract), without json.Marshal's
+// reflection: at 100,000 deliveries a second that was a third of the
+// mock's CPU.
+func appendDelivery(buf []byte, d *Delivery) ([]byte, error) {
+	buf = append(buf, `{"ts":"`...)
+	buf, err := d.TS.AppendText(buf) // what MarshalJSON quotes
+	if err != nil {
+		return buf, err
+	}
+	buf = append(buf, `","guid":`...)
+	buf = jsonshape.AppendString(buf, d.GUID)
+	buf = append(buf, `,"toId":`...)
+	buf = jsonshape.AppendString(buf, d.ToID)
+	buf = append(buf, `,"content":`...)
+	buf = jsonshape.AppendString(buf, d.Content)
+	buf = append(buf, `,"key":`...)
+	buf = jsonshape.AppendString(buf, d.Key)
+	if d.Call != 0 {
+		buf = append(buf, `,"call":`...)
+		buf = strconv.AppendInt(buf, d.Call, 10)
+	}
+	if d.CallRecipients != 0 {
+		buf = append(buf, `,"call_recipients":`...)
+		buf = strconv.AppendInt(buf, int64(d.CallRecipients), 10)
+	}
+	if d.LatencyMS != 0 {
+		buf = append(buf, `,"latency_ms":`...)
+		buf = strconv.AppendInt(buf, d.LatencyMS, 10)
+	}
+	return append(buf, '}'), nil
 }
 
 // delivered reports whether key is in the log.

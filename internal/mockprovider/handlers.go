@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/qunfa/qunfa/internal/jsonshape"
 )
 
 // errmsgs are the texts that go with the codes the mock answers.
@@ -93,10 +95,20 @@ func badRequest(w http.ResponseWriter, code int, detail string) {
 
 // readJSON decodes a bounded body into v, answering 400 itself on failure.
 func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	return readJSONWith(w, r, v, nil)
+}
+
+// readJSONWith is readJSON trying fast first: a reader of v's expected
+// shape (see jsonshape) that answers false at anything else, when
+// json.Unmarshal decodes the body instead.
+func readJSONWith(w http.ResponseWriter, r *http.Request, v any, fast func(body []byte) bool) bool {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		badRequest(w, CodeDataFormat, "body unreadable or too large")
 		return false
+	}
+	if fast != nil && fast(body) {
+		return true
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		badRequest(w, CodeDataFormat, "body is not a valid JSON object")
@@ -324,6 +336,33 @@ type sendMultiRequest struct {
 	Keys    []string `json:"keys"`
 }
 
+// read decodes body into req when it has the shape qunfa sends (see
+// jsonshape), byte for byte what json.Unmarshal would make of it, and
+// reports whether it did; req is left as it was otherwise. Decoding the
+// request with json.Unmarshal was a fifth of the mock's CPU at 100
+// recipients per call.
+func (req *sendMultiRequest) read(body []byte) bool {
+	var v sendMultiRequest
+	d := jsonshape.NewDecoder(body)
+	if !d.Object(func(name []byte) bool {
+		switch string(name) {
+		case `"guid"`:
+			return d.String(&v.GUID)
+		case `"toIds"`:
+			return v.ToIDs == nil && d.Strings(&v.ToIDs)
+		case `"content"`:
+			return d.String(&v.Content)
+		case `"keys"`:
+			return v.Keys == nil && d.Strings(&v.Keys)
+		}
+		return false
+	}) || !d.End() {
+		return false
+	}
+	*req = v
+	return true
+}
+
 // RecipientResult is one entry of a /message/send answer.
 type RecipientResult struct {
 	ToID    string `json:"toId"`
@@ -342,7 +381,7 @@ type SendAnswer struct {
 
 func (m *Mock) handleSend(w http.ResponseWriter, r *http.Request) {
 	var req sendMultiRequest
-	if !readJSON(w, r, &req) {
+	if !readJSONWith(w, r, &req, req.read) {
 		return
 	}
 	switch {

@@ -10,6 +10,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/qunfa/qunfa/internal/jsonshape"
 )
 
 // Media types of a staged part's body.
@@ -194,9 +196,10 @@ func encodeRecipient(dst []byte, rc Recipient) []byte {
 	return append(dst, '\n')
 }
 
+// appendJSONString is json.Marshal's encoding of s (the stored encoding of
+// parts already stored), without its reflection for plain strings.
 func appendJSONString(dst []byte, s string) []byte {
-	b, _ := json.Marshal(s)
-	return append(dst, b...)
+	return jsonshape.AppendString(dst, s)
 }
 
 // appendStored appends a split line in the stored encoding.

@@ -329,8 +329,7 @@ func validateSend(req provider.SendRequest) error {
 // interpret turns an answered call into one result per recipient.
 func interpret(req provider.SendRequest, ex exchange) provider.SendResult {
 	n := len(req.To)
-	var ans answer
-	parseErr := json.Unmarshal(ex.body, &ans)
+	ans, parseErr := ex.ans, ex.parseErr
 	if ex.status != http.StatusOK {
 		code := "http_" + strconv.Itoa(ex.status)
 		msg := http.StatusText(ex.status)
@@ -429,8 +428,8 @@ func (c *Client) Status(ctx context.Context, req provider.StatusRequest) (provid
 	if ex.status != http.StatusOK {
 		return "", fmt.Errorf("wecomapi status %s: HTTP %d: %s", req.Key, ex.status, snippet(ex.body))
 	}
-	var ans answer
-	if err := json.Unmarshal(ex.body, &ans); err != nil || ans.Errcode == nil {
+	ans := ex.ans
+	if ex.parseErr != nil || ans.Errcode == nil {
 		return "", fmt.Errorf("wecomapi status %s: unreadable answer: %s", req.Key, snippet(ex.body))
 	}
 	if *ans.Errcode != codeOK {
@@ -455,6 +454,9 @@ type exchange struct {
 	body   []byte
 	wrote  bool
 	err    error
+
+	ans      answer // body decoded (as far as it decodes: see parseErr)
+	parseErr error  // json.Unmarshal's error for body
 }
 
 func (c *Client) exchange(ctx context.Context, token, method, path, key string, body []byte) exchange {
@@ -500,7 +502,15 @@ func (c *Client) exchange(ctx context.Context, token, method, path, key string, 
 		// The answer started: the request was certainly written.
 		return exchange{wrote: true, err: fmt.Errorf("read answer: %w", describe(callCtx, err))}
 	}
-	return exchange{status: resp.StatusCode, body: b, wrote: true}
+	return answered(resp.StatusCode, b)
+}
+
+// answered is the exchange of a call the provider answered with status and
+// body, the body decoded once for every reader of the answer.
+func answered(status int, body []byte) exchange {
+	ex := exchange{status: status, body: body, wrote: true}
+	ex.parseErr = decodeAnswer(body, &ex.ans)
+	return ex
 }
 
 // describe names the adapter's own deadline when it is what ended a call.

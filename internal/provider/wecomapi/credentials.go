@@ -70,10 +70,14 @@ func authRefused(ex exchange) bool {
 	if ex.status >= 500 {
 		return false
 	}
-	var ans struct {
-		Errcode *int `json:"errcode"`
+	// The answer was decoded whole: a field of another type than expected
+	// (an UnmarshalTypeError, the rest still decoded) does not hide the
+	// errcode, as it did not when only the errcode was read.
+	var typeErr *json.UnmarshalTypeError
+	if ex.parseErr != nil && !errors.As(ex.parseErr, &typeErr) {
+		return false
 	}
-	return json.Unmarshal(ex.body, &ans) == nil && ans.Errcode != nil && accountDownCodes[*ans.Errcode]
+	return ex.ans.Errcode != nil && accountDownCodes[*ex.ans.Errcode]
 }
 
 // ownerMissTTL is how long "nobody owns this account" is believed: a

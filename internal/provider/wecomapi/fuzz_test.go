@@ -1,6 +1,7 @@
 package wecomapi
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/qunfa/qunfa/internal/provider"
@@ -38,7 +39,7 @@ func FuzzAnswers(f *testing.F) {
 			req.To = append(req.To, "u"+string(rune('0'+i)))
 			req.Keys = append(req.Keys, "k"+string(rune('0'+i)))
 		}
-		res := interpret(req, exchange{status: status, body: body, wrote: true})
+		res := interpret(req, answered(status, body))
 		if len(res.Recipients) != k {
 			t.Fatalf("%d results for %d recipients", len(res.Recipients), k)
 		}
@@ -50,6 +51,13 @@ func FuzzAnswers(f *testing.F) {
 				t.Fatalf("accepted on HTTP %d", status)
 			}
 		}
-		_ = authRefused(exchange{status: status, body: body})
+		ex := answered(status, body)
+		var alone struct {
+			Errcode *int `json:"errcode"`
+		}
+		want := status == 401 || status == 403 || status < 500 && json.Unmarshal(body, &alone) == nil && alone.Errcode != nil && accountDownCodes[*alone.Errcode]
+		if got := authRefused(ex); got != want {
+			t.Fatalf("authRefused(%d, %q) = %v, reading the errcode alone says %v", status, body, got, want)
+		}
 	})
 }
