@@ -76,6 +76,30 @@ func TestRunBodyRoundTrip(t *testing.T) {
 			t.Errorf("%s: %v, want errCorruptRun", name, err)
 		}
 	}
+	// A row's count of items is checked before its body is read: a run of
+	// none or of more than runMax is a damaged row, whatever its body.
+	consecutive := func(n int) []entry {
+		items := make([]entry, n)
+		for i := range items {
+			items[i] = entry{seq: 5 + int64(i), to: "u"}
+		}
+		return items
+	}
+	if _, err := decodeBody(5, 0, nil); !errors.Is(err, errCorruptRun) {
+		t.Errorf("a run of no items: %v, want errCorruptRun", err)
+	}
+	if _, err := decodeBody(5, runMax+1, encodeBody(consecutive(runMax+1))); !errors.Is(err, errCorruptRun) {
+		t.Errorf("a run of %d items: %v, want errCorruptRun", runMax+1, err)
+	}
+	// The limits themselves are a valid run.
+	for name, items := range map[string][]entry{
+		"runMax items":     consecutive(runMax),
+		"spanning runSpan": {{seq: 5}, {seq: 5 + runSpan}},
+	} {
+		if got, err := decodeBody(5, len(items), encodeBody(items)); err != nil || !slices.Equal(got, items) {
+			t.Errorf("%s: %v, %v; want the items back", name, got, err)
+		}
+	}
 }
 
 // TestFormRuns: items of equal state form runs of at most runMax items
@@ -104,14 +128,14 @@ func TestFormRuns(t *testing.T) {
 	}
 	var spread []flat
 	for seq := int64(0); seq < 10; seq++ {
-		spread = append(spread, flat{st: fresh, e: entry{seq: seq * 1000}})
+		spread = append(spread, flat{st: fresh, e: entry{seq: seq * runSpan / 4}})
 	}
 	sizes = sizes[:0]
 	for _, r := range formRuns(0, spread) {
 		sizes = append(sizes, len(r.items))
 	}
 	if want := []int{5, 5}; !slices.Equal(sizes, want) {
-		t.Fatalf("items 1000 apart: runs of %v, want %v (at most %d seqs a run)", sizes, want, runSpan)
+		t.Fatalf("items runSpan/4 apart: runs of %v, want %v (a run spans up to %d seqs, included)", sizes, want, runSpan)
 	}
 }
 
