@@ -260,3 +260,75 @@ func TestVarsRoundTrip(t *testing.T) {
 		}
 	})
 }
+
+// TestDamagedRunRowsAreRefused: a row of items whose count, span or body
+// a damaged file has changed is reported as corrupt by a listing and by a
+// claim (which changes nothing then), never read as other items (items
+// lost, or one sent twice).
+func TestDamagedRunRowsAreRefused(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := openTemp(t, filepath.Join(t.TempDir(), "store.db"))
+	p, items := storetest.NewJob("tenant", 1, 20)
+	if _, err := s.CreateJob(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutItems(ctx, store.PutItemsParams{JobID: p.Job.ID, Items: items}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TransitionJob(ctx, store.TransitionJobParams{JobID: p.Job.ID, To: store.JobRunning, At: storetest.Epoch}); err != nil {
+		t.Fatal(err)
+	}
+	var no, first, n, span int64
+	var body []byte
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, `SELECT i.job_no, i.seq, i.n, i.span, i.body FROM items i JOIN jobs j ON j.no = i.job_no WHERE j.id = ?`, p.Job.ID).
+			Scan(&no, &first, &n, &span, &body)
+	})
+	if err != nil || n != 20 || body == nil {
+		t.Fatalf("the job's 20 items are not one run: n %d, body %d bytes, %v", n, len(body), err)
+	}
+	set := func(n, span int64, body []byte) {
+		t.Helper()
+		err := s.write(ctx, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `UPDATE items SET n = ?, span = ?, body = ? WHERE job_no = ? AND seq = ?`, n, span, body, no, first)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		n, span int64
+		body    []byte
+		// claim: a claim refuses the row too (a claim does not decode
+		// the items it leaves, so a span that only disagrees with the
+		// body is found by the next listing).
+		claim bool
+	}{
+		{"no items", 0, span, body, true},
+		{"more than runMax items", runMax + 1, span, body, true},
+		{"a negative span", n, -1, body, true},
+		{"a span past runSpan", n, runSpan + 1, body, true},
+		{"a span the body does not reach", n, span + 1, body, false},
+		{"items but no body", n, span, nil, true},
+		{"items in no span and no body", n, 0, nil, true},
+	} {
+		set(tc.n, tc.span, tc.body)
+		if res, err := s.ListItems(ctx, store.ListItemsParams{JobID: p.Job.ID, Limit: 50}); !errors.Is(err, errCorruptRun) {
+			t.Errorf("%s: listed %d items, %v; want %v", tc.name, len(res.Items), err, errCorruptRun)
+		}
+		// A claim reads the row without decoding it all, and cuts it.
+		if !tc.claim {
+			continue
+		}
+		if res, err := s.ClaimItems(ctx, store.ClaimItemsParams{JobID: p.Job.ID, Index: 0, Max: 5, Now: storetest.Epoch, ClaimID: "c"}); !errors.Is(err, errCorruptRun) {
+			t.Errorf("%s: claimed %d items, %v; want %v", tc.name, len(res.Items), err, errCorruptRun)
+		}
+	}
+	set(n, span, body)
+	if res, err := s.ListItems(ctx, store.ListItemsParams{JobID: p.Job.ID, Limit: 50}); err != nil || len(res.Items) != 20 {
+		t.Fatalf("the row restored: %d items, %v; want 20", len(res.Items), err)
+	}
+}
