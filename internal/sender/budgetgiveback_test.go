@@ -207,3 +207,56 @@ func TestNoBudgetNeverCountedNorPaused(t *testing.T) {
 	}
 	p.checkExactlyOnce(job.Job.ID)
 }
+
+// afterBudgetPause runs f once, right after a sender's budget pause is
+// written.
+type afterBudgetPause struct {
+	store.Store
+	once sync.Once
+	f    func()
+}
+
+func (a *afterBudgetPause) TransitionJob(ctx context.Context, p store.TransitionJobParams) (store.Job, error) {
+	j, err := a.Store.TransitionJob(ctx, p)
+	if err == nil && p.To == store.JobPaused && p.PauseReason == store.PauseBudget {
+		a.once.Do(a.f)
+	}
+	return j, err
+}
+
+// TestBudgetPauseOvertakenByTheOperator: when the operator resumes and
+// pauses the job between a shard's budget pause and its look at the
+// result, the job stays paused as the operator left it and no "paused for
+// budget" alert is published for it.
+func TestBudgetPauseOvertakenByTheOperator(t *testing.T) {
+	t.Parallel()
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 2})
+	p.account("a", 1000, 1000, 0, 1)
+	ctx := context.Background()
+	ctl := &control.Controller{Store: p.store, Queue: p.queue, Clock: clk}
+	var jobID string
+	p.sender.Store = &afterBudgetPause{Store: p.sender.Store, f: func() {
+		if _, err := ctl.Resume(ctx, jobID); err != nil {
+			t.Error(err)
+		}
+		if _, err := ctl.Pause(ctx, jobID); err != nil {
+			t.Error(err)
+		}
+	}}
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 10), Budget: 4}, "overtaken")
+	jobID = job.Job.ID
+	p.driveUntil(clk, func(v store.JobView) bool { return v.Job.Status == store.JobPaused && v.Job.PauseReason != store.PauseBudget }, jobID)
+	for range 5 {
+		p.step(ctx)
+		clk.Advance(time.Second)
+	}
+	v, _ := p.store.GetJob(ctx, jobID)
+	if v.Job.Status != store.JobPaused || v.Job.PauseReason == store.PauseBudget || len(p.deliveries()) != 4 {
+		t.Fatalf("job %s (%s) with %d sent; want paused by the operator with the budget of 4 sent", v.Job.Status, v.Job.PauseReason, len(p.deliveries()))
+	}
+	for _, e := range p.alerts.Of(alert.JobPaused) {
+		if d := e.Detail.(alert.JobPausedDetail); d.Reason == string(store.PauseBudget) {
+			t.Errorf("a \"paused for budget\" alert for a job the operator paused: %+v", d)
+		}
+	}
+}
