@@ -245,7 +245,9 @@ func TestBudgetPauseOvertakenByTheOperator(t *testing.T) {
 	}}
 	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 10), Budget: 4}, "overtaken")
 	jobID = job.Job.ID
-	p.driveUntil(clk, func(v store.JobView) bool { return v.Job.Status == store.JobPaused && v.Job.PauseReason != store.PauseBudget }, jobID)
+	p.driveUntil(clk, func(v store.JobView) bool {
+		return v.Job.Status == store.JobPaused && v.Job.PauseReason != store.PauseBudget
+	}, jobID)
 	for range 5 {
 		p.step(ctx)
 		clk.Advance(time.Second)
