@@ -85,6 +85,18 @@ func TestRunBodyRoundTrip(t *testing.T) {
 		}
 		return items
 	}
+	// A seq distance whose varint overflows 64 bits, first or later.
+	overflow := []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x02}
+	one := encodeBody([]entry{{seq: 5, to: "u"}})
+	for name, b := range map[string][]byte{"first": overflow, "second": append(one[:len(one):len(one)], overflow...)} {
+		if _, err := decodeBody(5, 2, b); !errors.Is(err, errCorruptRun) {
+			t.Errorf("an overflowing distance, %s item: %v, want errCorruptRun", name, err)
+		}
+		raw := rawRun{first: 5, n: 2, span: 1, body: b}
+		if _, _, _, _, err := raw.split(1); !errors.Is(err, errCorruptRun) {
+			t.Errorf("split of a run with an overflowing distance, %s item: %v, want errCorruptRun", name, err)
+		}
+	}
 	if _, err := decodeBody(5, 0, nil); !errors.Is(err, errCorruptRun) {
 		t.Errorf("a run of no items: %v, want errCorruptRun", err)
 	}
