@@ -80,6 +80,21 @@ func TestGiveBackResumesABudgetPauseOnlyWhenItMakesRoom(t *testing.T) {
 		}
 	})
 
+	t.Run("room made, the caller's shard goes on", func(t *testing.T) {
+		t.Parallel()
+		p, v, _ := pausedForBudget(t)
+		if _, err := p.store.ReserveBudget(ctx, v.Job.ID, -2); err != nil {
+			t.Fatal(err)
+		}
+		lifted, err := sender.LiftBudgetPause(ctx, p.store, p.queue, v.Job.ID, 0, t0)
+		if err != nil || !lifted {
+			t.Fatalf("lifting a budget pause with room: lifted %v, %v", lifted, err)
+		}
+		if turns := drainTurns(t, p.queue); turns[1] != 1 || len(turns) != 1 {
+			t.Fatalf("turns enqueued per shard %v, want one for shard 1 only (shard 0's turn goes on)", turns)
+		}
+	})
+
 	t.Run("no room", func(t *testing.T) {
 		t.Parallel()
 		p, v, _ := pausedForBudget(t)
