@@ -10,7 +10,8 @@
 #   reconcile    internal/reconcile        reconcile, control, sender
 #   sender       internal/sender           sender (fake-clock tests, without
 #                                          the property test)
-#   sqlitestore  sqlitestore/items.go      sqlitestore, sender, reconcile
+#   sqlitestore  sqlitestore/items.go,     sqlitestore, sender, reconcile
+#                runs.go
 #   dynamostore  dynamostore/items.go,     dynamostore on dynalite: the item
 #                page.go                   tests of the conformance suite and
 #                                          the adapter's page tests

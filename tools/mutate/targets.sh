@@ -34,7 +34,7 @@ target() {
 	control) t_dir=./internal/control t_tests="./internal/control ./internal/reconcile ./internal/sender" ;;
 	reconcile) t_dir=./internal/reconcile t_tests="./internal/reconcile ./internal/control ./internal/sender" ;;
 	sender) t_dir=./internal/sender t_tests="./internal/sender" t_flags=$sender_flags ;;
-	sqlitestore) t_dir=./internal/store/sqlitestore t_tests="./internal/store/sqlitestore ./internal/sender ./internal/reconcile" t_files=items.go ;;
+	sqlitestore) t_dir=./internal/store/sqlitestore t_tests="./internal/store/sqlitestore ./internal/sender ./internal/reconcile" t_files="items.go runs.go" ;;
 	dynamostore) t_dir=./internal/store/dynamostore t_tests="./internal/store/dynamostore" t_flags=$dynamo_flags t_files="items.go page.go" ;;
 	*) return 1 ;;
 	esac

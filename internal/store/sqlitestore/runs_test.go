@@ -76,6 +76,42 @@ func TestRunBodyRoundTrip(t *testing.T) {
 			t.Errorf("%s: %v, want errCorruptRun", name, err)
 		}
 	}
+	// A row's count of items is checked before its body is read: a run of
+	// none or of more than runMax is a damaged row, whatever its body.
+	consecutive := func(n int) []entry {
+		items := make([]entry, n)
+		for i := range items {
+			items[i] = entry{seq: 5 + int64(i), to: "u"}
+		}
+		return items
+	}
+	// A seq distance whose varint overflows 64 bits, first or later.
+	overflow := []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x02}
+	one := encodeBody([]entry{{seq: 5, to: "u"}})
+	for name, b := range map[string][]byte{"first": overflow, "second": append(one[:len(one):len(one)], overflow...)} {
+		if _, err := decodeBody(5, 2, b); !errors.Is(err, errCorruptRun) {
+			t.Errorf("an overflowing distance, %s item: %v, want errCorruptRun", name, err)
+		}
+		raw := rawRun{first: 5, n: 2, span: 1, body: b}
+		if _, _, _, _, err := raw.split(1); !errors.Is(err, errCorruptRun) {
+			t.Errorf("split of a run with an overflowing distance, %s item: %v, want errCorruptRun", name, err)
+		}
+	}
+	if _, err := decodeBody(5, 0, nil); !errors.Is(err, errCorruptRun) {
+		t.Errorf("a run of no items: %v, want errCorruptRun", err)
+	}
+	if _, err := decodeBody(5, runMax+1, encodeBody(consecutive(runMax+1))); !errors.Is(err, errCorruptRun) {
+		t.Errorf("a run of %d items: %v, want errCorruptRun", runMax+1, err)
+	}
+	// The limits themselves are a valid run.
+	for name, items := range map[string][]entry{
+		"runMax items":     consecutive(runMax),
+		"spanning runSpan": {{seq: 5}, {seq: 5 + runSpan}},
+	} {
+		if got, err := decodeBody(5, len(items), encodeBody(items)); err != nil || !slices.Equal(got, items) {
+			t.Errorf("%s: %v, %v; want the items back", name, got, err)
+		}
+	}
 }
 
 // TestFormRuns: items of equal state form runs of at most runMax items
@@ -104,14 +140,14 @@ func TestFormRuns(t *testing.T) {
 	}
 	var spread []flat
 	for seq := int64(0); seq < 10; seq++ {
-		spread = append(spread, flat{st: fresh, e: entry{seq: seq * 1000}})
+		spread = append(spread, flat{st: fresh, e: entry{seq: seq * runSpan / 4}})
 	}
 	sizes = sizes[:0]
 	for _, r := range formRuns(0, spread) {
 		sizes = append(sizes, len(r.items))
 	}
 	if want := []int{5, 5}; !slices.Equal(sizes, want) {
-		t.Fatalf("items 1000 apart: runs of %v, want %v (at most %d seqs a run)", sizes, want, runSpan)
+		t.Fatalf("items runSpan/4 apart: runs of %v, want %v (a run spans up to %d seqs, included)", sizes, want, runSpan)
 	}
 }
 
@@ -235,4 +271,76 @@ func TestVarsRoundTrip(t *testing.T) {
 			rt.Fatalf("padded encoding of %v: %v", m, err)
 		}
 	})
+}
+
+// TestDamagedRunRowsAreRefused: a row of items whose count, span or body
+// a damaged file has changed is reported as corrupt by a listing and by a
+// claim (which changes nothing then), never read as other items (items
+// lost, or one sent twice).
+func TestDamagedRunRowsAreRefused(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := openTemp(t, filepath.Join(t.TempDir(), "store.db"))
+	p, items := storetest.NewJob("tenant", 1, 20)
+	if _, err := s.CreateJob(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutItems(ctx, store.PutItemsParams{JobID: p.Job.ID, Items: items}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TransitionJob(ctx, store.TransitionJobParams{JobID: p.Job.ID, To: store.JobRunning, At: storetest.Epoch}); err != nil {
+		t.Fatal(err)
+	}
+	var no, first, n, span int64
+	var body []byte
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, `SELECT i.job_no, i.seq, i.n, i.span, i.body FROM items i JOIN jobs j ON j.no = i.job_no WHERE j.id = ?`, p.Job.ID).
+			Scan(&no, &first, &n, &span, &body)
+	})
+	if err != nil || n != 20 || body == nil {
+		t.Fatalf("the job's 20 items are not one run: n %d, body %d bytes, %v", n, len(body), err)
+	}
+	set := func(n, span int64, body []byte) {
+		t.Helper()
+		err := s.write(ctx, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `UPDATE items SET n = ?, span = ?, body = ? WHERE job_no = ? AND seq = ?`, n, span, body, no, first)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		n, span int64
+		body    []byte
+		// claim: a claim refuses the row too (a claim does not decode
+		// the items it leaves, so a span that only disagrees with the
+		// body is found by the next listing).
+		claim bool
+	}{
+		{"no items", 0, span, body, true},
+		{"more than runMax items", runMax + 1, span, body, true},
+		{"a negative span", n, -1, body, true},
+		{"a span past runSpan", n, runSpan + 1, body, true},
+		{"a span the body does not reach", n, span + 1, body, false},
+		{"items but no body", n, span, nil, true},
+		{"items in no span and no body", n, 0, nil, true},
+	} {
+		set(tc.n, tc.span, tc.body)
+		if res, err := s.ListItems(ctx, store.ListItemsParams{JobID: p.Job.ID, Limit: 50}); !errors.Is(err, errCorruptRun) {
+			t.Errorf("%s: listed %d items, %v; want %v", tc.name, len(res.Items), err, errCorruptRun)
+		}
+		// A claim reads the row without decoding it all, and cuts it.
+		if !tc.claim {
+			continue
+		}
+		if res, err := s.ClaimItems(ctx, store.ClaimItemsParams{JobID: p.Job.ID, Index: 0, Max: 5, Now: storetest.Epoch, ClaimID: "c"}); !errors.Is(err, errCorruptRun) {
+			t.Errorf("%s: claimed %d items, %v; want %v", tc.name, len(res.Items), err, errCorruptRun)
+		}
+	}
+	set(n, span, body)
+	if res, err := s.ListItems(ctx, store.ListItemsParams{JobID: p.Job.ID, Limit: 50}); err != nil || len(res.Items) != 20 {
+		t.Fatalf("the row restored: %d items, %v; want 20", len(res.Items), err)
+	}
 }
