@@ -1,6 +1,7 @@
 package dynamostore
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
@@ -103,15 +104,7 @@ func mergeHashedRefs(cur, add []hashedRefEntry) ([]hashedRefEntry, bool) {
 	merged := slices.Clone(cur)
 	changed := false
 	for _, e := range add {
-		i, found := slices.BinarySearchFunc(merged, e.seq, func(x hashedRefEntry, seq int64) int {
-			switch {
-			case x.seq < seq:
-				return -1
-			case x.seq > seq:
-				return 1
-			}
-			return 0
-		})
+		i, found := slices.BinarySearchFunc(merged, e.seq, func(x hashedRefEntry, seq int64) int { return cmp.Compare(x.seq, seq) })
 		switch {
 		case !found:
 			merged = slices.Insert(merged, i, e)

@@ -1,6 +1,7 @@
 package dynamostore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/fnv"
@@ -87,15 +88,7 @@ func mergeRefEntries(cur, add []refEntry) ([]refEntry, bool) {
 	merged := slices.Clone(cur)
 	changed := false
 	for _, e := range add {
-		i, found := slices.BinarySearchFunc(merged, e.seq, func(x refEntry, seq int64) int {
-			switch {
-			case x.seq < seq:
-				return -1
-			case x.seq > seq:
-				return 1
-			}
-			return 0
-		})
+		i, found := slices.BinarySearchFunc(merged, e.seq, func(x refEntry, seq int64) int { return cmp.Compare(x.seq, seq) })
 		if !found {
 			merged = slices.Insert(merged, i, e)
 			changed = true
