@@ -35,26 +35,7 @@ func TestClaimPlans(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var plan []string
-			err := s.write(t.Context(), func(tx *sql.Tx) error {
-				rows, err := tx.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+c.q, c.args...)
-				if err != nil {
-					return err
-				}
-				defer rows.Close()
-				for rows.Next() {
-					var id, parent, notused int
-					var detail string
-					if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
-						return err
-					}
-					plan = append(plan, detail)
-				}
-				return rows.Err()
-			})
-			if err != nil {
-				t.Fatalf("EXPLAIN QUERY PLAN: %v", err)
-			}
+			plan := queryPlan(t, s, c.q, c.args...)
 			whole := strings.Join(plan, "\n")
 			if !strings.Contains(whole, c.want) {
 				t.Errorf("plan %q, want %q", plan, c.want)
@@ -64,4 +45,31 @@ func TestClaimPlans(t *testing.T) {
 			}
 		})
 	}
+}
+
+// queryPlan is SQLite's EXPLAIN QUERY PLAN of q on the store: the detail
+// of each step, in order.
+func queryPlan(t *testing.T, s *Store, q string, args ...any) []string {
+	t.Helper()
+	var plan []string
+	err := s.read(t.Context(), func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id, parent, notused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+				return err
+			}
+			plan = append(plan, detail)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		t.Fatalf("EXPLAIN QUERY PLAN: %v", err)
+	}
+	return plan
 }

@@ -1,7 +1,6 @@
 package sqlitestore
 
 import (
-	"database/sql"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -39,26 +38,7 @@ func TestListItemsFilterPlans(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var plan []string
-			err = s.read(t.Context(), func(tx *sql.Tx) error {
-				rows, err := tx.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q, args...)
-				if err != nil {
-					return err
-				}
-				defer rows.Close()
-				for rows.Next() {
-					var id, parent, notused int
-					var detail string
-					if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
-						return err
-					}
-					plan = append(plan, detail)
-				}
-				return rows.Err()
-			})
-			if err != nil {
-				t.Fatalf("EXPLAIN QUERY PLAN: %v", err)
-			}
+			plan := queryPlan(t, s, q, args...)
 			var items string
 			for _, d := range plan {
 				if strings.HasPrefix(d, "SEARCH i ") || strings.HasPrefix(d, "SCAN i") {
