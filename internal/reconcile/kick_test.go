@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/qunfa/qunfa/internal/provider"
-	"github.com/qunfa/qunfa/internal/sender"
 	"github.com/qunfa/qunfa/internal/store"
 )
 
@@ -60,15 +59,7 @@ func TestSweepKeepsTheMarkWhileItemsAreSubmitted(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
 	id := f.job(t, 1, 3, 3, 0)
-	for seq := range int64(4) {
-		f.prov.delivered[sender.MessageKey(id, seq)] = true
-	}
-	if _, err := f.store.TransitionJob(ctx, store.TransitionJobParams{JobID: id, To: store.JobCancelled, At: f.clk.Now()}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.store.TransitionShard(ctx, store.TransitionShardParams{JobID: id, Index: 0, To: store.ShardCancelled, At: f.clk.Now()}); err != nil {
-		t.Fatal(err)
-	}
+	f.deliveredThenCancelled(t, id)
 	if _, err := f.store.MarkShardDirty(ctx, id, 0); err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/qunfa/qunfa/internal/alert"
 	"github.com/qunfa/qunfa/internal/alert/alerttest"
-	"github.com/qunfa/qunfa/internal/sender"
 	"github.com/qunfa/qunfa/internal/store"
 )
 
@@ -30,15 +29,7 @@ func TestSettledOutcomesNotPublishedArePublishedAgain(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
 	id := f.job(t, 1, 4, 4, 0)
-	for seq := range int64(4) {
-		f.prov.delivered[sender.MessageKey(id, seq)] = true
-	}
-	if _, err := f.store.TransitionJob(ctx, store.TransitionJobParams{JobID: id, To: store.JobCancelled, At: f.clk.Now()}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.store.TransitionShard(ctx, store.TransitionShardParams{JobID: id, Index: 0, To: store.ShardCancelled, At: f.clk.Now()}); err != nil {
-		t.Fatal(err)
-	}
+	f.deliveredThenCancelled(t, id)
 	f.clk.Advance(2 * time.Minute)
 	f.rec.Outcomes = refusingPublisher{}
 	if _, err := f.rec.Run(ctx); err != nil {

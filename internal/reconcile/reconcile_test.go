@@ -95,6 +95,24 @@ func newFixture(t *testing.T) *fixture {
 
 // job creates a running job of shards × perShard items and claims
 // claimed items of each shard (left submitted, as after a crash).
+// deliveredThenCancelled makes the provider know items 0..3 of the
+// one-shard job id as delivered, then cancels the job and its shard: a
+// final shard that gets no more turns, its submitted items left to the
+// reconciler's look-ups.
+func (f *fixture) deliveredThenCancelled(t *testing.T, id string) {
+	t.Helper()
+	ctx := context.Background()
+	for seq := range int64(4) {
+		f.prov.delivered[sender.MessageKey(id, seq)] = true
+	}
+	if _, err := f.store.TransitionJob(ctx, store.TransitionJobParams{JobID: id, To: store.JobCancelled, At: f.clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.TransitionShard(ctx, store.TransitionShardParams{JobID: id, Index: 0, To: store.ShardCancelled, At: f.clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (f *fixture) job(t *testing.T, shards, perShard, claimed int, budget int64) string {
 	t.Helper()
 	ctx := context.Background()
@@ -383,15 +401,7 @@ func TestSettleWithLostAnswerLeavesTrueCounts(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
 	id := f.job(t, 1, 2, 2, 0)
-	for seq := range int64(4) {
-		f.prov.delivered[sender.MessageKey(id, seq)] = true
-	}
-	if _, err := f.store.TransitionJob(ctx, store.TransitionJobParams{JobID: id, To: store.JobCancelled, At: f.clk.Now()}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.store.TransitionShard(ctx, store.TransitionShardParams{JobID: id, Index: 0, To: store.ShardCancelled, At: f.clk.Now()}); err != nil {
-		t.Fatal(err)
-	}
+	f.deliveredThenCancelled(t, id)
 	f.clk.Advance(2 * time.Minute)
 	f.rec.Store = &lostSettle{Store: f.store}
 	_, _ = f.rec.Run(ctx) // the pass reports the lost answer
