@@ -13,9 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/middleware"
@@ -193,14 +190,7 @@ func benchSenderCost(b *testing.B, perCall int, shape costShape) {
 	const senderMemoryGB = 0.5
 	ctx := context.Background()
 	meter := &capacity{}
-	db := dynamodb.New(dynamodb.Options{
-		Region: "us-east-1", BaseEndpoint: aws.String(awsemu.DynamoDB(b)),
-		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
-	})
-	table := fmt.Sprintf("qunfa-cost-%d", time.Now().UnixNano())
-	if err := dynamostore.CreateTable(ctx, db, table); err != nil {
-		b.Fatal(err)
-	}
+	db, table := emulatedTable(b, "qunfa-cost")
 	indexes, err := newIndexMeter(ctx, db, table)
 	if err != nil {
 		b.Fatal(err)

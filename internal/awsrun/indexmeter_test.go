@@ -204,14 +204,7 @@ func TestIndexWrites(t *testing.T) {
 // update of other attributes, a delete.
 func TestIndexMeterCountsWrites(t *testing.T) {
 	ctx := context.Background()
-	db := dynamodb.New(dynamodb.Options{
-		Region: "us-east-1", BaseEndpoint: aws.String(awsemu.DynamoDB(t)),
-		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
-	})
-	table := fmt.Sprintf("qunfa-index-meter-%d", time.Now().UnixNano())
-	if err := dynamostore.CreateTable(ctx, db, table); err != nil {
-		t.Fatal(err)
-	}
+	db, table := emulatedTable(t, "qunfa-index-meter")
 	m, err := newIndexMeter(ctx, db, table)
 	if err != nil {
 		t.Fatal(err)
@@ -256,4 +249,19 @@ func TestIndexMeterCountsWrites(t *testing.T) {
 			t.Errorf("%s: %v index units on due, want %v", st.name, got, st.want)
 		}
 	}
+}
+
+// emulatedTable is a client of the DynamoDB emulator and a new qunfa
+// table on it named prefix-<unix nanos>.
+func emulatedTable(tb testing.TB, prefix string) (*dynamodb.Client, string) {
+	tb.Helper()
+	db := dynamodb.New(dynamodb.Options{
+		Region: "us-east-1", BaseEndpoint: aws.String(awsemu.DynamoDB(tb)),
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
+	})
+	table := fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano())
+	if err := dynamostore.CreateTable(context.Background(), db, table); err != nil {
+		tb.Fatal(err)
+	}
+	return db, table
 }

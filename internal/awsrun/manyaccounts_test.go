@@ -14,7 +14,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -228,14 +227,7 @@ func BenchmarkManyAccountsCost(b *testing.B) {
 func manyAccountsCost(b *testing.B, accounts, perAccount int, rate float64) {
 	ctx := context.Background()
 	meter := &capacity{}
-	db := dynamodb.New(dynamodb.Options{
-		Region: "us-east-1", BaseEndpoint: aws.String(awsemu.DynamoDB(b)),
-		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
-	})
-	table := fmt.Sprintf("qunfa-mcost-%d", time.Now().UnixNano())
-	if err := dynamostore.CreateTable(ctx, db, table); err != nil {
-		b.Fatal(err)
-	}
+	db, table := emulatedTable(b, "qunfa-mcost")
 	st := dynamostore.New(db, table, dynamostore.Options{OnCapacity: meter.observe})
 	watch := dynamostore.New(db, table, dynamostore.Options{})
 	sqsClient := awsemu.SQSClient(awsemu.SQS(b))
