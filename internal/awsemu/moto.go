@@ -3,12 +3,10 @@ package awsemu
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -49,41 +47,20 @@ func Moto(tb testing.TB) string {
 }
 
 // startMoto runs moto_server in its own process group on a free port of
-// 127.0.0.1 and waits until it accepts connections. moto is not an npm
-// package, so it is looked up on PATH rather than through Bin.
+// 127.0.0.1 and waits until it accepts connections (emulators.StartBin: a
+// port taken before moto bound it is tried again on another). moto is not
+// an npm package, so it is looked up on PATH rather than through Bin.
 func startMoto(ctx context.Context) (*Process, error) {
 	bin, err := exec.LookPath("moto_server")
 	if err != nil {
 		return nil, fmt.Errorf("moto_server not on PATH (pip install 'moto[server]'): %w", err)
 	}
-	port, err := FreePort()
+	p, err := emulators.StartBin(ctx, "moto_server", bin, nil, func(port int) []string {
+		return []string{"-H", "127.0.0.1", "-p", strconv.Itoa(port)}
+	})
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "-H", "127.0.0.1", "-p", strconv.Itoa(port))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	logf, err := os.CreateTemp("", "qunfa-moto-*.log")
-	logName := ""
-	if err == nil {
-		cmd.Stdout, cmd.Stderr = logf, logf
-		logName = logf.Name()
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start moto_server: %w", err)
-	}
-	p := emulators.Track(cmd, "http://127.0.0.1:"+strconv.Itoa(port))
 	register(p)
-	for {
-		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return p, nil
-		}
-		select {
-		case <-ctx.Done():
-			p.Stop()
-			return nil, fmt.Errorf("moto_server did not listen on port %d: %w (log: %s)", port, ctx.Err(), logName)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return p, nil
 }

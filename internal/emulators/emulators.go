@@ -106,12 +106,24 @@ const startAttempts = 3
 
 // Start runs an installed emulator (Bin(name)) with args(port) on a free
 // port, in its own process group, output to a temporary log file, and
-// waits until 127.0.0.1:port accepts connections (at most 20 s). An
+// waits until 127.0.0.1:port accepts connections (at most 20 s, or until
+// ctx's deadline when that is later). An
 // emulator that exits because its port was taken in the meantime
 // (EADDRINUSE in its log) is started again on another port.
 func Start(ctx context.Context, name string, env []string, args func(port int) []string) (*Process, error) {
+	bin, err := Bin(name)
+	if err != nil {
+		return nil, err
+	}
+	return StartBin(ctx, name, bin, env, args)
+}
+
+// StartBin is Start for an emulator installed elsewhere than the tools
+// directory (moto_server, looked up on PATH): the program bin, named name
+// in errors and in its log file's name.
+func StartBin(ctx context.Context, name, bin string, env []string, args func(port int) []string) (*Process, error) {
 	for attempt := 1; ; attempt++ {
-		p, err := startOnce(ctx, name, env, args)
+		p, err := startOnce(ctx, name, bin, env, args)
 		if !errors.Is(err, errPortTaken) || attempt == startAttempts {
 			return p, err
 		}
@@ -122,11 +134,7 @@ func Start(ctx context.Context, name string, env []string, args func(port int) [
 // address was in use.
 var errPortTaken = errors.New("port taken before the emulator bound it")
 
-func startOnce(ctx context.Context, name string, env []string, args func(port int) []string) (*Process, error) {
-	bin, err := Bin(name)
-	if err != nil {
-		return nil, err
-	}
+func startOnce(ctx context.Context, name, bin string, env []string, args func(port int) []string) (*Process, error) {
 	port, err := FreePort()
 	if err != nil {
 		return nil, err
@@ -149,6 +157,9 @@ func startOnce(ctx context.Context, name string, env []string, args func(port in
 	exited := make(chan struct{})
 	go func() { _, _ = cmd.Process.Wait(); close(exited) }()
 	deadline := time.Now().Add(20 * time.Second)
+	if d, ok := ctx.Deadline(); ok && d.After(deadline) {
+		deadline = d // a caller that allows more (moto_server starts slowly under load)
+	}
 	for time.Now().Before(deadline) {
 		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 200*time.Millisecond)
 		if err == nil {

@@ -102,6 +102,35 @@ func TestStartRetriesATakenPort(t *testing.T) {
 	}
 }
 
+// moto_server is started from PATH, not the tools directory (StartBin);
+// Python's werkzeug says "Address already in use" where node says
+// EADDRINUSE, and a taken port is tried again just the same.
+func TestStartBinRetriesATakenPortOfAProgramOnPath(t *testing.T) {
+	fakeEmulator(t, "fake", "OSError: [Errno 98] Address already in use", 1)
+	installed := os.Getenv(DirEnv)
+	bin := filepath.Join(installed, "node_modules", ".bin", "fake")
+	t.Setenv(DirEnv, t.TempDir()) // nothing installed there: StartBin must not look
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := StartBin(ctx, "moto_server", bin, nil, func(port int) []string { return []string{strconv.Itoa(port)} })
+	if err != nil {
+		t.Fatalf("StartBin after a taken port: %v", err)
+	}
+	defer p.Stop()
+	c, err := net.DialTimeout("tcp", strings.TrimPrefix(p.Endpoint, "http://"), 5*time.Second)
+	if err != nil {
+		t.Fatalf("the program started does not listen at %s: %v", p.Endpoint, err)
+	}
+	c.Close()
+	t.Setenv(DirEnv, installed)
+	if got := runs(t); got != 2 {
+		t.Fatalf("program started %d times, want 2 (a taken port, then listening)", got)
+	}
+	if !strings.Contains(filepath.Base(p.LogPath), "moto_server") {
+		t.Errorf("log %s is not named for the program", p.LogPath)
+	}
+}
+
 // Start gives up after startAttempts taken ports, and never retries an
 // emulator that failed for another reason.
 func TestStartGivesUp(t *testing.T) {
