@@ -716,7 +716,10 @@ func (r *Reconciler) sweepShard(ctx context.Context, rep *Report, ref store.Shar
 }
 
 // mismatch reports a shard whose stored counts (sh) differed from its
-// items (the recount rc, which has fixed them).
+// items (the recount rc, which has fixed them). view is the job as read
+// before the recount: the job's counts now are its counts with the shard's
+// stored ones replaced by the recount's, so Counted falls short of Total
+// by the items missing.
 func (r *Reconciler) mismatch(ctx context.Context, rep *Report, view store.JobView, sh, rc store.Shard) {
 	rep.Mismatches++
 	r.log().Error("shard counts did not match its items; recounted", slog.String("job", view.Job.ID), slog.Int("shard", sh.Index),
@@ -724,7 +727,7 @@ func (r *Reconciler) mismatch(ctx context.Context, rep *Report, view store.JobVi
 	index := sh.Index
 	stored, items := alert.Counts(sh.Counts), alert.Counts(rc.Counts)
 	alert.Emit(ctx, r.Alerts, r.log(), alert.Event{Type: alert.CountsMismatch, Tenant: view.Job.Tenant, Time: r.Clock.Now(),
-		Detail: alert.CountsMismatchDetail{JobID: view.Job.ID, Total: view.Job.Total, Counted: sh.Counts.Total() - rc.Counts.Total() + view.Counts().Total(),
+		Detail: alert.CountsMismatchDetail{JobID: view.Job.ID, Total: view.Job.Total, Counted: view.Counts().Total() - sh.Counts.Total() + rc.Counts.Total(),
 			Shard: &index, Stored: &stored, Items: &items}})
 }
 
