@@ -69,7 +69,23 @@ func (r *Reconciler) expireStaging(ctx context.Context, rep *Report) error {
 		_, err := r.Store.TransitionJob(ctx, store.TransitionJobParams{
 			JobID: j.ID, From: []store.JobStatus{store.JobStaging}, To: store.JobCancelled, At: now,
 		})
-		if err != nil && !errors.Is(err, store.ErrInvalidTransition) {
+		if errors.Is(err, store.ErrInvalidTransition) {
+			// The job left staging since the listing. Started, its parts
+			// are planning's to read and discard; cancelled, they are
+			// nobody's.
+			cur, gerr := r.Store.GetJobRecord(ctx, j.ID)
+			if gerr != nil {
+				return fmt.Errorf("expire staging job %s: %w", j.ID, gerr)
+			}
+			if cur.Status != store.JobCancelled {
+				continue
+			}
+			if err := ss.DeleteParts(ctx, j.ID); err != nil {
+				return fmt.Errorf("discard the parts of job %s: %w", j.ID, err)
+			}
+			continue
+		}
+		if err != nil {
 			return fmt.Errorf("expire staging job %s: %w", j.ID, err)
 		}
 		if err := ss.DeleteParts(ctx, j.ID); err != nil {

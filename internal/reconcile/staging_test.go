@@ -10,6 +10,7 @@ import (
 	"github.com/qunfa/qunfa/internal/queue"
 	"github.com/qunfa/qunfa/internal/reconcile"
 	"github.com/qunfa/qunfa/internal/store"
+	"github.com/qunfa/qunfa/internal/store/sqlitestore"
 	"github.com/qunfa/qunfa/internal/store/storetest"
 	"github.com/qunfa/qunfa/internal/submit"
 )
@@ -190,5 +191,61 @@ func TestStartingJobWithoutPlanningIsRepairedOrFailed(t *testing.T) {
 	f.clk.Advance(5 * time.Minute)
 	if rep := pass(); rep.PlansFailed+rep.PlansResent != 0 || status(id) != store.JobStarting {
 		t.Errorf("without a watchdog: %+v, job %s; want it left starting", rep, status(id))
+	}
+}
+
+// leavesStagingWhenListed is a store where every staging job the
+// reconciler lists leaves staging (to) before the reconciler acts on it:
+// a start or an operator's cancel racing the expiry.
+type leavesStagingWhenListed struct {
+	*sqlitestore.Store
+	to store.JobStatus
+}
+
+func (s leavesStagingWhenListed) ListStagingJobs(ctx context.Context, p store.ListStagingJobsParams) ([]store.Job, error) {
+	jobs, err := s.Store.ListStagingJobs(ctx, p)
+	for _, j := range jobs {
+		if _, terr := s.Store.TransitionJob(ctx, store.TransitionJobParams{JobID: j.ID, From: []store.JobStatus{store.JobStaging}, To: s.to, At: j.CreatedAt}); terr != nil {
+			return nil, terr
+		}
+	}
+	return jobs, err
+}
+
+// A staged job started (or cancelled by its operator) between the
+// expiry's listing and its cancel is not expired: a started job keeps the
+// parts its planning is about to read; a cancelled one has them discarded.
+func TestExpiryRacingAStartLeavesThePartsToPlanning(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		to        store.JobStatus
+		wantParts int
+	}{{store.JobStarting, 1}, {store.JobCancelled, 0}} {
+		t.Run(string(tc.to), func(t *testing.T) {
+			f := newFixture(t)
+			ctx := context.Background()
+			p, _ := storetest.NewJob("t1", 1, 1)
+			p.Shards, p.Job.ShardCount, p.Job.Total, p.Job.Status, p.Job.CreatedAt = nil, 0, 0, store.JobStaging, storetest.Epoch
+			if _, err := f.store.CreateJob(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.store.PutPart(ctx, store.Part{JobID: p.Job.ID, Number: 1, Hash: "h", Recipients: 1, Data: []byte("x")}); err != nil {
+				t.Fatal(err)
+			}
+			f.rec.Store = leavesStagingWhenListed{Store: f.store, to: tc.to}
+			f.clk.Set(storetest.Epoch.Add(25 * time.Hour))
+			rep, err := f.rec.Run(ctx)
+			if err != nil || rep.Expired != 0 {
+				t.Fatalf("Run = %+v, %v; want no job expired (it left staging first)", rep, err)
+			}
+			j, err := f.store.GetJobRecord(ctx, p.Job.ID)
+			if err != nil || j.Status != tc.to {
+				t.Fatalf("job = %s, %v; want %s", j.Status, err, tc.to)
+			}
+			parts, err := f.store.ListParts(ctx, p.Job.ID)
+			if err != nil || len(parts) != tc.wantParts {
+				t.Fatalf("job %s has %d parts (%v), want %d", tc.to, len(parts), err, tc.wantParts)
+			}
+		})
 	}
 }
