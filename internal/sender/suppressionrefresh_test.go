@@ -1,0 +1,61 @@
+package sender_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/qunfa/qunfa/internal/sender"
+	"github.com/qunfa/qunfa/internal/store"
+	"github.com/qunfa/qunfa/internal/submit"
+)
+
+// TestSuppressionEntryTakesEffectWithinAccountRefresh: a running turn reads
+// its tenant's suppression list's change mark again once AccountRefresh
+// has passed since its last read, so an entry added while the turn runs
+// keeps the recipient from being sent from the first batch AccountRefresh
+// after that read on — not only in the job's next turn. The provider's
+// first call adds the entry and takes exactly AccountRefresh on the fake
+// clock; the next batch is the boundary instant.
+func TestSuppressionEntryTakesEffectWithinAccountRefresh(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// One long turn, one recipient a batch, no token waits (a full
+	// bucket of 1000): the fake clock moves only in the provider's call.
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 1, TurnDuration: time.Hour,
+		AccountRefresh: time.Second, StragglerWait: time.Minute})
+	p.account("a", 1000, 1000, 0, 1)
+	counted := &suppLookups{Store: p.store}
+	p.sender.Store = counted
+	var hookErr error
+	p.sender.Provider = &onCall{Provider: p.sender.Provider, at: 1, hook: func() {
+		hookErr = p.store.PutSuppressions(ctx, tenant, []store.Suppression{{Account: "a", To: "user-1", CreatedAt: clk.Now()}})
+		clk.Advance(time.Second)
+	}}
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 3)}, "supp-refresh")
+	res, err := p.sender.HandleTurn(ctx, p.nextTurn(time.Hour))
+	if err != nil || res.Disposition != sender.Done {
+		t.Fatalf("turn: %+v %v", res, err)
+	}
+	if hookErr != nil {
+		t.Fatal(hookErr)
+	}
+	v, err := p.store.GetJob(ctx, job.Job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Job.Status != store.JobPartial || v.Counts().Confirmed != 2 || v.Counts().Abandoned != 1 ||
+		v.Failures()[store.CategorySuppressed] != 1 {
+		t.Fatalf("%s %+v %v: want user-1 abandoned as suppressed within the turn, the other two confirmed",
+			v.Job.Status, v.Counts(), v.Failures())
+	}
+	for _, ds := range p.deliveries() {
+		if ds[0].ToID == "user-1" {
+			t.Fatal("user-1 was sent after its suppression entry, AccountRefresh after the turn read the list's mark")
+		}
+	}
+	if counted.calls.Load() == 0 {
+		t.Error("no suppression look-up after the list changed during the turn")
+	}
+	p.checkExactlyOnce(job.Job.ID)
+}
