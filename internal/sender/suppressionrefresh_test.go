@@ -59,3 +59,38 @@ func TestSuppressionEntryTakesEffectWithinAccountRefresh(t *testing.T) {
 	}
 	p.checkExactlyOnce(job.Job.ID)
 }
+
+// TestSuppressedRecipientLeavesTheRestOfItsBatchSent: a suppressed
+// recipient in the middle of a batch is abandoned and the batch's later
+// recipients are sent in the same turn — none left submitted unsent for
+// the reconciler to find. One turn, batches of 3, the second recipient of
+// the second batch suppressed after submission.
+func TestSuppressedRecipientLeavesTheRestOfItsBatchSent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p, _ := fakePipeline(t, sender.Config{ClaimBatch: 3, TurnDuration: time.Hour})
+	p.account("a", 1000, 1000, 0, 1)
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 6)}, "supp-mid-batch")
+	if err := p.store.PutSuppressions(ctx, tenant, []store.Suppression{{Account: "a", To: "user-4", Reason: "unsubscribed"}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.sender.HandleTurn(ctx, p.nextTurn(time.Hour))
+	if err != nil || res.Disposition != sender.Done {
+		t.Fatalf("turn: %+v %v", res, err)
+	}
+	v, err := p.store.GetJob(ctx, job.Job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := v.Counts(); v.Job.Status != store.JobPartial || c.Confirmed != 5 || c.Abandoned != 1 || c.Submitted != 0 {
+		t.Fatalf("after one turn: %s %+v: want 5 confirmed, user-4 abandoned, nothing left submitted", v.Job.Status, c)
+	}
+	sent := map[string]int{}
+	for _, ds := range p.deliveries() {
+		sent[ds[0].ToID] += len(ds)
+	}
+	if sent["user-4"] != 0 || sent["user-5"] != 1 {
+		t.Errorf("deliveries %v: user-4 never (suppressed), user-5 once (after it in the batch)", sent)
+	}
+	p.checkExactlyOnce(job.Job.ID)
+}
