@@ -94,3 +94,34 @@ func TestSuppressedRecipientLeavesTheRestOfItsBatchSent(t *testing.T) {
 	}
 	p.checkExactlyOnce(job.Job.ID)
 }
+
+// TestPacedBatchOfSuppressedRecipientsOnly: on a randomly paced account, a
+// batch whose every recipient was suppressed after submission makes no
+// call: its items are abandoned, the turn goes on to the next batch and
+// the job finishes with the others sent once.
+func TestPacedBatchOfSuppressedRecipientsOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 3})
+	p.putAccount(store.Account{ID: "a", RatePerSec: 4, Burst: 4, MaxRecipientsPerCall: 1,
+		Pacing: store.Pacing{Mode: store.PacingRandom}})
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 6)}, "paced-all-suppressed")
+	var entries []store.Suppression
+	for _, to := range []string{"user-0", "user-1", "user-2"} {
+		entries = append(entries, store.Suppression{Account: "a", To: to, Reason: "unsubscribed"})
+	}
+	if err := p.store.PutSuppressions(ctx, tenant, entries); err != nil {
+		t.Fatal(err)
+	}
+	v := p.driveUntil(clk, final, job.Job.ID)
+	if c := v.Counts(); v.Job.Status != store.JobPartial || c.Confirmed != 3 || c.Abandoned != 3 ||
+		v.Failures()[store.CategorySuppressed] != 3 {
+		t.Fatalf("%s %+v %v: want the first batch's 3 abandoned as suppressed, the other 3 confirmed", v.Job.Status, c, v.Failures())
+	}
+	for _, ds := range p.deliveries() {
+		if to := ds[0].ToID; to == "user-0" || to == "user-1" || to == "user-2" {
+			t.Fatalf("suppressed recipient %s was sent", to)
+		}
+	}
+	p.checkExactlyOnce(job.Job.ID)
+}
