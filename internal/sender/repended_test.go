@@ -227,6 +227,9 @@ func TestRependedLeavesAPausedJobPaused(t *testing.T) {
 		To: store.JobPaused, PauseReason: store.PauseManual, At: clk.Now()}); err != nil {
 		t.Fatal(err)
 	}
+	// Paused for a while: a turn enqueued now would not be taken for a
+	// duplicate of the submission's.
+	clk.Advance(queue.DedupWindow + time.Minute)
 	if err := sender.Repended(ctx, p.store, p.queue, p.alerts, nil, job.Job.ID, []int{0}, clk.Now()); err != nil {
 		t.Fatalf("Repended: %v", err)
 	}
@@ -285,5 +288,67 @@ func TestRependedWithNothingPendingFinishesTheJob(t *testing.T) {
 	}
 	if d := events[len(events)-1].Detail.(alert.JobFinishedDetail); d.Status != string(store.JobPartial) || d.Counts.Failed != 1 {
 		t.Errorf("JobFinished %+v", d)
+	}
+}
+
+// cancelOnSecondJobRead cancels the job when Repended reads it the second
+// time: an operator's cancel lands between the reopening and the enqueuing.
+type cancelOnSecondJobRead struct {
+	store.Store
+	clk   *clock.Fake
+	reads int
+}
+
+func (c *cancelOnSecondJobRead) GetJob(ctx context.Context, jobID string) (store.JobView, error) {
+	if c.reads++; c.reads == 2 {
+		if _, err := c.Store.TransitionJob(ctx, store.TransitionJobParams{JobID: jobID, From: []store.JobStatus{store.JobRunning},
+			To: store.JobCancelled, At: c.clk.Now()}); err != nil {
+			return store.JobView{}, err
+		}
+	}
+	return c.Store.GetJob(ctx, jobID)
+}
+
+// TestRependedAbandonsWhenCancelledMeanwhile: a job cancelled while
+// Repended runs it again (after it reopened the job and shards) has the
+// re-pended items of every shard named abandoned by Repended itself,
+// category cancelled, none left pending and none sent.
+func TestRependedAbandonsWhenCancelledMeanwhile(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p, clk := rependedPipeline(t)
+	for _, a := range []string{"a", "b"} {
+		if err := p.mock.SetBehaviour(a, mockprovider.Behaviour{InvalidToIDs: []string{"user-1", "user-2"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a", "b"}, 3)}, "repended-cancel-meanwhile")
+	v := stepRependedJob(t, p, clk, job.Job.ID)
+	if v.Job.Status != store.JobPartial || v.Counts().Failed != 4 {
+		t.Fatalf("first run: %s %+v, want partial with 4 failed", v.Job.Status, v.Counts())
+	}
+	delivered := len(p.deliveries())
+	shards := []int{rependedShardOf(t, v, "a"), rependedShardOf(t, v, "b")}
+	for _, idx := range shards {
+		if n := rependRefusedOutsideTurn(t, p, job.Job.ID, idx, clk.Now()); n != 2 {
+			t.Fatalf("re-pended %d items of shard %d, want 2", n, idx)
+		}
+	}
+	st := &cancelOnSecondJobRead{Store: p.store, clk: clk}
+	if err := sender.Repended(ctx, st, p.queue, p.alerts, nil, job.Job.ID, shards, clk.Now()); err != nil {
+		t.Fatalf("Repended: %v", err)
+	}
+	if st.reads < 2 {
+		t.Fatalf("Repended read the job %d times; the cancel never happened", st.reads)
+	}
+	v, err := p.store.GetJob(ctx, job.Job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := v.Counts(); v.Job.Status != store.JobCancelled || c.Pending != 0 || c.Abandoned != 4 || v.Failures()[store.CategoryCancelled] != 4 {
+		t.Fatalf("%s %+v %v: want the 4 re-pended items of both shards abandoned as cancelled", v.Job.Status, c, v.Failures())
+	}
+	if n := len(p.deliveries()); n != delivered {
+		t.Fatalf("%d deliveries after the cancel, want none", n-delivered)
 	}
 }
