@@ -32,7 +32,8 @@ func (a answersAfter) Send(ctx context.Context, req provider.SendRequest) (provi
 // single token (a burst under 4) gets each send 1/rate after the answer to
 // the one before, not only 1/rate after its token: the provider, which
 // received the previous send before it answered, never sees two sends
-// closer than 1/rate however slow its answers.
+// closer than 1/rate however slow its answers; nor is it kept waiting much
+// longer than that.
 func TestSpacedAccountWaitsAfterEachAnswer(t *testing.T) {
 	t.Parallel()
 	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 1})
@@ -54,5 +55,9 @@ func TestSpacedAccountWaitsAfterEachAnswer(t *testing.T) {
 		if d := ts[i].Sub(ts[i-1]); d < answer+gap {
 			t.Fatalf("sends %d and %d %v apart, want at least the answer time %v plus 1/rate %v", i-1, i, d, answer, gap)
 		}
+	}
+	// ...and not much more: the wait is for the gap, not longer.
+	if span, most := ts[len(ts)-1].Sub(ts[0]), time.Duration(len(ts)-1)*2*(answer+gap); span > most {
+		t.Fatalf("%d sends over %v, want at most %v (twice the answer time plus 1/rate each)", len(ts), span, most)
 	}
 }
