@@ -40,6 +40,7 @@ func (tr *turn) suppressionsMayApply(ctx context.Context) (bool, error) {
 
 // sendBatch renders and sends the claimed items and records outcomes.
 func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Item) error {
+	claimed := items // the items of the updates decided without a call, for their outcomes
 	// The cursor passes every claimed item, sent or skipped below: the
 	// canary counts items claimed by it, so a skipped one is part of the
 	// canary (one of its failures), never replaced by a further item.
@@ -191,7 +192,7 @@ wait:
 			}
 		}
 	}
-	return tr.record(ctx, done, updates)
+	return tr.record(ctx, done, updates, claimed)
 }
 
 // chargeFrequency charges the claimed items against the account's
@@ -302,13 +303,14 @@ func (tr *turn) collectStragglers(ctx context.Context, block bool) error {
 	if len(ready) == 0 {
 		return nil
 	}
-	return tr.record(ctx, ready, nil)
+	return tr.record(ctx, ready, nil, nil)
 }
 
 // record turns answered calls into item outcomes, stores them (with extra,
-// updates decided without a call), folds them into the shard and applies
-// slow-down and breaker rules.
-func (tr *turn) record(ctx context.Context, calls []*pendingCall, extra []store.ItemUpdate) error {
+// updates decided without a call, of some of extraItems: suppressed,
+// frequency-capped), folds them into the shard and applies slow-down and
+// breaker rules.
+func (tr *turn) record(ctx context.Context, calls []*pendingCall, extra []store.ItemUpdate, extraItems []store.Item) error {
 	updates := extra
 	now := tr.s.Clock.Now()
 	if len(calls) > 0 {
@@ -365,7 +367,7 @@ func (tr *turn) record(ctx context.Context, calls []*pendingCall, extra []store.
 	if len(res.Rejected) > 0 {
 		tr.log.Error("outcomes rejected: items no longer held by this claim", slog.Int("rejected", len(res.Rejected)))
 	}
-	tr.publishOutcomes(ctx, calls, updates, res.Rejected, now)
+	tr.publishOutcomes(ctx, calls, extraItems, updates, res.Rejected, now)
 	tr.fold(res.Delta, res.FailuresDelta)
 	tr.giveBackBudget(ctx, int64(notSent))
 	if rateLimited > 0 {

@@ -35,19 +35,24 @@ const outcomesMaxHold = 5 * time.Second
 // publishOutcomes adds the final outcomes of one recorded batch to the
 // outcomes the turn holds (nothing when Sender.Outcomes is nil or nothing
 // in the batch became final), and publishes them when they are many or
-// old enough (flushOutcomesDue). Updates the store rejected are left out:
-// another claimer owns those items now.
-func (tr *turn) publishOutcomes(ctx context.Context, calls []*pendingCall, updates []store.ItemUpdate, rejected []int64, now time.Time) {
+// old enough (flushOutcomesDue). The items updated are those of calls and,
+// for updates decided without a call (a suppressed or frequency-capped
+// recipient, abandoned unsent), of others. Updates the store rejected are
+// left out: another claimer owns those items now.
+func (tr *turn) publishOutcomes(ctx context.Context, calls []*pendingCall, others []store.Item, updates []store.ItemUpdate, rejected []int64, now time.Time) {
 	if tr.s.Outcomes == nil {
 		return
 	}
-	n := 0
+	n := len(others)
 	for _, pc := range calls {
 		n += len(pc.c.items)
 	}
 	// Pointers: an Item is large, and copying each into the map was most
 	// of this function's cost at 100 recipients per call.
 	items := make(map[int64]*store.Item, n)
+	for i := range others {
+		items[others[i].Seq] = &others[i]
+	}
 	for _, pc := range calls {
 		for i := range pc.c.items {
 			items[pc.c.items[i].Seq] = &pc.c.items[i]

@@ -40,7 +40,7 @@ func BenchmarkPublishOutcomes(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		tr.publishOutcomes(context.Background(), calls, updates, nil, sizingT0)
+		tr.publishOutcomes(context.Background(), calls, nil, updates, nil, sizingT0)
 	}
 	if tr.flushOutcomes(context.Background()); pub.outcomes != b.N*len(updates) {
 		b.Fatalf("%d outcomes published, want %d", pub.outcomes, b.N*len(updates))
