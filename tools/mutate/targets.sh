@@ -17,7 +17,7 @@ sender_flags="$short -skip ^TestNoDuplicateSendsUnderFaults\$"
 # that write, claim, settle, list and count items, and by the adapter's own
 # page and claim tests (the other conformance subtests — accounts, tenants,
 # webhooks, ... — never run items.go or page.go beyond creating a job).
-dynamo_items="PutItems|ClaimItems|ClaimItemsConcurrent|UpdateItems|UpdateItemsOtherShard|ListItems|ListSubmittedItems|ItemRefs|ItemOutcomes|AttemptCounters|ConfirmedAfterRetry|AdvanceShard|AddShardCounts|RecountShard|ImpossibleCountsRecounted|ShardCountsProperty|BeginTurnRepairsDirtyShard|Canary|Staging"
+dynamo_items="PutItems|ClaimItems|ClaimItemsConcurrent|UpdateItems|UpdateItemsManyAtOnce|UpdateItemsOtherShard|GetItems|MsgIDsOfManyConfirmations|SubmittedFoundWhenClaimClockIsBehind|ListItems|ListSubmittedItems|ItemRefs|ItemOutcomes|AttemptCounters|ConfirmedAfterRetry|AdvanceShard|AddShardCounts|RecountShard|ImpossibleCountsRecounted|ShardCountsProperty|BeginTurnRepairsDirtyShard|Canary|Staging"
 dynamo_tests="TestConformance|TestClaimsAcrossPagesAndRetriesBehindTheCursor|TestClaimRetriesAfterLosingThePageWrite|TestUpdateRetriesAfterLosingThePageWrite|TestMarkBetweenReadAndFold|TestAdditiveUpdatesSurviveLostAnswers|TestSlotsRoundTrip|TestMembersRoundTrip|TestDecodeRejectsCorruptState|TestDecodeRejectsEmptyRuns|TestPageClaimsAndOrdinals|TestStatusPageSize|TestPayloadCompression|TestFinishedJobsItemsExpire"
 dynamo_flags="$short -run ^($dynamo_tests)\$/^($dynamo_items)\$"
 

@@ -1,0 +1,179 @@
+package storetest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/qunfa/qunfa/internal/store"
+)
+
+// confirmation is what a confirmed item must show when read back.
+type confirmation struct {
+	msgID    string
+	sub, fin time.Time
+}
+
+// checkOutcomes fails unless every item in want reads back, by listing and
+// by seq, confirmed with its message id, submitted and finished times.
+func checkOutcomes(t *testing.T, s store.Store, jobID string, want map[int64]confirmation) {
+	t.Helper()
+	got := itemBySeq(t, s, jobID)
+	seqs := slices.Sorted(func(yield func(int64) bool) {
+		for seq := range want {
+			if !yield(seq) {
+				return
+			}
+		}
+	})
+	var byGet []store.Item
+	if g, ok := s.(store.ItemGetter); ok {
+		var err error
+		if byGet, err = g.GetItems(ctxOf(t), store.GetItemsParams{JobID: jobID, Shard: 0, Seqs: seqs}); err != nil {
+			t.Fatalf("GetItems: %v", err)
+		}
+		if len(byGet) != len(seqs) {
+			t.Fatalf("GetItems returned %d of %d items", len(byGet), len(seqs))
+		}
+	}
+	for i, seq := range seqs {
+		w := want[seq]
+		for _, it := range []store.Item{got[seq], byGetOr(byGet, i)} {
+			if it.Seq == 0 {
+				continue
+			}
+			if it.Status != store.ItemConfirmed || it.MsgID != w.msgID || !it.SubmittedAt.Equal(w.sub) || !it.FinishedAt.Equal(w.fin) {
+				t.Fatalf("item %d = %s, MsgID %q, SubmittedAt %v, FinishedAt %v; want confirmed, %q, %v, %v",
+					seq, it.Status, it.MsgID, it.SubmittedAt, it.FinishedAt, w.msgID, w.sub, w.fin)
+			}
+		}
+	}
+}
+
+func byGetOr(items []store.Item, i int) store.Item {
+	if i < len(items) {
+		return items[i]
+	}
+	return store.Item{}
+}
+
+// testMsgIDsOfManyConfirmations: a shard's items confirmed batch after batch
+// with long provider message ids (more than a DynamoDB status page keeps
+// inline) each read back with its own id and times; an item confirmed,
+// re-pended and confirmed again shows only its latest id, and none while it
+// is pending.
+func testMsgIDsOfManyConfirmations(t *testing.T, s store.Store, _ Capabilities) {
+	const batches, per = 8, 25
+	p, _ := runningJob(t, s, "tenant-a", 1, batches*per)
+	id := p.Job.ID
+	r := rand.New(rand.NewPCG(21, 6))
+	msgID := func(round int) string { return fmt.Sprintf("r%d-%016x%016x", round, r.Uint64(), r.Uint64()) }
+	want := map[int64]confirmation{}
+	confirmAll := func(round int, claimID string, sub, fin time.Time, maxItems int) []int64 {
+		t.Helper()
+		c := claim(t, s, id, 0, maxItems, sub, claimID)
+		if len(c.Items) != maxItems {
+			t.Fatalf("claim %s took %d items, want %d", claimID, len(c.Items), maxItems)
+		}
+		ups := make([]store.ItemUpdate, 0, len(c.Items))
+		for _, it := range c.Items {
+			m := msgID(round)
+			ups = append(ups, store.ItemUpdate{Seq: it.Seq, From: store.ItemSubmitted, ClaimID: claimID, To: store.ItemConfirmed, MsgID: m})
+			want[it.Seq] = confirmation{msgID: m, sub: sub, fin: fin}
+		}
+		if res := update(t, s, id, 0, fin, ups...); len(res.Rejected) > 0 {
+			t.Fatalf("confirmations of %s rejected: %v", claimID, res.Rejected)
+		}
+		return seqsOf(c.Items)
+	}
+	var first []int64
+	for b := range batches {
+		sub := at(time.Duration(10*b+1) * time.Second)
+		seqs := confirmAll(0, fmt.Sprintf("c%d", b), sub, sub.Add(time.Second), per)
+		if b == 0 {
+			first = seqs
+		}
+		checkOutcomes(t, s, id, want)
+	}
+
+	// The first batch is sent again (an operator's re-drive of confirmed
+	// items): while pending they show no id, then only the new one.
+	tr := at(time.Hour)
+	var ups []store.ItemUpdate
+	for _, seq := range first {
+		ups = append(ups, store.ItemUpdate{Seq: seq, From: store.ItemConfirmed, To: store.ItemPending, ResetAttempts: true, NextAttemptAt: tr})
+		delete(want, seq)
+	}
+	if res := update(t, s, id, 0, tr, ups...); len(res.Rejected) > 0 {
+		t.Fatalf("re-drive rejected %v", res.Rejected)
+	}
+	for _, it := range itemBySeq(t, s, id) {
+		if it.Status == store.ItemPending && (it.MsgID != "" || !it.FinishedAt.IsZero()) {
+			t.Fatalf("re-driven item %d shows MsgID %q FinishedAt %v while pending", it.Seq, it.MsgID, it.FinishedAt)
+		}
+	}
+	checkOutcomes(t, s, id, want)
+	half := len(first) / 2
+	confirmAll(1, "again-1", tr.Add(time.Second), tr.Add(2*time.Second), half)
+	checkOutcomes(t, s, id, want)
+	confirmAll(2, "again-2", tr.Add(3*time.Second), tr.Add(4*time.Second), len(first)-half)
+	checkOutcomes(t, s, id, want)
+	if len(want) != batches*per {
+		t.Fatalf("%d items confirmed, want %d", len(want), batches*per)
+	}
+}
+
+// testSubmittedFoundWhenClaimClockIsBehind: a claim made with an earlier
+// Now than a claim before it on the same shard (senders' clocks differ) is
+// still found by ListSubmittedItems at its own submitted time, before and
+// after the later claim's items settle — the reconciler's search for items
+// stuck in submitted misses none.
+func testSubmittedFoundWhenClaimClockIsBehind(t *testing.T, s store.Store, _ Capabilities) {
+	p, _ := runningJob(t, s, "tenant-a", 1, 10)
+	id := p.Job.ID
+	t1, t2 := at(time.Minute), at(5*time.Minute)
+	late := claim(t, s, id, 0, 2, t2, "late")
+	early := claim(t, s, id, 0, 2, t1, "early")
+	if len(late.Items) != 2 || len(early.Items) != 2 {
+		t.Fatalf("claimed %d and %d items, want 2 and 2", len(late.Items), len(early.Items))
+	}
+	listed := func(before time.Time) []int64 {
+		t.Helper()
+		var got []int64
+		lp := store.ListSubmittedItemsParams{SubmittedBefore: before, Limit: 10}
+		for page := 0; ; page++ {
+			if page > 100 {
+				t.Fatalf("ListSubmittedItems: cursor never ends")
+			}
+			res, err := s.ListSubmittedItems(ctxOf(t), lp)
+			if err != nil {
+				t.Fatalf("ListSubmittedItems: %v", err)
+			}
+			for _, it := range res.Items {
+				if it.JobID == id {
+					got = append(got, it.Seq)
+				}
+			}
+			if res.NextCursor == "" {
+				return sortedSeqs(got)
+			}
+			lp.Cursor = res.NextCursor
+		}
+	}
+	if got, want := listed(t1.Add(time.Second)), seqsOf(early.Items); !slices.Equal(got, want) {
+		t.Fatalf("submitted before +%v = %v, want the early claim's %v", t1.Add(time.Second).Sub(Epoch), got, want)
+	}
+	if got, want := listed(t2.Add(time.Second)), sortedSeqs(slices.Concat(seqsOf(early.Items), seqsOf(late.Items))); !slices.Equal(got, want) {
+		t.Fatalf("submitted before +%v = %v, want %v", t2.Add(time.Second).Sub(Epoch), got, want)
+	}
+	var ups []store.ItemUpdate
+	for _, it := range late.Items {
+		ups = append(ups, store.ItemUpdate{Seq: it.Seq, From: store.ItemSubmitted, ClaimID: "late", To: store.ItemConfirmed})
+	}
+	update(t, s, id, 0, t2, ups...)
+	if got, want := listed(t2.Add(time.Second)), seqsOf(early.Items); !slices.Equal(got, want) {
+		t.Fatalf("after the late claim settled, submitted before +%v = %v, want %v", t2.Add(time.Second).Sub(Epoch), got, want)
+	}
+}
