@@ -177,3 +177,33 @@ func testSubmittedFoundWhenClaimClockIsBehind(t *testing.T, s store.Store, _ Cap
 		t.Fatalf("after the late claim settled, submitted before +%v = %v, want %v", t2.Add(time.Second).Sub(Epoch), got, want)
 	}
 }
+
+// testConfirmedAfterRetryRedriven: an item confirmed on its second attempt
+// counts once under store.TallyConfirmedAfterRetry; re-driven (confirmed
+// back to pending) it leaves the tally: the update's FailuresDelta takes it
+// back, so the folded deltas match a recount.
+func testConfirmedAfterRetryRedriven(t *testing.T, s store.Store, _ Capabilities) {
+	p, _ := runningJob(t, s, "tenant-a", 1, 3)
+	id := p.Job.ID
+	seq := seqsOf(claim(t, s, id, 0, 1, at(time.Second), "c1").Items)[0]
+	update(t, s, id, 0, at(2*time.Second), store.ItemUpdate{Seq: seq, From: store.ItemSubmitted, ClaimID: "c1", To: store.ItemPending,
+		Error: &store.ItemError{Category: store.CategoryRetryable}, NextAttemptAt: at(3 * time.Second)})
+	if c := claim(t, s, id, 0, 1, at(3*time.Second), "c2"); len(c.Items) != 1 || c.Items[0].Seq != seq || c.Items[0].Attempts != 2 {
+		t.Fatalf("second claim = %+v, want item %d on its second attempt", c.Items, seq)
+	}
+	tally := int64(0)
+	u := update(t, s, id, 0, at(4*time.Second), store.ItemUpdate{Seq: seq, From: store.ItemSubmitted, ClaimID: "c2", To: store.ItemConfirmed})
+	tally += u.FailuresDelta[store.TallyConfirmedAfterRetry]
+	u = update(t, s, id, 0, at(5*time.Second), store.ItemUpdate{Seq: seq, From: store.ItemConfirmed, To: store.ItemPending, ResetAttempts: true, NextAttemptAt: at(5 * time.Second)})
+	if n := u.FailuresDelta[store.TallyConfirmedAfterRetry]; n != -1 {
+		t.Fatalf("re-drive of an item confirmed after a retry: delta %v, want %s -1", nonZero(u.FailuresDelta), store.TallyConfirmedAfterRetry)
+	}
+	tally += u.FailuresDelta[store.TallyConfirmedAfterRetry]
+	sh, err := s.RecountShard(ctxOf(t), id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sh.Failures[store.TallyConfirmedAfterRetry]; got != tally || got != 0 {
+		t.Fatalf("recount: %s = %d, folded deltas %d; want 0", store.TallyConfirmedAfterRetry, got, tally)
+	}
+}

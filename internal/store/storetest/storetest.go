@@ -310,6 +310,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"Leases", testLeases},
 		{"MsgIDsOfManyConfirmations", testMsgIDsOfManyConfirmations},
 		{"SubmittedFoundWhenClaimClockIsBehind", testSubmittedFoundWhenClaimClockIsBehind},
+		{"ConfirmedAfterRetryRedriven", testConfirmedAfterRetryRedriven},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
