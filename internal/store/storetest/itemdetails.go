@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -205,5 +206,36 @@ func testConfirmedAfterRetryRedriven(t *testing.T, s store.Store, _ Capabilities
 	}
 	if got := sh.Failures[store.TallyConfirmedAfterRetry]; got != tally || got != 0 {
 		t.Fatalf("recount: %s = %d, folded deltas %d; want 0", store.TallyConfirmedAfterRetry, got, tally)
+	}
+}
+
+// testClaimItemsRefusesBadArguments: a claim without a positive Max or
+// without a claim id is refused as invalid and claims nothing — an item
+// claimed under no id could be settled by anyone.
+func testClaimItemsRefusesBadArguments(t *testing.T, s store.Store, _ Capabilities) {
+	p, _ := runningJob(t, s, "tenant-a", 1, 3)
+	id := p.Job.ID
+	for _, bad := range []store.ClaimItemsParams{
+		{JobID: id, Index: 0, Max: 0, Now: at(time.Second), ClaimID: "c1"},
+		{JobID: id, Index: 0, Max: -1, Now: at(time.Second), ClaimID: "c1"},
+		{JobID: id, Index: 0, Max: 3, Now: at(time.Second), ClaimID: ""},
+	} {
+		res, err := s.ClaimItems(ctxOf(t), bad)
+		if !errors.Is(err, store.ErrInvalidArgument) || len(res.Items) != 0 {
+			t.Fatalf("ClaimItems(Max %d, ClaimID %q) = %d items, %v; want ErrInvalidArgument", bad.Max, bad.ClaimID, len(res.Items), err)
+		}
+	}
+	for _, bad := range []store.ClaimItemsParams{
+		{JobID: "", Index: 0, Max: 3, Now: at(time.Second), ClaimID: "c1"},
+		{JobID: id, Index: -1, Max: 3, Now: at(time.Second), ClaimID: "c1"},
+	} {
+		if res, err := s.ClaimItems(ctxOf(t), bad); err == nil && len(res.Items) > 0 {
+			t.Fatalf("ClaimItems(job %q, shard %d) claimed %v", bad.JobID, bad.Index, seqsOf(res.Items))
+		}
+	}
+	for _, it := range shardItems(t, s, id, 0) {
+		if it.Status != store.ItemPending || it.Attempts != 0 || it.ClaimID != "" {
+			t.Fatalf("item %d changed by a refused claim: %+v", it.Seq, it)
+		}
 	}
 }

@@ -311,6 +311,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"MsgIDsOfManyConfirmations", testMsgIDsOfManyConfirmations},
 		{"SubmittedFoundWhenClaimClockIsBehind", testSubmittedFoundWhenClaimClockIsBehind},
 		{"ConfirmedAfterRetryRedriven", testConfirmedAfterRetryRedriven},
+		{"ClaimItemsRefusesBadArguments", testClaimItemsRefusesBadArguments},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
