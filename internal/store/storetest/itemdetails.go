@@ -239,3 +239,31 @@ func testClaimItemsRefusesBadArguments(t *testing.T, s store.Store, _ Capabiliti
 		}
 	}
 }
+
+// testMsgIDOnlyWhenConfirmed: a message id given with an update that does
+// not confirm (a failure, a retry) is not stored: only a confirmed item
+// shows the provider's id.
+func testMsgIDOnlyWhenConfirmed(t *testing.T, s store.Store, _ Capabilities) {
+	p, _ := runningJob(t, s, "tenant-a", 1, 3)
+	id := p.Job.ID
+	c := claim(t, s, id, 0, 3, at(time.Second), "c1")
+	if len(c.Items) != 3 {
+		t.Fatalf("claimed %d items, want 3", len(c.Items))
+	}
+	seq := seqsOf(c.Items)
+	res := update(t, s, id, 0, at(2*time.Second),
+		store.ItemUpdate{Seq: seq[0], From: store.ItemSubmitted, ClaimID: "c1", To: store.ItemFailed, MsgID: "m-failed",
+			Error: &store.ItemError{Category: store.CategoryPermanent, Code: "40003"}},
+		store.ItemUpdate{Seq: seq[1], From: store.ItemSubmitted, ClaimID: "c1", To: store.ItemPending, MsgID: "m-retry", NextAttemptAt: at(time.Hour),
+			Error: &store.ItemError{Category: store.CategoryRetryable}},
+		store.ItemUpdate{Seq: seq[2], From: store.ItemSubmitted, ClaimID: "c1", To: store.ItemConfirmed, MsgID: "m-sent"})
+	if len(res.Rejected) > 0 {
+		t.Fatalf("rejected %v", res.Rejected)
+	}
+	got := itemBySeq(t, s, id)
+	for i, want := range []string{"", "", "m-sent"} {
+		if it := got[seq[i]]; it.MsgID != want {
+			t.Errorf("item %d (%s) has MsgID %q, want %q", it.Seq, it.Status, it.MsgID, want)
+		}
+	}
+}

@@ -312,6 +312,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"SubmittedFoundWhenClaimClockIsBehind", testSubmittedFoundWhenClaimClockIsBehind},
 		{"ConfirmedAfterRetryRedriven", testConfirmedAfterRetryRedriven},
 		{"ClaimItemsRefusesBadArguments", testClaimItemsRefusesBadArguments},
+		{"MsgIDOnlyWhenConfirmed", testMsgIDOnlyWhenConfirmed},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
