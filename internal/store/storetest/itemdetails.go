@@ -211,7 +211,8 @@ func testConfirmedAfterRetryRedriven(t *testing.T, s store.Store, _ Capabilities
 
 // testClaimItemsRefusesBadArguments: a claim without a positive Max or
 // without a claim id is refused as invalid and claims nothing — an item
-// claimed under no id could be settled by anyone.
+// claimed under no id could be settled by anyone; a claim of a job or
+// shard that does not exist is ErrNotFound, not an empty claim.
 func testClaimItemsRefusesBadArguments(t *testing.T, s store.Store, _ Capabilities) {
 	p, _ := runningJob(t, s, "tenant-a", 1, 3)
 	id := p.Job.ID
@@ -231,6 +232,14 @@ func testClaimItemsRefusesBadArguments(t *testing.T, s store.Store, _ Capabiliti
 	} {
 		if res, err := s.ClaimItems(ctxOf(t), bad); err == nil && len(res.Items) > 0 {
 			t.Fatalf("ClaimItems(job %q, shard %d) claimed %v", bad.JobID, bad.Index, seqsOf(res.Items))
+		}
+	}
+	for _, unknown := range []store.ClaimItemsParams{
+		{JobID: "no-such-job", Index: 0, Max: 3, Now: at(time.Second), ClaimID: "c1"},
+		{JobID: id, Index: 7, Max: 3, Now: at(time.Second), ClaimID: "c1"},
+	} {
+		if _, err := s.ClaimItems(ctxOf(t), unknown); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("ClaimItems(job %q, shard %d) = %v, want ErrNotFound", unknown.JobID, unknown.Index, err)
 		}
 	}
 	for _, it := range shardItems(t, s, id, 0) {
