@@ -276,3 +276,53 @@ func testMsgIDOnlyWhenConfirmed(t *testing.T, s store.Store, _ Capabilities) {
 		}
 	}
 }
+
+// testNextDueAtAcrossPages: in a shard of 300 items (two DynamoDB status
+// pages), a claim that takes every due item reports as NextDueAt the
+// earliest future item of the whole shard — of its own page or of
+// another — so the sender neither stops with items pending nor sleeps past
+// one that is due.
+func testNextDueAtAcrossPages(t *testing.T, s store.Store, _ Capabilities) {
+	p, _ := runningJob(t, s, "tenant-a", 1, 300)
+	id := p.Job.ID
+	t1 := at(time.Minute)
+	var all []int64
+	for len(all) < 300 {
+		c := claim(t, s, id, 0, 300-len(all), t1, fmt.Sprint("all-", len(all)))
+		if len(c.Items) == 0 {
+			t.Fatalf("claimed %d of 300 items, then none", len(all))
+		}
+		for _, it := range c.Items {
+			all = append(all, it.Seq)
+		}
+	}
+	slices.Sort(all)
+	repend := func(seqs []int64, next time.Time) {
+		t.Helper()
+		var ups []store.ItemUpdate
+		for _, seq := range seqs {
+			ups = append(ups, store.ItemUpdate{Seq: seq, From: store.ItemSubmitted, To: store.ItemPending, NextAttemptAt: next})
+		}
+		if res := update(t, s, id, 0, t1, ups...); len(res.Rejected) > 0 {
+			t.Fatalf("re-pend rejected %v", res.Rejected)
+		}
+	}
+	due, soon, later := all[:10], all[10:15], all[290:]
+	repend(later, t1.Add(time.Hour))
+	repend(soon, t1.Add(10*time.Minute))
+	repend(due, t1)
+	c := claim(t, s, id, 0, 100, t1, "due")
+	if !slices.Equal(seqsOf(c.Items), due) {
+		t.Fatalf("claimed %v, want the due items %v", seqsOf(c.Items), due)
+	}
+	if !c.NextDueAt.Equal(t1.Add(10 * time.Minute)) {
+		t.Fatalf("NextDueAt %v, want %v (the earliest pending item)", c.NextDueAt, t1.Add(10*time.Minute))
+	}
+	c = claim(t, s, id, 0, 100, t1.Add(10*time.Minute), "soon")
+	if !slices.Equal(seqsOf(c.Items), soon) {
+		t.Fatalf("claimed %v, want %v", seqsOf(c.Items), soon)
+	}
+	if !c.NextDueAt.Equal(t1.Add(time.Hour)) {
+		t.Fatalf("NextDueAt %v, want %v (the items of the other page)", c.NextDueAt, t1.Add(time.Hour))
+	}
+}

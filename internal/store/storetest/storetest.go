@@ -313,6 +313,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"ConfirmedAfterRetryRedriven", testConfirmedAfterRetryRedriven},
 		{"ClaimItemsRefusesBadArguments", testClaimItemsRefusesBadArguments},
 		{"MsgIDOnlyWhenConfirmed", testMsgIDOnlyWhenConfirmed},
+		{"NextDueAtAcrossPages", testNextDueAtAcrossPages},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
