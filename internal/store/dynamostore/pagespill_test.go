@@ -145,3 +145,39 @@ func TestMsgIDsMoveOutExactlyWhenTheyCostAWriteUnit(t *testing.T) {
 		t.Fatalf("%d pages moved their ids, %d kept them: the sweep missed the boundaries", spills, stays)
 	}
 }
+
+// TestSubmittedSlotWithoutItsClaimReads: a status page whose submitted item
+// refers to no claim (its claim index missing or past the page's list — a
+// page damaged or written by a faulty version) is still read: the item
+// shows no claim id and its claim time from the slot, instead of crashing
+// every reader of the page (a listing, the reconciler).
+func TestSubmittedSlotWithoutItsClaimReads(t *testing.T) {
+	t.Parallel()
+	s := New(dynamodb.New(dynamodb.Options{
+		Region: "us-east-1", BaseEndpoint: aws.String("http://127.0.0.1:9"),
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
+		HTTPClient:  &acceptPuts{}, RetryMaxAttempts: 1,
+	}), "pages", Options{})
+	const sub = int64(1_900_000_000)
+	pg := &page{
+		slots: []slot{
+			{status: 's', attempts: 1, claim: -1, sub: sub},
+			{status: 's', attempts: 1, claim: 1, sub: sub},
+			{status: 's', attempts: 1, claim: 0, sub: sub},
+		},
+		claims: []claimRef{{id: "c1", at: (sub + 5) * 1e9}},
+	}
+	mem := &members{account: "a", seqs: []int64{1, 2, 3}, dataWidth: 64}
+	items, err := s.materialize(context.Background(), "job", 0, pg, mem, []int{0, 1, 2}, false)
+	if err != nil || len(items) != 3 {
+		t.Fatalf("materialize = %d items, %v", len(items), err)
+	}
+	for i, it := range items[:2] {
+		if it.ClaimID != "" || !it.SubmittedAt.Equal(fromSecs(sub)) {
+			t.Errorf("item %d without its claim: ClaimID %q SubmittedAt %v, want none and %v", i, it.ClaimID, it.SubmittedAt, fromSecs(sub))
+		}
+	}
+	if it := items[2]; it.ClaimID != "c1" || !it.SubmittedAt.Equal(fromNanos((sub+5)*1e9)) {
+		t.Errorf("item with its claim: ClaimID %q SubmittedAt %v, want c1 at %v", it.ClaimID, it.SubmittedAt, fromNanos((sub+5)*1e9))
+	}
+}
