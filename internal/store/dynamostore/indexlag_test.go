@@ -31,7 +31,9 @@ func TestClaimSkipsAPageTheIndexStillNames(t *testing.T) {
 	if err := CreateTable(ctx, c, table); err != nil {
 		t.Fatalf("CreateTable: %v", err)
 	}
-	t.Cleanup(func() { _, _ = c.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)}) })
+	t.Cleanup(func() {
+		_, _ = c.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	})
 	s := New(c, table, Options{})
 	t0 := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
 	if _, err := s.CreateJob(ctx, store.CreateJobParams{
