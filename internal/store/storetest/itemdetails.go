@@ -325,4 +325,14 @@ func testNextDueAtAcrossPages(t *testing.T, s store.Store, _ Capabilities) {
 	if !c.NextDueAt.Equal(t1.Add(time.Hour)) {
 		t.Fatalf("NextDueAt %v, want %v (the items of the other page)", c.NextDueAt, t1.Add(time.Hour))
 	}
+	// The page claimed from keeps items due after the other page's.
+	repend(all[30:35], t1.Add(3*time.Hour))
+	repend(all[20:30], t1.Add(20*time.Minute))
+	c = claim(t, s, id, 0, 100, t1.Add(20*time.Minute), "third")
+	if !slices.Equal(seqsOf(c.Items), all[20:30]) {
+		t.Fatalf("claimed %v, want %v", seqsOf(c.Items), all[20:30])
+	}
+	if !c.NextDueAt.Equal(t1.Add(time.Hour)) {
+		t.Fatalf("NextDueAt %v, want %v (the other page's, before this page's %v)", c.NextDueAt, t1.Add(time.Hour), t1.Add(3*time.Hour))
+	}
 }
