@@ -212,7 +212,8 @@ func testConfirmedAfterRetryRedriven(t *testing.T, s store.Store, _ Capabilities
 // testClaimItemsRefusesBadArguments: a claim without a positive Max or
 // without a claim id is refused as invalid and claims nothing — an item
 // claimed under no id could be settled by anyone; a claim of a job or
-// shard that does not exist is ErrNotFound, not an empty claim.
+// shard that does not exist is ErrNotFound, not an empty claim, and so
+// is an update of one.
 func testClaimItemsRefusesBadArguments(t *testing.T, s store.Store, _ Capabilities) {
 	p, _ := runningJob(t, s, "tenant-a", 1, 3)
 	id := p.Job.ID
@@ -240,6 +241,17 @@ func testClaimItemsRefusesBadArguments(t *testing.T, s store.Store, _ Capabiliti
 	} {
 		if _, err := s.ClaimItems(ctxOf(t), unknown); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("ClaimItems(job %q, shard %d) = %v, want ErrNotFound", unknown.JobID, unknown.Index, err)
+		}
+	}
+	for _, unknown := range []struct {
+		job   string
+		index int
+	}{{"no-such-job", 0}, {id, 7}} {
+		_, err := s.UpdateItems(ctxOf(t), store.UpdateItemsParams{JobID: unknown.job, Index: unknown.index, At: at(time.Second), Updates: []store.ItemUpdate{
+			{Seq: 1, From: store.ItemPending, To: store.ItemAbandoned},
+		}})
+		if !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("UpdateItems(job %q, shard %d) = %v, want ErrNotFound", unknown.job, unknown.index, err)
 		}
 	}
 	for _, it := range shardItems(t, s, id, 0) {
