@@ -62,7 +62,7 @@ judge() { # target: runs its tests in the copy; returns go test's status
 	read -r -a pkgs <<<"$t_tests"
 	read -r -a flags <<<"$t_flags"
 	[[ -z ${HAND_RUN:-} ]] || flags+=(-run "$HAND_RUN")
-	(cd "$copy" && timeout "${HAND_TIMEOUT:-600}" nice -n "${HAND_NICE:-15}" \
+	(cd "$copy" && QUNFA_REQUIRE_EMULATORS=$t_emulators timeout "${HAND_TIMEOUT:-600}" nice -n "${HAND_NICE:-15}" \
 		go test -count=1 -timeout "${HAND_TIMEOUT:-600}s" "${flags[@]}" "${pkgs[@]}" >"$work/out" 2>&1)
 }
 

@@ -42,6 +42,8 @@ if [[ ! -x $gremlins ]]; then
 	exit 2
 fi
 realgo=$(command -v go)
+# The installed emulators, for the copies gremlins makes (see bin/go).
+emulators=$(dirname "$(readlink -f "$root/tools/emulators/node_modules")")
 out=${MUTATE_OUT:-$root/mutate-out}
 mkdir -p "$out"
 
@@ -92,7 +94,8 @@ run() {
 			QUNFA_MUTATE_GO=$realgo \
 			QUNFA_MUTATE_TESTS="${pkgs[*]}" \
 			QUNFA_MUTATE_FLAGS=$testflags \
-			QUNFA_MUTATE_EMULATORS=$(readlink -f "$root/tools/emulators/node_modules" 2>/dev/null || true) \
+			QUNFA_EMULATORS_DIR=$emulators \
+			QUNFA_REQUIRE_EMULATORS=$t_emulators \
 			nice -n "${MUTATE_NICE:-15}" "$gremlins" unleash "$PWD" \
 			--workers "${MUTATE_WORKERS:-1}" \
 			--timeout-coefficient "${MUTATE_TIMEOUT:-4}" \

@@ -308,6 +308,12 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"Series", testSeries},
 		{"ShardCountsProperty", testShardCountsProperty},
 		{"Leases", testLeases},
+		{"MsgIDsOfManyConfirmations", testMsgIDsOfManyConfirmations},
+		{"SubmittedFoundWhenClaimClockIsBehind", testSubmittedFoundWhenClaimClockIsBehind},
+		{"ConfirmedAfterRetryRedriven", testConfirmedAfterRetryRedriven},
+		{"ClaimItemsRefusesBadArguments", testClaimItemsRefusesBadArguments},
+		{"MsgIDOnlyWhenConfirmed", testMsgIDOnlyWhenConfirmed},
+		{"NextDueAtAcrossPages", testNextDueAtAcrossPages},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
