@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,8 +29,18 @@ func TestWaitLevelDBFree(t *testing.T) {
 	req, _ := http.NewRequestWithContext(ctx, "POST", p.Endpoint, strings.NewReader("{}"))
 	req.Header.Set("X-Amz-Target", "DynamoDB_20120810.ListTables")
 	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
-	if resp, err := http.DefaultClient.Do(req); err == nil {
-		resp.Body.Close()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("ListTables: %v", err)
+	}
+	resp.Body.Close()
+	// dynalite may answer before LevelDB has written its LOCK file: until
+	// then the store looks new (free) whoever holds it.
+	for _, err := os.Stat(filepath.Join(dir, "LOCK")); err != nil; _, err = os.Stat(filepath.Join(dir, "LOCK")) {
+		if ctx.Err() != nil {
+			t.Fatalf("dynalite never created its LevelDB LOCK: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if err := waitLevelDBFree(ctx, dir, 200*time.Millisecond); err == nil {
 		t.Fatalf("the store of a running dynalite is reported free")
