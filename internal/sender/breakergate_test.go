@@ -1,0 +1,88 @@
+package sender_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/qunfa/qunfa/internal/sender"
+	"github.com/qunfa/qunfa/internal/store"
+	"github.com/qunfa/qunfa/internal/submit"
+)
+
+// breakerGets counts the breaker reads of the sender's Breakers.
+type breakerGets struct {
+	store.Store
+	n atomic.Int64
+}
+
+func (s *breakerGets) GetBreaker(ctx context.Context, tenant, account string) (store.Breaker, error) {
+	s.n.Add(1)
+	return s.Store.GetBreaker(ctx, tenant, account)
+}
+
+// TestOpenBreakerHandsTheShardBack: a turn that finds its account's
+// breaker open sends nothing, pauses its shard (reason breaker) and hands
+// the shard back to the queue until the cool-down ends; then the shard
+// comes back, probes, and the job completes.
+func TestOpenBreakerHandsTheShardBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 5})
+	breakerAccount(p, "a", 5)
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 4)}, "open-breaker")
+	if _, err := p.sender.Breakers.Open(ctx, tenant, "a", "test: the account was down"); err != nil {
+		t.Fatal(err)
+	}
+	res := p.step(ctx)
+	if len(res) != 1 || res[0].Disposition != sender.HandedBack || res[0].Delay != 30*time.Second || res[0].Sent != 0 {
+		t.Fatalf("turn results %+v, want one hand-back of the 30 s cool-down, nothing sent", res)
+	}
+	v, err := p.store.GetJob(ctx, job.Job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sh := v.Shards[0]; sh.Status != store.ShardPaused || sh.PauseReason != store.PauseBreaker {
+		t.Fatalf("shard %s (%s), want paused for the breaker", sh.Status, sh.PauseReason)
+	}
+	if calls := p.mock.Stats()["a"].Calls; calls != 0 {
+		t.Fatalf("%d calls while the breaker was open", calls)
+	}
+	if again := p.step(ctx); len(again) != 0 {
+		t.Fatalf("the shard came back before its cool-down: %+v", again)
+	}
+	clk.Advance(30 * time.Second)
+	if again := p.step(ctx); len(again) != 1 {
+		t.Fatalf("%d turns after the cool-down, want the handed-back shard's", len(again))
+	}
+	if v := p.driveUntil(clk, final, job.Job.ID); v.Job.Status != store.JobCompleted || v.Counts().Confirmed != 4 {
+		t.Fatalf("job %s %+v", v.Job.Status, v.Counts())
+	}
+	p.checkExactlyOnce(job.Job.ID)
+}
+
+// TestClosedBreakerReadOncePerAccountRefresh: a turn trusts a closed
+// breaker it read for AccountRefresh (the breaker is one more read per
+// batch otherwise): the batches of one turn within AccountRefresh read it
+// once.
+func TestClosedBreakerReadOncePerAccountRefresh(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 5})
+	breakerAccount(p, "a", 5)
+	counted := &breakerGets{Store: p.store}
+	p.sender.Breakers.Store = counted
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 20)}, "breaker-reads")
+	start := clk.Now()
+	res := p.step(ctx)
+	if len(res) != 1 || res[0].Sent != 20 || clk.Now().Sub(start) >= time.Second {
+		t.Fatalf("turn results %+v after %v: want the 20 items in 4 batches within one AccountRefresh", res, clk.Now().Sub(start))
+	}
+	if n := counted.n.Load(); n != 1 {
+		t.Errorf("%d breaker reads for 4 batches within AccountRefresh, want 1", n)
+	}
+	if v := p.driveUntil(clk, final, job.Job.ID); v.Job.Status != store.JobCompleted {
+		t.Fatalf("job %s %+v", v.Job.Status, v.Counts())
+	}
+}
