@@ -2,6 +2,7 @@ package sender_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -93,28 +94,35 @@ func TestClosedBreakerReadOncePerAccountRefresh(t *testing.T) {
 // failed sends in a row as its consecutive_failures, with that streak as
 // the cause; the streak's items go back to pending with their attempt
 // given back (the outage burns none of them) and no further call is made
-// while the breaker is open.
+// while the breaker is open. A batch never has more sends without an
+// answer than that streak (batches of 5, a streak of 3: 3 calls); with
+// batches of 1 the breaker opens at the third failed send, not before.
 func TestBreakerOpensAtTheStreakAndGivesBackItsAttempts(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 1, MaxAttempts: 5, BackoffBase: time.Millisecond, BackoffCap: time.Millisecond})
-	breakerAccount(p, "a", 3)
-	_ = p.mock.SetBehaviour("a", mockprovider.Behaviour{Errors: []mockprovider.InjectedError{{Errcode: -1, Ratio: 1}}})
-	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 6)}, "streak-of-three")
-	v := p.driveUntil(clk, func(v store.JobView) bool { return v.Shards[0].Status == store.ShardPaused }, job.Job.ID)
-	if calls := p.mock.Stats()["a"].Calls; calls != 3 {
-		t.Fatalf("%d calls before the breaker opened, want the streak of 3", calls)
-	}
-	br, err := p.store.GetBreaker(ctx, tenant, "a")
-	if err != nil || br.State != store.BreakerOpen || br.Reason != "3 failed sends in a row" {
-		t.Fatalf("breaker %+v %v, want open for 3 failed sends in a row", br, err)
-	}
-	if c := v.Counts(); c.Pending != 6 || c.Failed != 0 {
-		t.Fatalf("counts %+v, want the 6 items pending", c)
-	}
-	for _, it := range p.items(job.Job.ID) {
-		if it.Attempts != 0 {
-			t.Errorf("item %d has %d attempts after the breaker opened, want its attempt given back", it.Seq, it.Attempts)
-		}
+	for _, batch := range []int{1, 5} {
+		t.Run(fmt.Sprintf("batches of %d", batch), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			p, clk := fakePipeline(t, sender.Config{ClaimBatch: batch, MaxAttempts: 5, BackoffBase: time.Millisecond, BackoffCap: time.Millisecond})
+			breakerAccount(p, "a", 3)
+			_ = p.mock.SetBehaviour("a", mockprovider.Behaviour{Errors: []mockprovider.InjectedError{{Errcode: -1, Ratio: 1}}})
+			job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 6)}, "streak-of-three")
+			v := p.driveUntil(clk, func(v store.JobView) bool { return v.Shards[0].Status == store.ShardPaused }, job.Job.ID)
+			if calls := p.mock.Stats()["a"].Calls; calls != 3 {
+				t.Fatalf("%d calls before the breaker opened, want the streak of 3", calls)
+			}
+			br, err := p.store.GetBreaker(ctx, tenant, "a")
+			if err != nil || br.State != store.BreakerOpen || br.Reason != "3 failed sends in a row" {
+				t.Fatalf("breaker %+v %v, want open for 3 failed sends in a row", br, err)
+			}
+			if c := v.Counts(); c.Pending != 6 || c.Failed != 0 {
+				t.Fatalf("counts %+v, want the 6 items pending", c)
+			}
+			for _, it := range p.items(job.Job.ID) {
+				if it.Attempts != 0 {
+					t.Errorf("item %d has %d attempts after the breaker opened, want its attempt given back", it.Seq, it.Attempts)
+				}
+			}
+		})
 	}
 }
