@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/qunfa/qunfa/internal/mockprovider"
+	"github.com/qunfa/qunfa/internal/provider"
 	"github.com/qunfa/qunfa/internal/sender"
 	"github.com/qunfa/qunfa/internal/store"
 	"github.com/qunfa/qunfa/internal/submit"
@@ -124,5 +125,53 @@ func TestBreakerOpensAtTheStreakAndGivesBackItsAttempts(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// downAfterFailuresProvider answers its first calls "retry later" for
+// every recipient and every call after them "account down" (a credential
+// revoked while a streak of failures was running); it delivers nothing.
+type downAfterFailuresProvider struct {
+	provider.Provider
+	retries atomic.Int64 // calls still to answer "retry later"
+}
+
+func (d *downAfterFailuresProvider) Send(_ context.Context, req provider.SendRequest) (provider.SendResult, error) {
+	r := provider.RecipientResult{Category: provider.AccountDown, Code: "42001", Message: "access token expired"}
+	if d.retries.Add(-1) >= 0 {
+		r = provider.RecipientResult{Category: provider.Retryable, Code: "-1", Message: "system busy"}
+	}
+	out := provider.SendResult{Recipients: make([]provider.RecipientResult, len(req.To))}
+	for i := range out.Recipients {
+		out.Recipients[i] = r
+	}
+	return out, nil
+}
+
+// TestAccountDownGivesBackTheStreakBeforeIt: when the account goes down
+// (every call refused) in the middle of a streak of failed sends, the
+// breaker opens and the items of that streak get their attempt back as
+// well as those refused for the account: the outage burns none of them.
+func TestAccountDownGivesBackTheStreakBeforeIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 2, MaxAttempts: 5, BackoffBase: time.Minute, BackoffCap: time.Minute})
+	breakerAccount(p, "a", 5)
+	prov := &downAfterFailuresProvider{Provider: p.sender.Provider}
+	prov.retries.Store(1)
+	p.sender.Provider = prov
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 6)}, "down-mid-streak")
+	v := p.driveUntil(clk, func(v store.JobView) bool { return v.Shards[0].Status == store.ShardPaused }, job.Job.ID)
+	br, err := p.store.GetBreaker(ctx, tenant, "a")
+	if err != nil || br.State != store.BreakerOpen {
+		t.Fatalf("breaker %+v %v, want open", br, err)
+	}
+	if c := v.Counts(); c.Pending != 6 || c.Failed != 0 {
+		t.Fatalf("counts %+v, want the 6 items pending", c)
+	}
+	for _, it := range p.items(job.Job.ID) {
+		if it.Attempts != 0 {
+			t.Errorf("item %d has %d attempts after the account went down, want its attempt given back", it.Seq, it.Attempts)
+		}
 	}
 }
