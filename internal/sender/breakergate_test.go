@@ -175,3 +175,48 @@ func TestAccountDownGivesBackTheStreakBeforeIt(t *testing.T) {
 		}
 	}
 }
+
+// restoreRacedStore abandons the first item of the breaker's restore of a
+// streak just before the restore is written, as another writer would
+// between the streak's outcomes and their restore: that item's update is
+// rejected.
+type restoreRacedStore struct {
+	store.Store
+	raced atomic.Bool
+}
+
+func (s *restoreRacedStore) UpdateItems(ctx context.Context, p store.UpdateItemsParams) (store.UpdateItemsResult, error) {
+	if len(p.Updates) > 0 && p.Updates[0].Error != nil && p.Updates[0].Error.Code == "breaker" && s.raced.CompareAndSwap(false, true) {
+		u := p.Updates[0]
+		if _, err := s.Store.UpdateItems(ctx, store.UpdateItemsParams{JobID: p.JobID, Index: p.Index, At: p.At, Updates: []store.ItemUpdate{{
+			Seq: u.Seq, From: u.From, To: store.ItemAbandoned, Error: &store.ItemError{Category: store.CategoryCancelled, Message: "raced"},
+		}}}); err != nil {
+			return store.UpdateItemsResult{}, err
+		}
+	}
+	return s.Store.UpdateItems(ctx, p)
+}
+
+// TestStreakRestoreGivesBackOnlyTheBudgetOfWhatItRestored: the streak's
+// items restored when the breaker opens get their budget back, and only
+// they: an item another writer changed meanwhile (its restore rejected)
+// was sent and still counts against the job's budget.
+func TestStreakRestoreGivesBackOnlyTheBudgetOfWhatItRestored(t *testing.T) {
+	t.Parallel()
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 3, MaxAttempts: 5, BackoffBase: time.Minute, BackoffCap: time.Minute})
+	breakerAccount(p, "a", 3)
+	_ = p.mock.SetBehaviour("a", mockprovider.Behaviour{Errors: []mockprovider.InjectedError{{Errcode: -1, Ratio: 1}}})
+	raced := &restoreRacedStore{Store: p.store}
+	p.sender.Store = raced
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 6), Budget: 10}, "restore-raced")
+	v := p.driveUntil(clk, func(v store.JobView) bool { return v.Shards[0].Status == store.ShardPaused }, job.Job.ID)
+	if !raced.raced.Load() {
+		t.Fatal("the breaker restored no streak")
+	}
+	if calls := p.mock.Stats()["a"].Calls; calls != 3 {
+		t.Fatalf("%d calls, want the streak of 3", calls)
+	}
+	if v.Job.BudgetUsed != 1 {
+		t.Fatalf("budget used %d after 3 sends of which 2 were restored, want 1", v.Job.BudgetUsed)
+	}
+}
