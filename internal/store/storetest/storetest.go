@@ -271,6 +271,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"ItemOutcomes", testItemOutcomes},
 		{"OutcomesWatermark", testOutcomesWatermark},
 		{"GetItems", testGetItems},
+		{"GetItemsFullBatch", testGetItemsFullBatch},
 		{"RunsClaimAndSettle", testRunsClaimAndSettle},
 		{"RunsReplan", testRunsReplan},
 		{"RunsProperty", testRunsProperty},
