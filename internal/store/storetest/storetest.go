@@ -263,6 +263,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"UpdateItems", testUpdateItems},
 		{"UpdateItemsManyAtOnce", testUpdateItemsManyAtOnce},
 		{"UpdateItemsOtherShard", testUpdateItemsOtherShard},
+		{"UpdateItemsPastAForeignSeq", testUpdateItemsPastAForeignSeq},
 		{"ListItems", testListItems},
 		{"ListSubmittedItems", testListSubmittedItems},
 		{"JobMetadata", testJobMetadata},
