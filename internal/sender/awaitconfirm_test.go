@@ -202,19 +202,7 @@ func testOutcomesOfSettledItems(t *testing.T, bySeq bool) {
 	if _, err := p.reconciler.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
-	seen := map[int64]alert.ItemOutcome{}
-	for _, e := range outcomes.Of(alert.ItemOutcomes) {
-		d := e.Detail.(alert.ItemOutcomesDetail)
-		if e.Tenant != tenant || d.JobID != job.Job.ID {
-			t.Fatalf("event %+v", e)
-		}
-		for _, o := range d.Items {
-			if _, dup := seen[o.Seq]; dup {
-				t.Fatalf("seq %d published twice", o.Seq)
-			}
-			seen[o.Seq] = o
-		}
-	}
+	seen := outcomesOnce(t, outcomes.Of(alert.ItemOutcomes), job.Job.ID, 0)
 	byCall := map[int64]int{}
 	for i, c := range calls {
 		for _, seq := range c.Seqs {

@@ -42,19 +42,7 @@ func TestOutcomesPublished(t *testing.T) {
 	if len(events) == 0 || len(events) >= 3 {
 		t.Fatalf("%d ItemOutcomes events for 10 items in 3 batches, want fewer than one per batch", len(events))
 	}
-	seen := map[int64]alert.ItemOutcome{}
-	for _, e := range events {
-		d := e.Detail.(alert.ItemOutcomesDetail)
-		if e.Tenant != tenant || d.JobID != job.Job.ID || len(d.Items) == 0 {
-			t.Fatalf("event %+v", e)
-		}
-		for _, o := range d.Items {
-			if _, dup := seen[o.Seq]; dup {
-				t.Fatalf("seq %d reported twice", o.Seq)
-			}
-			seen[o.Seq] = o
-		}
-	}
+	seen := outcomesOnce(t, events, job.Job.ID, 0)
 	if len(seen) != 10 {
 		t.Fatalf("outcomes of %d items, want 10", len(seen))
 	}
@@ -112,22 +100,7 @@ func TestOutcomesEventsAreBounded(t *testing.T) {
 	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: rs}, "bounded")
 	p.driveUntil(clk, final, job.Job.ID)
 	events := outcomes.Of(alert.ItemOutcomes)
-	seen := map[int64]bool{}
-	for _, e := range events {
-		body, err := json.Marshal(e)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(body) > 64<<10 {
-			t.Errorf("an ItemOutcomes event of %d bytes, want at most 64 KB", len(body))
-		}
-		for _, o := range e.Detail.(alert.ItemOutcomesDetail).Items {
-			if seen[o.Seq] {
-				t.Fatalf("seq %d reported twice", o.Seq)
-			}
-			seen[o.Seq] = true
-		}
-	}
+	seen := outcomesOnce(t, events, job.Job.ID, 64<<10)
 	if len(seen) != 250 || len(events) < 2 || len(events) > 5 {
 		t.Errorf("%d items' outcomes in %d events, want 250 in 2 to 5", len(seen), len(events))
 	}
@@ -171,4 +144,35 @@ func (t tee) Publish(ctx context.Context, events ...alert.Event) error {
 		}
 	}
 	return nil
+}
+
+// outcomesOnce collects the outcomes of ItemOutcomes events of job by seq,
+// failing the test when an event belongs to another tenant or job, when a
+// seq is published twice, or (maxBytes > 0) when an event's JSON is larger
+// than maxBytes.
+func outcomesOnce(t *testing.T, events []alert.Event, jobID string, maxBytes int) map[int64]alert.ItemOutcome {
+	t.Helper()
+	seen := map[int64]alert.ItemOutcome{}
+	for _, e := range events {
+		d := e.Detail.(alert.ItemOutcomesDetail)
+		if e.Tenant != tenant || d.JobID != jobID || len(d.Items) == 0 {
+			t.Fatalf("event %+v", e)
+		}
+		if maxBytes > 0 {
+			body, err := json.Marshal(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(body) > maxBytes {
+				t.Errorf("an ItemOutcomes event of %d bytes, want at most %d", len(body), maxBytes)
+			}
+		}
+		for _, o := range d.Items {
+			if _, dup := seen[o.Seq]; dup {
+				t.Fatalf("seq %d published twice", o.Seq)
+			}
+			seen[o.Seq] = o
+		}
+	}
+	return seen
 }

@@ -1,7 +1,6 @@
 package sender_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -35,23 +34,8 @@ func TestOutcomesEventsStayBoundedWithLongIDs(t *testing.T) {
 	}
 	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: rs}, "long-ids")
 	p.driveUntil(clk, final, job.Job.ID)
-	seen := map[int64]bool{}
 	events := outcomes.Of(alert.ItemOutcomes)
-	for _, e := range events {
-		body, err := json.Marshal(e)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(body) > 64<<10 {
-			t.Errorf("an ItemOutcomes event of %d bytes, want at most 64 KB", len(body))
-		}
-		for _, o := range e.Detail.(alert.ItemOutcomesDetail).Items {
-			if seen[o.Seq] {
-				t.Fatalf("seq %d reported twice", o.Seq)
-			}
-			seen[o.Seq] = true
-		}
-	}
+	seen := outcomesOnce(t, events, job.Job.ID, 64<<10)
 	if len(seen) != 250 || len(events) < 2 {
 		t.Errorf("%d items' outcomes in %d events, want 250 in at least 2", len(seen), len(events))
 	}

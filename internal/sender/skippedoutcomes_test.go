@@ -27,15 +27,7 @@ func TestSuppressedRecipientsHaveOutcomes(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.driveUntil(clk, final, job.Job.ID)
-	seen := map[int64]alert.ItemOutcome{}
-	for _, e := range outcomes.Of(alert.ItemOutcomes) {
-		for _, o := range e.Detail.(alert.ItemOutcomesDetail).Items {
-			if _, dup := seen[o.Seq]; dup {
-				t.Fatalf("seq %d published twice", o.Seq)
-			}
-			seen[o.Seq] = o
-		}
-	}
+	seen := outcomesOnce(t, outcomes.Of(alert.ItemOutcomes), job.Job.ID, 0)
 	items := p.items(job.Job.ID)
 	if len(seen) != len(items) {
 		t.Fatalf("outcomes of %d items, want every one of the %d", len(seen), len(items))
