@@ -141,39 +141,51 @@ func TestSettleMsgCallReportsAFailedKick(t *testing.T) {
 // items of an event's call are found by listing the shard's submitted
 // items page by page; other items under the same claim (the claim's other
 // calls) fill whole pages first, yet every item of this call gets its
-// outcome.
+// outcome — also when the call's items straddle two pages of that
+// listing, those on the second page too.
 func TestSettleMsgCallFindsItsItemsPastAPage(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-	defer cancel()
 	const n = 2 * store.MaxPutItems
-	id := f.job(t, 1, n, n, 0)
-	var seqs []int64
-	for seq := int64(store.MaxPutItems + 1); seq <= n; seq++ {
-		seqs = append(seqs, seq)
-	}
-	call := store.MsgCall{Account: "acct-0", MsgID: "m-2", JobID: id, Shard: 0, ClaimID: "c", Seqs: seqs, At: f.clk.Now()}
-	if err := f.store.PutMsgCall(ctx, call); err != nil {
-		t.Fatal(err)
-	}
-	outcomes := &alerttest.Recorder{}
-	f.rec.MsgCalls, f.rec.Outcomes = f.store, outcomes
-	if got, err := f.rec.SettleMsgCall(ctx, "acct-0", "m-2", reconcile.Settlement{To: store.ItemConfirmed}); err != nil || got != len(seqs) {
-		t.Fatalf("settle: %d, %v; want %d", got, err, len(seqs))
-	}
-	items := f.items(t, id)
-	published := map[int64]bool{}
-	for _, e := range outcomes.Of(alert.ItemOutcomes) {
-		for _, o := range e.Detail.(alert.ItemOutcomesDetail).Items {
-			if o.Seq <= store.MaxPutItems || published[o.Seq] || o.To != items[o.Seq].To {
-				t.Fatalf("outcome %+v: not of the call's items, twice, or of another recipient", o)
+	for _, tc := range []struct {
+		name        string
+		first, last int64
+	}{
+		{"on the second page", store.MaxPutItems + 1, n},
+		{"across a page boundary", store.MaxPutItems - 9, store.MaxPutItems + 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+			defer cancel()
+			id := f.job(t, 1, n, n, 0)
+			var seqs []int64
+			for seq := tc.first; seq <= tc.last; seq++ {
+				seqs = append(seqs, seq)
 			}
-			published[o.Seq] = true
-		}
-	}
-	if len(published) != len(seqs) {
-		t.Fatalf("%d outcomes published, want one for each of the call's %d items", len(published), len(seqs))
+			call := store.MsgCall{Account: "acct-0", MsgID: "m-2", JobID: id, Shard: 0, ClaimID: "c", Seqs: seqs, At: f.clk.Now()}
+			if err := f.store.PutMsgCall(ctx, call); err != nil {
+				t.Fatal(err)
+			}
+			outcomes := &alerttest.Recorder{}
+			f.rec.MsgCalls, f.rec.Outcomes = f.store, outcomes
+			if got, err := f.rec.SettleMsgCall(ctx, "acct-0", "m-2", reconcile.Settlement{To: store.ItemConfirmed}); err != nil || got != len(seqs) {
+				t.Fatalf("settle: %d, %v; want %d", got, err, len(seqs))
+			}
+			items := f.items(t, id)
+			published := map[int64]bool{}
+			for _, e := range outcomes.Of(alert.ItemOutcomes) {
+				for _, o := range e.Detail.(alert.ItemOutcomesDetail).Items {
+					if o.Seq < tc.first || o.Seq > tc.last || published[o.Seq] || o.To != items[o.Seq].To {
+						t.Fatalf("outcome %+v: not of the call's items, twice, or of another recipient", o)
+					}
+					published[o.Seq] = true
+				}
+			}
+			if len(published) != len(seqs) {
+				t.Fatalf("%d outcomes published, want one for each of the call's %d items (pages of %d)", len(published), len(seqs), store.MaxPutItems)
+			}
+		})
 	}
 }
 
