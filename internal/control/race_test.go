@@ -130,44 +130,69 @@ func (failFold) AddShardCounts(context.Context, store.AddShardCountsParams) (sto
 // A redrive of a finished job that dies after writing its items back to
 // pending (here: its fold fails) leaves the shard and the job running, so
 // the reconciler re-drives the shard; before, they stayed finished with
-// the items pending for ever (chaos seeds 2000467, 2000468).
+// the items pending for ever (chaos seeds 2000467, 2000468). The same for
+// a job whose every item failed, which ends failed, not partial: the job
+// is reopened before its items go back to pending, else until a reconciler
+// pass noticed the running shard the operator saw a failed — final — job
+// holding pending items.
 func TestRedriveDyingLeavesShardRunning(t *testing.T) {
-	ctx := context.Background()
-	f := newFixture(t)
-	jobID, items := f.runningJob(t, 2)
-	sh, err := f.store.GetShard(ctx, jobID, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := f.store.UpdateItems(ctx, store.UpdateItemsParams{JobID: jobID, Index: 0, At: f.clk.Now(), Updates: []store.ItemUpdate{
-		{Seq: items[0].Seq, From: store.ItemSubmitted, ClaimID: "c1", To: store.ItemConfirmed},
-		{Seq: items[1].Seq, From: store.ItemSubmitted, ClaimID: "c1", To: store.ItemFailed,
-			Error: &store.ItemError{Category: store.CategoryExhausted, Message: "retries used up"}},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.FoldOutsideTurn(ctx, f.store, sh, res.Delta, res.FailuresDelta); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.store.TransitionShard(ctx, store.TransitionShardParams{JobID: jobID, Index: 0, To: store.ShardCompleted, At: f.clk.Now()}); err != nil {
-		t.Fatal(err)
-	}
-	if err := sender.FinishJob(ctx, f.store, nil, nil, jobID, f.clk.Now()); err != nil {
-		t.Fatal(err)
-	}
-	if v, _ := f.store.GetJob(ctx, jobID); v.Job.Status != store.JobPartial {
-		t.Fatalf("job %s; want partial", v.Job.Status)
-	}
-	ctl := &control.Controller{Store: failFold{f.store}, Queue: f.ctl.Queue, Clock: f.clk}
-	if _, err := ctl.Redrive(ctx, jobID, store.CategoryExhausted); err == nil {
-		t.Fatal("redrive with a failing fold: want an error")
-	}
-	v, err := f.store.GetJob(ctx, jobID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v.Job.Status != store.JobRunning || v.Shards[0].Status != store.ShardRunning {
-		t.Fatalf("job %s, shard %s after a redrive that died; want both running (the reconciler re-drives a running shard)", v.Job.Status, v.Shards[0].Status)
+	failed := store.ItemUpdate{From: store.ItemSubmitted, ClaimID: "c1", To: store.ItemFailed,
+		Error: &store.ItemError{Category: store.CategoryExhausted, Message: "retries used up"}}
+	for _, tc := range []struct {
+		name     string
+		first    store.ItemStatus // the first item's end; the second fails
+		shardTo  store.ShardStatus
+		jobWant  store.JobStatus
+		redriven int64
+	}{
+		{"partial job", store.ItemConfirmed, store.ShardCompleted, store.JobPartial, 1},
+		{"failed job", store.ItemFailed, store.ShardFailed, store.JobFailed, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			f := newFixture(t)
+			jobID, items := f.runningJob(t, 2)
+			sh, err := f.store.GetShard(ctx, jobID, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := store.ItemUpdate{Seq: items[0].Seq, From: store.ItemSubmitted, ClaimID: "c1", To: tc.first}
+			if tc.first == store.ItemFailed {
+				first = failed
+				first.Seq = items[0].Seq
+			}
+			second := failed
+			second.Seq = items[1].Seq
+			res, err := f.store.UpdateItems(ctx, store.UpdateItemsParams{JobID: jobID, Index: 0, At: f.clk.Now(), Updates: []store.ItemUpdate{first, second}})
+			if err != nil || len(res.Rejected) > 0 {
+				t.Fatalf("settle the items: %v, rejected %v", err, res.Rejected)
+			}
+			if _, err := store.FoldOutsideTurn(ctx, f.store, sh, res.Delta, res.FailuresDelta); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.store.TransitionShard(ctx, store.TransitionShardParams{JobID: jobID, Index: 0, To: tc.shardTo, At: f.clk.Now()}); err != nil {
+				t.Fatal(err)
+			}
+			if err := sender.FinishJob(ctx, f.store, nil, nil, jobID, f.clk.Now()); err != nil {
+				t.Fatal(err)
+			}
+			if v, _ := f.store.GetJob(ctx, jobID); v.Job.Status != tc.jobWant {
+				t.Fatalf("job %s; want %s", v.Job.Status, tc.jobWant)
+			}
+			ctl := &control.Controller{Store: failFold{f.store}, Queue: f.ctl.Queue, Clock: f.clk}
+			if _, err := ctl.Redrive(ctx, jobID, store.CategoryExhausted); err == nil {
+				t.Fatal("redrive with a failing fold: want an error")
+			}
+			v, err := f.store.GetJob(ctx, jobID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Job.Status != store.JobRunning || v.Shards[0].Status != store.ShardRunning {
+				t.Fatalf("job %s, shard %s after a redrive that died; want both running (the reconciler re-drives a running shard)", v.Job.Status, v.Shards[0].Status)
+			}
+			if c, err := f.store.RecountShard(ctx, jobID, 0); err != nil || c.Counts.Pending != tc.redriven {
+				t.Fatalf("recount %+v, %v; want the %d redriven items pending", c.Counts, err, tc.redriven)
+			}
+		})
 	}
 }
