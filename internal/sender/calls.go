@@ -40,7 +40,7 @@ func (tr *turn) suppressionsMayApply(ctx context.Context) (bool, error) {
 
 // sendBatch renders and sends the claimed items and records outcomes.
 func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Item) error {
-	claimed := items // the items of the updates decided without a call, for their outcomes
+	claimed := items
 	// The cursor passes every claimed item, sent or skipped below: the
 	// canary counts items claimed by it, so a skipped one is part of the
 	// canary (one of its failures), never replaced by a further item.
@@ -85,6 +85,12 @@ func (tr *turn) sendBatch(ctx context.Context, claimID string, items []store.Ite
 	calls, updates := tr.buildCalls(items)
 	given := tr.giveSlots(len(calls))
 	updates = append(updates, skipped...)
+	// Updates decided without a call (unrenderable, suppressed, capped)
+	// need their items for their outcomes: the claimed ones, only then.
+	var uncalled []store.Item
+	if len(updates) > 0 {
+		uncalled = claimed
+	}
 	tr.sent += len(items)
 	// A paced account's calls each wait for their own slot (one per call,
 	// in order), and the turn goes on meanwhile: their answers are
@@ -192,7 +198,7 @@ wait:
 			}
 		}
 	}
-	return tr.record(ctx, done, updates, claimed)
+	return tr.record(ctx, done, updates, uncalled)
 }
 
 // chargeFrequency charges the claimed items against the account's
