@@ -1,6 +1,7 @@
 package sender_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -26,6 +27,8 @@ type finishFixture struct {
 	st     *sqlitestore.Store
 	jobID  string
 	claims int
+	// logs is what FinishJob logged.
+	logs bytes.Buffer
 }
 
 func newFinishFixture(t *testing.T, shards, perShard int) *finishFixture {
@@ -104,7 +107,8 @@ func (f *finishFixture) finishShard(shard int) {
 func (f *finishFixture) finish(alerts *alerttest.Recorder) store.JobView {
 	f.t.Helper()
 	ctx := context.Background()
-	if err := sender.FinishJob(ctx, f.st, alerts, quiet, f.jobID, storetest.Epoch.Add(2*time.Minute)); err != nil {
+	log := slog.New(slog.NewTextHandler(&f.logs, nil))
+	if err := sender.FinishJob(ctx, f.st, alerts, log, f.jobID, storetest.Epoch.Add(2*time.Minute)); err != nil {
 		f.t.Fatalf("FinishJob: %v", err)
 	}
 	v, err := f.st.GetJob(ctx, f.jobID)
@@ -177,6 +181,10 @@ func TestFinishJobDecides(t *testing.T) {
 			for _, i := range tc.runShards {
 				if v.Shards[i].Status != store.ShardRunning {
 					t.Errorf("shard %d %s, want running again", i, v.Shards[i].Status)
+				}
+				// The operator reads why in the log FinishJob was given.
+				if line := fmt.Sprintf("running it again\" job=%s shard=%d", f.jobID, i); !bytes.Contains(f.logs.Bytes(), []byte(line)) {
+					t.Errorf("log %q does not say %q", f.logs.String(), line)
 				}
 			}
 			fin := alerts.Of(alert.JobFinished)
