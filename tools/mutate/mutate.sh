@@ -28,6 +28,11 @@
 #                    a large target measured in short runs; the report is
 #                    then mutate-out/<target>-<first file>.json
 #   MUTATE_NICE      niceness of the run (default 15: the machine is shared)
+#   MUTATE_DIFF      mutate only the lines changed since this git commit
+#                    (gremlins --diff, paths relative to the package): a
+#                    long file measured from a line on — commit the file
+#                    with those lines altered, then the file as it is, and
+#                    name the first commit (docs/testing.md shows how)
 #
 # A mutant is KILLED when a test fails, TIMED OUT when its tests hang
 # (both count as caught), LIVED when every test passes, NOT COVERED when no
@@ -76,6 +81,9 @@ run() {
 		# shellcheck disable=SC2086 # a list of file names
 		mapfile -t flags < <(excludes_but "$dir" $only)
 	fi
+	if [[ -n ${MUTATE_DIFF:-} ]]; then
+		flags+=(--diff "$MUTATE_DIFF")
+	fi
 	# Only the target package is instrumented: its blocks decide which
 	# mutants are covered.
 	flags+=(--coverpkg "$mod/${dir#./}")
@@ -96,6 +104,7 @@ run() {
 			QUNFA_MUTATE_FLAGS=$testflags \
 			QUNFA_EMULATORS_DIR=$emulators \
 			QUNFA_REQUIRE_EMULATORS=$t_emulators \
+			GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=diff.relative GIT_CONFIG_VALUE_0=true \
 			nice -n "${MUTATE_NICE:-15}" "$gremlins" unleash "$PWD" \
 			--workers "${MUTATE_WORKERS:-1}" \
 			--timeout-coefficient "${MUTATE_TIMEOUT:-4}" \
