@@ -32,7 +32,7 @@
 #                    (gremlins --diff, paths relative to the package): a
 #                    long file measured from a line on — commit the file
 #                    with those lines altered, then the file as it is, and
-#                    name the first commit (docs/testing.md shows how)
+#                    name the first commit (docs/mutation.md shows how)
 #
 # A mutant is KILLED when a test fails, TIMED OUT when its tests hang
 # (both count as caught), LIVED when every test passes, NOT COVERED when no
