@@ -1,9 +1,11 @@
 package sender
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/store"
 )
 
@@ -68,6 +70,42 @@ func TestSpacingOnlyForSingleTokenBuckets(t *testing.T) {
 			}
 			if got := tr.spacing(now); got != tc.spacing {
 				t.Errorf("spacing of %+v (job rate %g) answered %v ago = %v, want %v", tc.account, tc.jobRate, tc.answered, got, tc.spacing)
+			}
+		})
+	}
+}
+
+// TestPaceSlowsAShardToItsSlowFactor: after a batch of n items a shard
+// slowed to factor f waits as long as n items take at f of the rate beyond
+// what they take at the full rate (the account's bulk rate, or the job's
+// when lower), in the handler when that is within MaxWait; a shard at full
+// speed, or a batch that sent nothing, does not wait.
+func TestPaceSlowsAShardToItsSlowFactor(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		slow    float64
+		jobRate float64
+		n       int
+		wait    time.Duration
+	}{
+		{"half speed", 0.5, 0, 5, 500 * time.Millisecond},
+		{"a quarter", 0.25, 0, 2, 600 * time.Millisecond},
+		{"the job's rate", 0.5, 4, 5, 1250 * time.Millisecond},
+		{"exactly MaxWait", 0.5, 0, 20, 2 * time.Second},
+		{"full speed", 1, 0, 5, 0},
+		{"nothing sent", 0.5, 0, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clock.NewFake(outcomesT0)
+			tr := &turn{s: &Sender{Clock: clk}, cfg: Config{MaxWait: 2 * time.Second}, slow: tc.slow,
+				account: store.Account{RatePerSec: 12, OnlineReservePerSec: 2}, job: store.Job{RatePerSec: tc.jobRate}}
+			res, stop, err := tr.pace(context.Background(), tc.n)
+			if err != nil || stop || res != (Result{}) {
+				t.Fatalf("pace = %+v, stop %v, %v; want to go on", res, stop, err)
+			}
+			if waited := clk.Now().Sub(outcomesT0); waited != tc.wait {
+				t.Errorf("waited %v after %d items at slow factor %g (bulk rate 10, job rate %g), want %v", waited, tc.n, tc.slow, tc.jobRate, tc.wait)
 			}
 		})
 	}
