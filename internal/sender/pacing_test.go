@@ -186,3 +186,34 @@ func TestRandomPacingUnderAJobRateCap(t *testing.T) {
 		t.Fatalf("%d slots taken for %d calls: the job cap wasted the account's slots", len(slots.slots), len(made))
 	}
 }
+
+// TestRandomPacingGivesAPersonalisedCallItsOwnSlot: on an account taking 5
+// recipients a call, a message with variables goes one recipient a call
+// (each recipient's text differs), and each of those calls takes a slot
+// of its own: never more calls than slots, none before its slot, and no
+// slot taken for items that are not there.
+func TestRandomPacingGivesAPersonalisedCallItsOwnSlot(t *testing.T) {
+	t.Parallel()
+	p, clk, slots, calls, _ := pacedPipeline(t, sender.Config{ClaimBatch: 8}, 0)
+	p.putAccount(store.Account{ID: "a", RatePerSec: 40, Burst: 40, MaxRecipientsPerCall: 5,
+		Pacing: store.Pacing{Mode: store.PacingRandom}})
+	job := p.submit(submit.Request{Template: "hello {{n}}", Recipients: recipients([]string{"a"}, 20)}, "paced-personal")
+	if v := p.driveUntil(clk, final, job.Job.ID); v.Job.Status != store.JobCompleted {
+		t.Fatalf("status %s counts %+v", v.Job.Status, v.Counts())
+	}
+	p.checkExactlyOnce(job.Job.ID)
+	granted, made := sorted(slots.slots), sorted(calls.at)
+	if len(made) != 20 || len(granted) < len(made) || slices.ContainsFunc(calls.recipients, func(n int) bool { return n != 1 }) {
+		t.Fatalf("%d calls carrying %v recipients on %d slots, want 20 calls of one recipient, each on a slot", len(made), calls.recipients, len(granted))
+	}
+	// Slots are taken for the calls a batch makes, no more: the account's
+	// other senders get the rest.
+	if len(granted) > len(made)+2 {
+		t.Fatalf("%d slots taken for %d calls: slots wasted", len(granted), len(made))
+	}
+	for i, at := range made {
+		if at.Before(granted[i]) {
+			t.Fatalf("call %d at %v, before the %d-th slot %v", i, at, i, granted[i])
+		}
+	}
+}
