@@ -509,3 +509,43 @@ func TestBatchTakesItsCallSlotsBeforeClaiming(t *testing.T) {
 		t.Fatalf("%d slots held after all were returned", z.inFlight)
 	}
 }
+
+// TestClaimSizeTakesTheLastItemsWithinACall: a batch of two calls of a
+// message without variables, on an account taking 100 recipients a call
+// (a batch size of 80), claims two calls' worth (160); when the shard's
+// pending items are within a call of that and still fit two calls of at
+// most 100, it claims them all, so the last call is not left with a
+// handful; beyond that it claims 160. A personalised message claims one
+// item a call.
+func TestClaimSizeTakesTheLastItemsWithinACall(t *testing.T) {
+	t.Parallel()
+	same, err := content.Parse("hello all")
+	if err != nil {
+		t.Fatal(err)
+	}
+	personal, err := content.Parse("hello {{n}}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		tmpl    content.Template
+		pending int64
+		want    int
+	}{
+		{same, 150, 160},
+		{same, 160, 160},
+		{same, 161, 161},
+		{same, 200, 200},
+		{same, 201, 160},
+		{same, 239, 160},
+		{same, 1000, 160},
+		{personal, 1000, 2},
+	} {
+		tr := &turn{cfg: Config{ClaimBatch: 2, Concurrency: 2}, tmpl: tc.tmpl,
+			account: store.Account{RatePerSec: 1000, MaxRecipientsPerCall: 100},
+			shard:   store.Shard{Counts: store.Counts{Pending: tc.pending}}}
+		if got := tr.claimSize(); got != tc.want {
+			t.Errorf("template variables %v, %d pending: claim %d, want %d", tc.tmpl.Vars(), tc.pending, got, tc.want)
+		}
+	}
+}
