@@ -40,9 +40,16 @@ func TestProbeGivenUpAndRetakenClosesTheBreaker(t *testing.T) {
 	}}}); err != nil || len(res.Rejected) != 0 {
 		t.Fatalf("back to pending: %v %+v", err, res)
 	}
-	v := p.driveUntil(clk, final, job.Job.ID)
+	// One turn: it gives the probe up, waits out the backoff and probes
+	// again (ending the turn instead would leave the shard to the queue's
+	// redelivery, a visibility timeout later).
+	p.step(ctx)
+	v, err := p.store.GetJob(ctx, job.Job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if v.Job.Status != store.JobCompleted || v.Counts().Confirmed != 1 {
-		t.Fatalf("job %s %+v", v.Job.Status, v.Counts())
+		t.Fatalf("after one turn: job %s %+v, want completed in that turn", v.Job.Status, v.Counts())
 	}
 	br, err := p.store.GetBreaker(ctx, tenant, "a")
 	if err != nil || br.State != store.BreakerClosed {
