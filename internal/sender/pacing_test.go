@@ -113,6 +113,19 @@ func TestRandomPacingSharesOneScheduleAcrossShards(t *testing.T) {
 			t.Fatalf("call %d at +%v, before the %d-th slot +%v", i, at.Sub(start), i, granted[i].Sub(start))
 		}
 	}
+	// The calls as the provider sees them start: the dispatcher keeps them
+	// the min gap apart and never three within 1/rate, also where the
+	// turn's sleep brings several slots at once.
+	for i := 1; i < len(made); i++ {
+		if g := made[i].Sub(made[i-1]); g < 30*time.Millisecond {
+			t.Fatalf("calls %d and %d %v apart, want ≥ the min gap 30 ms", i-1, i, g)
+		}
+		if i >= 2 {
+			if d := made[i].Sub(made[i-2]); d < 100*time.Millisecond {
+				t.Fatalf("calls %d..%d within %v, want ≥ 1/rate 100 ms", i-2, i, d)
+			}
+		}
+	}
 	for i := 1; i < len(granted); i++ {
 		if g := granted[i].Sub(granted[i-1]); g < 50*time.Millisecond {
 			t.Fatalf("slots %d and %d %v apart, want ≥ 30 ms + 20 ms allowance", i-1, i, g)
