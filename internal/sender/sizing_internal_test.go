@@ -549,3 +549,42 @@ func TestClaimSizeTakesTheLastItemsWithinACall(t *testing.T) {
 		}
 	}
 }
+
+// TestSizerFollowsARateChange: the calls in flight are sized for the
+// account's rate as it is now: an account raised from 10/s to 100/s
+// (one recipient a call, answers in 500 ms) gets ⌈100 × 0.5 × 0.7⌉ = 35
+// calls in flight at the next decision, not the 4 its old rate needed.
+func TestSizerFollowsARateChange(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(sizingT0)
+	a := store.Account{Tenant: "t", ID: "a", RatePerSec: 10, MaxRecipientsPerCall: 1}
+	z := newAccountSizer(a, callBounds{most: 64}, clk.Now())
+	z.feed(clk, 500*time.Millisecond)
+	if c := z.snapshot().Concurrency; c != 4 {
+		t.Fatalf("%d calls in flight at 10/s, want ⌈10 × 0.5 × 0.7⌉ = 4", c)
+	}
+	a.RatePerSec = 100
+	z.configure(a, callBounds{most: 64})
+	z.feed(clk, 500*time.Millisecond)
+	if c := z.snapshot().Concurrency; c != 35 {
+		t.Fatalf("%d calls in flight after the rate rose to 100/s, want 35", c)
+	}
+}
+
+// TestSizerLiftsToTheFloorAtTheTarget: a P99 of exactly the target is
+// within it, so a raised floor (a sender whose batches make more calls)
+// lifts the calls in flight to it at once.
+func TestSizerLiftsToTheFloorAtTheTarget(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(sizingT0)
+	a := store.Account{Tenant: "t", ID: "a", RatePerSec: 1, MaxRecipientsPerCall: 1}
+	z := newAccountSizer(a, callBounds{most: 64}, clk.Now())
+	z.feed(clk, SizingP99Target)
+	if sz := z.snapshot(); sz.P99 != SizingP99Target || sz.Concurrency != 2 {
+		t.Fatalf("sizing %+v, want a P99 of %v and ⌈1 × 2 × 0.7⌉ = 2 calls in flight", sz, SizingP99Target)
+	}
+	z.configure(a, callBounds{most: 64, floor: 10})
+	if c := z.snapshot().Concurrency; c != 10 {
+		t.Fatalf("%d calls in flight after the floor rose to 10 with the P99 at its target, want 10", c)
+	}
+}
