@@ -58,6 +58,13 @@ func (p *pipeline) step(ctx context.Context) []sender.Result {
 		if err != nil {
 			p.t.Fatalf("turn: %v", err)
 		}
+		// Every turn ends for a reason it names (finished, handed back,
+		// waiting for reconciliation, ...): one that just stops leaves its
+		// shard running without a turn message, until the reconciler
+		// finds it stuck.
+		if res.Reason == "" {
+			p.t.Fatalf("a turn ended without a reason: %+v", res)
+		}
 		if res.Disposition == sender.Done {
 			if err := p.queue.Delete(ctx, m.ReceiptHandle); err != nil && !errors.Is(err, queue.ErrNotFound) {
 				p.t.Fatal(err)
