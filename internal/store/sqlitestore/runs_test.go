@@ -249,8 +249,12 @@ func seqsOf(items []store.Item) []int64 {
 }
 
 // TestVarsRoundTrip: an item's variables come back from their encoding
-// as they went in (none as nil), and a cut or padded encoding is refused.
+// as they went in (none as nil), and a cut or padded encoding is refused,
+// as is a count of no pairs (encodeVars writes "" for none).
 func TestVarsRoundTrip(t *testing.T) {
+	if got, err := decodeVars("\x00"); !errors.Is(err, errCorruptRun) {
+		t.Fatalf("encoding of zero pairs decoded as %v, %v; want it refused as corrupt", got, err)
+	}
 	rapid.Check(t, func(rt *rapid.T) {
 		m := rapid.MapOfN(rapid.StringN(0, 20, -1), rapid.StringN(0, 60, -1), 0, 8).Draw(rt, "vars")
 		enc := encodeVars(m)
