@@ -22,8 +22,8 @@ import (
 // while another claim (a turn before it, its calls still running) holds
 // items of the same shard, the turn releases the items of its own claim
 // only — the other claim's items stay submitted under it, to be settled by
-// their own outcomes — and gives back the budget it reserved for them, so
-// the job still sends its whole budget.
+// their own outcomes — with their attempt given back, and gives back the
+// budget it reserved for them, so the job still sends its whole budget.
 func TestLostClaimReleasesOnlyItsOwnItems(t *testing.T) {
 	t.Parallel()
 	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 4})
@@ -51,6 +51,10 @@ func TestLostClaimReleasesOnlyItsOwnItems(t *testing.T) {
 			}
 			held++
 		case store.ItemPending:
+			// Released unsent: the claim's attempt is given back.
+			if it.Attempts != 0 {
+				t.Errorf("item %d pending with %d attempts, want 0", it.Seq, it.Attempts)
+			}
 			pending++
 		default:
 			t.Errorf("item %d %s", it.Seq, it.Status)
