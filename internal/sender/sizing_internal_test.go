@@ -588,3 +588,21 @@ func TestSizerLiftsToTheFloorAtTheTarget(t *testing.T) {
 		t.Fatalf("%d calls in flight after the floor rose to 10 with the P99 at its target, want 10", c)
 	}
 }
+
+// TestSizerCountsCallsCarryingARemainder: at the top batch size a call
+// carrying more (a group's remainder riding along, up to the account's
+// limit) is a call of the size chosen, and its latency counts: twenty slow
+// calls of 90 recipients (batch size 80, limit 100) shrink the batch.
+func TestSizerCountsCallsCarryingARemainder(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(sizingT0)
+	a := store.Account{Tenant: "t", ID: "a", RatePerSec: 1000, MaxRecipientsPerCall: 100}
+	z := newAccountSizer(a, callBounds{most: 64}, clk.Now())
+	for range SizingSamples {
+		clk.Advance(3 * time.Second)
+		z.observe(90, 3*time.Second, clk.Now())
+	}
+	if sz := z.snapshot(); sz.P99 != 3*time.Second || sz.BatchSize >= 80 {
+		t.Fatalf("sizing %+v after %d calls of 90 taking 3 s, want a P99 of 3 s and a batch under 80", sz, SizingSamples)
+	}
+}
