@@ -606,3 +606,24 @@ func TestSizerCountsCallsCarryingARemainder(t *testing.T) {
 		t.Fatalf("sizing %+v after %d calls of 90 taking 3 s, want a P99 of 3 s and a batch under 80", sz, SizingSamples)
 	}
 }
+
+// TestSizerP99IsTheSlowestOfTwentyCalls: the P99 of a window of twenty
+// calls is its slowest (nearest rank), so one call over the target among
+// fast ones is enough to shrink the batch.
+func TestSizerP99IsTheSlowestOfTwentyCalls(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(sizingT0)
+	a := store.Account{Tenant: "t", ID: "a", RatePerSec: 1000, MaxRecipientsPerCall: 100}
+	z := newAccountSizer(a, callBounds{most: 64}, clk.Now())
+	for i := range SizingSamples {
+		d := 100 * time.Millisecond
+		if i == 7 {
+			d = 4 * time.Second
+		}
+		clk.Advance(d)
+		z.observe(80, d, clk.Now())
+	}
+	if sz := z.snapshot(); sz.P99 != 4*time.Second || sz.BatchSize >= 80 {
+		t.Fatalf("sizing %+v, want the P99 of the one 4 s call among 100 ms ones, and a smaller batch", sz)
+	}
+}
