@@ -54,7 +54,16 @@ func TestStragglersAreLoggedWhenLeftRunning(t *testing.T) {
 	// the batch saw answer before its deadline is a race (both are ready
 	// at once), so the count is 1 to 3.
 	h := startHeldTurn(t, p, "held")
-	clk.Advance(time.Second)
+	// Past StragglerWait until the batch is recorded without the held
+	// call (its deadline may be set after the call started).
+	deadline := time.Now().Add(waitLimit)
+	for !strings.Contains(logs.String(), warning) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no straggler warning after %v with user-0's call held:\n%s", waitLimit, logs)
+		}
+		clk.Advance(time.Second)
+		time.Sleep(20 * time.Millisecond)
+	}
 	h.release(t, p)
 	var lines []string
 	for _, l := range strings.Split(logs.String(), "\n") {
