@@ -627,3 +627,19 @@ func TestSizerP99IsTheSlowestOfTwentyCalls(t *testing.T) {
 		t.Fatalf("sizing %+v, want the P99 of the one 4 s call among 100 ms ones, and a smaller batch", sz)
 	}
 }
+
+// TestSizerFollowsAChangeOfItsMost: a lower AccountConcurrency alone
+// bounds the calls in flight at once.
+func TestSizerFollowsAChangeOfItsMost(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(sizingT0)
+	a := store.Account{Tenant: "t", ID: "a", RatePerSec: 1000, MaxRecipientsPerCall: 1}
+	z := newAccountSizer(a, callBounds{most: 64}, clk.Now())
+	if c := z.snapshot().Concurrency; c != 64 {
+		t.Fatalf("%d calls in flight before any measurement, want the most, 64", c)
+	}
+	z.configure(a, callBounds{most: 8})
+	if c := z.snapshot().Concurrency; c != 8 {
+		t.Fatalf("%d calls in flight after the most fell to 8, want 8", c)
+	}
+}
