@@ -96,6 +96,19 @@ func TestMembersRoundTrip(t *testing.T) {
 	})
 }
 
+// TestMembersStayCompact: a page's members are written as offsets from
+// its block, consecutive ones as one run "<start>+<len>", a single one
+// without a length: the page item stays small (its size is what a write
+// costs).
+func TestMembersStayCompact(t *testing.T) {
+	t.Parallel()
+	base := int64(3 * pageWidth)
+	seqs := []int64{base + 0, base + 1, base + 2, base + 5, base + 7, base + 8}
+	if got, want := encodeMembers(3, seqs), "0+3,5,7+2"; got != want {
+		t.Fatalf("encodeMembers = %q, want %q", got, want)
+	}
+}
+
 func TestDecodeRejectsCorruptState(t *testing.T) {
 	t.Parallel()
 	for _, enc := range []string{"3:p0", "x:p0", "2:p", "2:pz", "2:p0@!!", "0:p0", "2:s1#q"} {
@@ -105,6 +118,11 @@ func TestDecodeRejectsCorruptState(t *testing.T) {
 	}
 	if _, err := decodeMembers(0, "5,3"); err == nil {
 		t.Errorf("decodeMembers accepted members out of order")
+	}
+	for _, enc := range []string{"5+0", "5+-2", "5+x"} {
+		if _, err := decodeMembers(0, enc); err == nil {
+			t.Errorf("decodeMembers accepted the run %q", enc)
+		}
 	}
 }
 
