@@ -84,7 +84,8 @@ func sortedSeqs(s []int64) []int64 {
 // outcomes and dies before it publishes them or folds; the next turn of
 // the shard publishes those outcomes again before it sends anything (with
 // those published less than the replay margin before the watermark, never
-// older ones), then sends on; every outcome reaches the bus.
+// older ones), then sends on, and the turn after replays nothing; every
+// outcome reaches the bus.
 func TestOutcomesOfADeadTurnArePublishedAgain(t *testing.T) {
 	t.Parallel()
 	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 4, MaxWait: 300 * time.Millisecond})
@@ -147,6 +148,11 @@ func TestOutcomesOfADeadTurnArePublishedAgain(t *testing.T) {
 			t.Errorf("the dead turn's outcome of seq %d not published again first (replayed %v)", seq, replayed)
 		}
 	}
+	for _, seq := range replayed {
+		if slices.Contains(finalSeqs(p, job.Job.ID), seq) && !slices.Contains(dead, seq) && !slices.Contains(published, seq) {
+			t.Errorf("seq %d, sent by this turn, in the replay's event %v: the replay goes out before the turn sends", seq, replayed)
+		}
+	}
 	for _, seq := range turn1 {
 		if slices.Contains(replayed, seq) {
 			t.Errorf("seq %d, published by turn 1 long before the watermark, published again", seq)
@@ -159,6 +165,18 @@ func TestOutcomesOfADeadTurnArePublishedAgain(t *testing.T) {
 	for _, it := range p.items(job.Job.ID) {
 		if it.Status == store.ItemSubmitted {
 			t.Errorf("item %d left submitted (%+v): the turn after the replay must send as any other", it.Seq, it.Error)
+		}
+	}
+	// The replay is done: the next turn publishes no outcome again.
+	events = len(outcomes.Of(alert.ItemOutcomes))
+	before := outcomeSeqs(outcomes.Of(alert.ItemOutcomes))
+	clk.Advance(2 * time.Minute)
+	if _, err := p.sender.HandleTurn(ctx, p.nextTurn(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range outcomeSeqs(outcomes.Of(alert.ItemOutcomes)[events:]) {
+		if slices.Contains(before, seq) {
+			t.Errorf("outcome of seq %d published again by the turn after the replay: its replay mark was not cleared", seq)
 		}
 	}
 	// Every final outcome so far reached the bus.
