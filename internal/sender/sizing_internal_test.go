@@ -573,7 +573,7 @@ func TestSizerFollowsARateChange(t *testing.T) {
 
 // TestSizerLiftsToTheFloorAtTheTarget: a P99 of exactly the target is
 // within it, so a raised floor (a sender whose batches make more calls)
-// lifts the calls in flight to it at once.
+// lifts the calls in flight to it at once, and a decision keeps it.
 func TestSizerLiftsToTheFloorAtTheTarget(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(sizingT0)
@@ -586,6 +586,12 @@ func TestSizerLiftsToTheFloorAtTheTarget(t *testing.T) {
 	z.configure(a, callBounds{most: 64, floor: 10})
 	if c := z.snapshot().Concurrency; c != 10 {
 		t.Fatalf("%d calls in flight after the floor rose to 10 with the P99 at its target, want 10", c)
+	}
+	// And a decision with the P99 at its target keeps the floor.
+	z = newAccountSizer(a, callBounds{most: 64, floor: 10}, clk.Now())
+	z.feed(clk, SizingP99Target)
+	if sz := z.snapshot(); sz.P99 != SizingP99Target || sz.Concurrency != 10 {
+		t.Fatalf("sizing %+v with a floor of 10, want the floor kept at a P99 of %v", sz, SizingP99Target)
 	}
 }
 
