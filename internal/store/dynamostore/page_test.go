@@ -71,6 +71,10 @@ func TestMsgsRoundTrip(t *testing.T) {
 	if enc := encodeMsgs(one); enc != "100+100=msgid-of-the-call" {
 		t.Errorf("encodeMsgs of one call's id = %q", enc)
 	}
+	// A gap, or another id, starts a new run; a single one has no length.
+	if enc := encodeMsgs(map[int]string{0: "a", 1: "a", 2: "a", 4: "a", 5: "b"}); enc != "0+3=a;4=a;5=b" {
+		t.Errorf("encodeMsgs = %q, want %q", enc, "0+3=a;4=a;5=b")
+	}
 }
 
 func TestMembersRoundTrip(t *testing.T) {
@@ -119,7 +123,7 @@ func TestDecodeRejectsCorruptState(t *testing.T) {
 	if _, err := decodeMembers(0, "5,3"); err == nil {
 		t.Errorf("decodeMembers accepted members out of order")
 	}
-	for _, enc := range []string{"5+0", "5+-2", "5+x"} {
+	for _, enc := range []string{"5+0", "5+-2", "5+x", "5,5", "3+3,4"} {
 		if _, err := decodeMembers(0, enc); err == nil {
 			t.Errorf("decodeMembers accepted the run %q", enc)
 		}
