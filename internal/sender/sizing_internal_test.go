@@ -649,3 +649,28 @@ func TestSizerFollowsAChangeOfItsMost(t *testing.T) {
 		t.Fatalf("%d calls in flight after the most fell to 8, want 8", c)
 	}
 }
+
+// TestSizerSavesAnUnchangedSizingOnceAMinute: after a sizing is saved,
+// decisions that change nothing are not saved again until
+// SizingPublishEvery has passed: a store write per window of calls would
+// cost more than the sizing saves.
+func TestSizerSavesAnUnchangedSizingOnceAMinute(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(sizingT0)
+	z := newAccountSizer(store.Account{Tenant: "t", ID: "a", RatePerSec: 1000, MaxRecipientsPerCall: 100}, callBounds{most: 8}, clk.Now())
+	// 1.5 s a call of 80: within the target, over the grow threshold:
+	// the batch stays 80 and the calls in flight at the most, 8.
+	perRecipient := 1500 * time.Millisecond / 80
+	z.feed(clk, perRecipient)
+	if sz, due := z.publishDue(clk.Now()); !due || sz.BatchSize != 80 || sz.Concurrency != 8 {
+		t.Fatalf("first decision: %+v due %v, want batch 80 and 8 in flight saved", sz, due)
+	}
+	z.feed(clk, perRecipient) // 30 s later, the same sizing
+	if sz, due := z.publishDue(clk.Now()); due {
+		t.Fatalf("an unchanged sizing saved again after %v: %+v", SizingSamples*1500*time.Millisecond, sz)
+	}
+	z.feed(clk, perRecipient)
+	if _, due := z.publishDue(clk.Now()); !due {
+		t.Fatalf("an unchanged sizing not saved again after a minute")
+	}
+}
