@@ -71,6 +71,14 @@ func TestMsgsRoundTrip(t *testing.T) {
 	if enc := encodeMsgs(one); enc != "100+100=msgid-of-the-call" {
 		t.Errorf("encodeMsgs of one call's id = %q", enc)
 	}
+	// A whole page of one call's recipients.
+	all := map[int]string{}
+	for o := range pageWidth {
+		all[o] = "mass"
+	}
+	if got, err := decodeMsgs(encodeMsgs(all)); err != nil || !maps.Equal(got, all) {
+		t.Errorf("a page of one id: round trip %d ids, %v", len(got), err)
+	}
 	// A gap, or another id, starts a new run; a single one has no length.
 	if enc := encodeMsgs(map[int]string{0: "a", 1: "a", 2: "a", 4: "a", 5: "b"}); enc != "0+3=a;4=a;5=b" {
 		t.Errorf("encodeMsgs = %q, want %q", enc, "0+3=a;4=a;5=b")
@@ -122,6 +130,11 @@ func TestDecodeRejectsCorruptState(t *testing.T) {
 	}
 	if _, err := decodeMembers(0, "5,3"); err == nil {
 		t.Errorf("decodeMembers accepted members out of order")
+	}
+	for _, enc := range []string{"5", "x=a", "-1=a", "5+0=a", "5+-1=a", "5+x=a", "5+257=a", "5=%zz"} {
+		if _, err := decodeMsgs(enc); err == nil {
+			t.Errorf("decodeMsgs accepted %q", enc)
+		}
 	}
 	for _, enc := range []string{"5+0", "5+-2", "5+x", "5,5", "3+3,4"} {
 		if _, err := decodeMembers(0, enc); err == nil {
