@@ -104,3 +104,57 @@ func TestDispatcherKeepsTheGapsWhenSlotsComeTogether(t *testing.T) {
 		}
 	})
 }
+
+// TestAnsweredWaitsOnlyForAnOverdueAnswer: the dispatcher waits for the
+// previous call's answer only when it is overdue (three times the usual
+// answer time, plus 5 ms, since the call started); and the usual answer
+// time follows a faster answer at once (halfway) and a slower one slowly
+// (a sixteenth of the way), so a stall does not raise it.
+func TestAnsweredWaitsOnlyForAnOverdueAnswer(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(t0)
+	tr := &turn{s: &Sender{Clock: clk}, answerTime: 100 * time.Millisecond}
+	inFlight := func(started time.Duration) *pendingCall {
+		return &pendingCall{started: make(chan struct{}), done: make(chan struct{}), startedAt: clk.Now().Add(-started)}
+	}
+	// Not overdue (305 ms since it started is the limit): not waited for.
+	notDue := make(chan bool, 1)
+	go func() { notDue <- tr.answered(inFlight(305*time.Millisecond), time.Hour) }()
+	select {
+	case v := <-notDue:
+		if v {
+			t.Fatal("a call in flight 305 ms, not overdue, reported answered")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("answered() waited for a call in flight 305 ms, not overdue")
+	}
+	// Overdue: waited for until it answers.
+	pc := inFlight(306 * time.Millisecond)
+	got := make(chan bool, 1)
+	go func() { got <- tr.answered(pc, time.Hour) }()
+	select {
+	case v := <-got:
+		t.Fatalf("answered() = %v without waiting for an overdue call", v)
+	case <-time.After(50 * time.Millisecond):
+	}
+	pc.answeredAt = pc.startedAt.Add(20 * time.Millisecond)
+	close(pc.done)
+	select {
+	case v := <-got:
+		if !v {
+			t.Fatal("an overdue call that answered reported unanswered")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("answered() still waiting 10 s after the call answered")
+	}
+	if tr.answerTime != 60*time.Millisecond {
+		t.Fatalf("usual answer time %v after a 20 ms answer from 100 ms, want 60 ms (halfway)", tr.answerTime)
+	}
+	slow := inFlight(0)
+	slow.answeredAt = slow.startedAt.Add(900 * time.Millisecond)
+	close(slow.done)
+	if !tr.answered(slow, time.Second) || tr.answerTime != 112500*time.Microsecond {
+		t.Fatalf("usual answer time %v after a 900 ms answer from 60 ms, want 112.5 ms (a sixteenth of the way)", tr.answerTime)
+	}
+}
