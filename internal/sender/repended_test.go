@@ -354,3 +354,68 @@ func TestRependedAbandonsWhenCancelledMeanwhile(t *testing.T) {
 		t.Fatalf("%d deliveries after the cancel, want none", n-delivered)
 	}
 }
+
+// TestTurnRunsAFinishedShardWithPendingItemsAgain: a turn that finds its
+// shard finished but with items back to pending (a re-pend that raced the
+// finish, before anything reopened the shard) runs the shard again and
+// sends them in that same turn, each once.
+func TestTurnRunsAFinishedShardWithPendingItemsAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p, clk := rependedPipeline(t)
+	if err := p.mock.SetBehaviour("a", mockprovider.Behaviour{InvalidToIDs: []string{"user-1", "user-3"}}); err != nil {
+		t.Fatal(err)
+	}
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 4)}, "finished-with-pending")
+	v := stepRependedJob(t, p, clk, job.Job.ID)
+	if err := p.mock.SetBehaviour("a", mockprovider.Behaviour{}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Second)
+	if n := rependRefusedOutsideTurn(t, p, job.Job.ID, 0, clk.Now()); n != 2 {
+		t.Fatalf("re-pended %d items, want 2", n)
+	}
+	// The job runs again (as FinishJob's re-check does); the shard is left
+	// completed with 2 pending, and a turn comes.
+	if _, err := p.store.TransitionJob(ctx, store.TransitionJobParams{JobID: job.Job.ID, From: []store.JobStatus{v.Job.Status}, To: store.JobRunning, At: clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := dispatch.Send(ctx, p.queue, dispatch.Turn{JobID: job.Job.ID, Shard: 0, Turn: v.Shards[0].Turn + 1}); err != nil {
+		t.Fatal(err)
+	}
+	p.step(ctx)
+	for _, it := range p.items(job.Job.ID) {
+		if it.Status != store.ItemConfirmed {
+			t.Fatalf("item %s is %s after the turn, want confirmed: the turn must run its finished shard's pending items", it.To, it.Status)
+		}
+	}
+	p.checkExactlyOnce(job.Job.ID)
+}
+
+// TestTurnOnAFinishedShardFinishesItsJob: a turn redelivered after a
+// crash between finishing its shard and finishing the job (the shard
+// completed, the job still running) ends and finishes the job.
+func TestTurnOnAFinishedShardFinishesItsJob(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p, clk := rependedPipeline(t)
+	if err := p.mock.SetBehaviour("a", mockprovider.Behaviour{InvalidToIDs: []string{"user-1"}}); err != nil {
+		t.Fatal(err)
+	}
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 4)}, "crash-before-job-finish")
+	v := stepRependedJob(t, p, clk, job.Job.ID)
+	if v.Job.Status != store.JobPartial {
+		t.Fatalf("first run: %s, want partial", v.Job.Status)
+	}
+	if _, err := p.store.TransitionJob(ctx, store.TransitionJobParams{JobID: job.Job.ID, From: []store.JobStatus{store.JobPartial}, To: store.JobRunning, At: clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := dispatch.Send(ctx, p.queue, dispatch.Turn{JobID: job.Job.ID, Shard: 0, Turn: v.Shards[0].Turn + 1}); err != nil {
+		t.Fatal(err)
+	}
+	p.step(ctx)
+	if v, err := p.store.GetJob(ctx, job.Job.ID); err != nil || v.Job.Status != store.JobPartial {
+		t.Fatalf("job after the redelivered turn: %s %v, want partial again", v.Job.Status, err)
+	}
+	p.checkExactlyOnce(job.Job.ID)
+}
