@@ -18,7 +18,7 @@ func TestTurnWaitsForItsStragglersAtMaxStragglers(t *testing.T) {
 	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 1, StragglerWait: time.Second, MaxStragglers: 1})
 	p.account("a", 1000, 1000, 0, 1)
 	h := startHeldTurn(t, p, "strag")
-	clk.Advance(time.Second) // the batch stops waiting: the call is a straggler
+	h.leftRunning(t, clk) // the batch stops waiting: the call is a straggler
 	h.noCallFor(t, time.Second, "the first was unanswered, with MaxStragglers 1")
 	h.release(t, p)
 }

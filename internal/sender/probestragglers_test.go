@@ -23,7 +23,8 @@ func TestProbeWaitsForTheTurnsStragglers(t *testing.T) {
 	if _, err := p.sender.Breakers.Open(ctx, tenant, "a", "test: opened by another shard"); err != nil {
 		t.Fatal(err)
 	}
-	clk.Advance(31 * time.Second) // the call is a straggler; the cool-down is over: the next gate probes
+	clk.Advance(31 * time.Second) // the cool-down is over: the next gate probes
+	h.leftRunning(t, clk)         // and the call is a straggler
 	h.noCallFor(t, 500*time.Millisecond, "the straggler was unanswered and the breaker half-open")
 	h.release(t, p)
 	if br, err := p.store.GetBreaker(ctx, tenant, "a"); err != nil || br.State != store.BreakerClosed {

@@ -17,7 +17,7 @@ func TestStragglersAtTheBreakerStreakAreWaitedFor(t *testing.T) {
 	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 5, StragglerWait: time.Second, MaxStragglers: 10})
 	breakerAccount(p, "a", 1)
 	h := startHeldTurn(t, p, "streakstrag")
-	clk.Advance(time.Second) // the batch stops waiting: the call is a straggler
+	h.leftRunning(t, clk) // the batch stops waiting: the call is a straggler
 	h.noCallFor(t, time.Second, "the first was unanswered, with a streak of 1")
 	h.release(t, p)
 }
