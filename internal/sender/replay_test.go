@@ -290,3 +290,66 @@ func TestOutcomesOfADeadOutsideChangeArePublishedAgain(t *testing.T) {
 		}
 	}
 }
+
+// outsideChangeDies starts an outside change of the shard (it marks the
+// shard, as the reconciler or the API does before settling items) right
+// before the turn's first fold, and the change never finishes: its
+// process died before publishing its outcomes and folding.
+type outsideChangeDies struct {
+	store.Store
+	t      *testing.T
+	marked bool
+}
+
+func (s *outsideChangeDies) AdvanceShard(ctx context.Context, p store.AdvanceShardParams) (store.Shard, error) {
+	if !s.marked {
+		s.marked = true
+		if _, err := s.Store.MarkShardDirty(ctx, p.JobID, p.Index); err != nil {
+			s.t.Errorf("mark shard: %v", err)
+		}
+	}
+	return s.Store.AdvanceShard(ctx, p)
+}
+
+// TestAReplayDoesNotCoverALaterOutsideChange: a turn publishes a dead
+// turn's outcomes again, then an outside change marks the shard and dies
+// unfinished while the turn goes on folding. The replay went out before
+// that change and cannot have published its outcomes, so the turn must
+// leave the shard marked for them to be published again: on a running
+// shard, by a turn once the change has stayed unfinished for the grace
+// period.
+func TestAReplayDoesNotCoverALaterOutsideChange(t *testing.T) {
+	t.Parallel()
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 4, FoldEvery: 1, MaxWait: 300 * time.Millisecond})
+	p.sender.Outcomes = &alerttest.Recorder{}
+	p.account("a", 1, 4, 0, 1) // a token a second: the turn sends a few and hands back
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 16)}, "replay-outside")
+	ctx := context.Background()
+
+	dying := *p.sender
+	dying.Store, dying.Outcomes = diesAtFold{p.store}, deadPublisher{}
+	if _, err := dying.HandleTurn(ctx, p.nextTurn(time.Minute)); !errors.Is(err, errDied) {
+		t.Fatalf("dying turn: %v", err)
+	}
+	clk.Advance(time.Minute)
+
+	replaying := *p.sender
+	racing := &outsideChangeDies{Store: p.store, t: t}
+	replaying.Store = racing
+	if _, err := replaying.HandleTurn(ctx, p.nextTurn(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if !racing.marked {
+		t.Fatal("the turn never folded")
+	}
+	sh, err := p.store.GetShard(ctx, job.Job.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sh.Status != store.ShardRunning {
+		t.Fatalf("shard %s after the turn, want running (the next turn publishes again)", sh.Status)
+	}
+	if later := clk.Now().Add(store.OutcomesOutsideGrace + time.Second); !store.OutcomesNeedReplay(sh, later) {
+		t.Fatalf("after the replaying turn the shard is %+v: no later turn publishes the unfinished outside change's outcomes", sh)
+	}
+}

@@ -391,7 +391,8 @@ type turn struct {
 	heldSince    time.Time
 	heldBytes    int
 	// replayed: the turn published the shard's outcomes again at its
-	// start and its next fold clears the marks.
+	// start and its next fold clears the marks, if folded at the epoch
+	// the turn read (see flush).
 	replayed bool
 
 	// progress not yet folded into the shard

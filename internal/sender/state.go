@@ -187,9 +187,11 @@ func (tr *turn) flush(ctx context.Context, endTurn bool) error {
 	}
 	tr.delta, tr.failures = store.Counts{}, nil
 	tr.attempts, tr.attemptFailures, tr.unfolded = 0, 0, 0
-	if sh.Epoch == p.Epoch {
-		tr.replayed = false
-	}
+	// Folded at the turn's epoch, the replay's marks are cleared. Not
+	// folded, an outside change or a recount came since the replay, which
+	// cannot have published the outcomes that change records: the marks
+	// stay, for the next turn to replay (whatever this turn folds later).
+	tr.replayed = false
 	tr.shard.Counts, tr.shard.Epoch = sh.Counts, sh.Epoch
 	tr.shard.Status, tr.shard.PauseReason, tr.shard.Turn = sh.Status, sh.PauseReason, sh.Turn
 	tr.shardReadAt = tr.s.Clock.Now()
