@@ -69,6 +69,14 @@ func OutcomesMayBeUnpublished(sh Shard) bool {
 	return sh.OutcomesReplay || sh.OutcomesOutside > 0
 }
 
+// NeedsSweep reports whether a shard in a final status is the
+// reconciler's to sweep (ListDirtyShards): it is Dirty (a change may have
+// died between its item writes and its fold), or its outcomes may be
+// unpublished (OutcomesMayBeUnpublished: its last turn could not publish
+// them, or an outside change is unfinished). No turn comes to a final
+// shard to repair either.
+func NeedsSweep(sh Shard) bool { return sh.Dirty || OutcomesMayBeUnpublished(sh) }
+
 // ReplayOutcomesFrom is the finish time after which a replay of sh's
 // outcomes lists its items: its watermark less OutcomesReplayMargin (the
 // zero time for a shard that never published).

@@ -135,10 +135,13 @@ type Store interface {
 	// breaker, whose LastAdvancedAt is before p.Before, across all jobs
 	// (with Before in the future: every such shard).
 	ListStaleShards(ctx context.Context, p ListStaleShardsParams) ([]ShardRef, error)
-	// ListDirtyShards lists shards in a final status (ShardFinal) that are
-	// Dirty, across all jobs, up to p.Limit: an outside change died between
-	// its item writes and its fold on a shard that gets no more turns. The
-	// reconciler recounts them and clears the mark.
+	// ListDirtyShards lists shards in a final status (ShardFinal) that need
+	// the reconciler's sweep (NeedsSweep), across all jobs, up to p.Limit:
+	// Dirty (an outside change died between its item writes and its fold
+	// on a shard that gets no more turns), or with outcomes that may be
+	// unpublished (its last turn could not publish them, or an outside
+	// change is unfinished). The reconciler recounts them, publishes their
+	// outcomes again and clears the marks.
 	ListDirtyShards(ctx context.Context, p ListDirtyShardsParams) ([]ShardRef, error)
 
 	// ClaimItems atomically moves up to p.Max due items of a shard (status

@@ -27,11 +27,13 @@ const staleBucket = int64(time.Minute)
 
 const runningPK = "RUNNING"
 
-// dirtyPK is the running index's partition of dirty shards in a final
-// status (ListDirtyShards), keyed <job>#<index>. A shard enters it when it
-// is marked dirty or made final while dirty, and leaves it when the mark
-// is cleared. Entries of shards that are no longer final and dirty are
-// skipped by the listing and dropped by their next index write.
+// dirtyPK is the running index's partition of shards in a final status
+// that need the sweep (store.NeedsSweep, ListDirtyShards), keyed
+// <job>#<index>. A shard enters it when it is marked dirty, made final
+// while it needs the sweep, or ended by a turn that leaves it so, and
+// leaves it when its marks are cleared. Entries of shards that no longer
+// need it are skipped by the listing and dropped by their next index
+// write.
 const dirtyPK = "DIRTY"
 
 func dirtyKey(jobID string, index int) string { return fmt.Sprintf("%s#%06d", jobID, index) }
@@ -313,7 +315,6 @@ func (s *Store) AdvanceShard(ctx context.Context, p store.AdvanceShardParams) (s
 			return fmt.Errorf("advance shard %s/%d: turn %d is not current (%d): %w", p.JobID, p.Index, p.Turn, getN(rec, "turn"), store.ErrConflict)
 		}
 		sh := shardFrom(rec)
-		u.setAdvance(p, sh)
 		u.Set("cursor", attrN(max(getN(rec, "cursor"), p.Cursor)))
 		folded, err := s.foldOrRecount(ctx, rec, u, p.JobID, p.Index, p.Epoch, p.Delta, p.FailuresDelta)
 		if err != nil {
@@ -321,6 +322,10 @@ func (s *Store) AdvanceShard(ctx context.Context, p store.AdvanceShardParams) (s
 		}
 		after := sh
 		store.AdvanceOutcomes(&after, p, folded)
+		if p.EndTurn {
+			after.Dirty = false
+		}
+		u.setAdvance(p, sh, after)
 		if !after.OutcomesPublishedTo.Equal(sh.OutcomesPublishedTo) {
 			u.Set(attrOutcomesTo, attrN(nanos(after.OutcomesPublishedTo)))
 		}
@@ -331,14 +336,16 @@ func (s *Store) AdvanceShard(ctx context.Context, p store.AdvanceShardParams) (s
 
 // setAdvance sets what AdvanceShard moves besides counts and cursor,
 // including the attempt counters, which are added whatever the epoch. sh
-// is the shard as read: a final shard (a redelivered turn ending) is not
-// put back in the RUNNING partition of the index.
-func (u *updateBuilder) setAdvance(p store.AdvanceShardParams, sh store.Shard) {
+// is the shard as read, after the shard as the advance leaves it: a final
+// shard (a redelivered turn ending) is not put back in the RUNNING
+// partition of the index, and is in the DIRTY one while it needs the
+// sweep.
+func (u *updateBuilder) setAdvance(p store.AdvanceShardParams, sh, after store.Shard) {
 	u.Add(attrAttempts, p.Attempts)
 	u.Add(attrAttemptFailures, p.AttemptFailures)
 	u.Set("lastAdv", attrN(nanos(p.At)))
 	if store.ShardFinal(sh.Status) {
-		u.g2For(sh.Status, sh.PauseReason, sh.Dirty && !p.EndTurn, nanos(p.At), p.JobID, p.Index)
+		u.g2For(sh.Status, sh.PauseReason, store.NeedsSweep(after), nanos(p.At), p.JobID, p.Index)
 	} else {
 		u.Set("g2pk", attrS(runningPK))
 		u.Set("g2sk", attrS(staleKey(nanos(p.At), p.JobID, p.Index)))
@@ -447,16 +454,17 @@ func (s *Store) AddShardCounts(ctx context.Context, p store.AddShardCountsParams
 		if err != nil {
 			return err
 		}
-		if folded && p.ClearDirty {
-			u.Set("dirty", attrBool(false))
-			if getS(rec, "g2pk") == dirtyPK {
-				u.Remove("g2pk")
-				u.Remove("g2sk")
-			}
-		}
 		sh := shardFrom(rec)
 		after := sh
+		if folded && p.ClearDirty {
+			u.Set("dirty", attrBool(false))
+			after.Dirty = false
+		}
 		store.AddOutsideOutcomes(&after, p, folded)
+		if getS(rec, "g2pk") == dirtyPK && !store.NeedsSweep(after) {
+			u.Remove("g2pk")
+			u.Remove("g2sk")
+		}
 		setOutcomeMarks(u, sh, after)
 		return nil
 	})
@@ -553,19 +561,21 @@ func (s *Store) TransitionShard(ctx context.Context, p store.TransitionShardPara
 			last = nanos(p.At)
 			u.Set("lastAdv", attrN(last))
 		}
-		u.g2For(p.To, p.PauseReason, getBool(rec, "dirty"), last, p.JobID, p.Index)
+		u.g2For(p.To, p.PauseReason, store.NeedsSweep(shardFrom(rec)), last, p.JobID, p.Index)
 		// Every write of a shard moves its version: a compare-and-swap
 		// begun on the record before (a cached one too) must read again.
 		u.Add("sv", 1)
-		// On condition the dirty flag is still the one read, too: the index
-		// entry follows it (a mark meanwhile must not leave a dirty final
-		// shard out of the DIRTY partition).
+		// On condition the dirty flag and the outcome marks are still the
+		// ones read, too: the index entry follows them (a mark or a turn's
+		// end meanwhile must not leave a final shard that needs the sweep
+		// out of the DIRTY partition).
 		u.values[":from"] = attrS(string(cur))
 		u.values[":dirty"] = attrBool(getBool(rec, "dirty"))
 		cond := u.name("status") + " = :from AND dirty = :dirty"
 		if !getBool(rec, "dirty") {
 			cond = u.name("status") + " = :from AND (attribute_not_exists(dirty) OR dirty = :dirty)"
 		}
+		cond += " AND " + u.sweepMarksAsRead(rec)
 		out, err := s.updateItem(ctx, u.input(p.JobID, p.Index, cond))
 		if isConditionFailed(err) {
 			continue
@@ -577,6 +587,23 @@ func (s *Store) TransitionShard(ctx context.Context, p store.TransitionShardPara
 		return shardFrom(out), nil
 	}
 	return store.Shard{}, fmt.Errorf("transition shard %s/%d: %w", p.JobID, p.Index, store.ErrConflict)
+}
+
+// sweepMarksAsRead is a condition that the shard's outcome marks (its
+// replay mark and count of outside changes under way) are still those of
+// rec: with Dirty, they decide whether a final shard needs the sweep.
+func (u *updateBuilder) sweepMarksAsRead(rec map[string]types.AttributeValue) string {
+	re, out := u.name(attrOutcomesReplay), u.name(attrOutcomesOutside)
+	replay, n := getBool(rec, attrOutcomesReplay), getN(rec, attrOutcomesOutside)
+	u.values[":ocre"], u.values[":ocout"] = attrBool(replay), attrN(n)
+	cond := re + " = :ocre"
+	if !replay {
+		cond = "(attribute_not_exists(" + re + ") OR " + cond + ")"
+	}
+	if n == 0 {
+		return cond + " AND (attribute_not_exists(" + out + ") OR " + out + " = :ocout)"
+	}
+	return cond + " AND " + out + " = :ocout"
 }
 
 // ListStaleShards queries the running index up to the minute of p.Before
@@ -691,7 +718,7 @@ func (s *Store) MarkShardDirty(ctx context.Context, jobID string, index int) (st
 }
 
 // ListDirtyShards queries the DIRTY partition of the running index and
-// keeps the shards whose record is still final and dirty.
+// keeps the shards whose record is still final and needs the sweep.
 func (s *Store) ListDirtyShards(ctx context.Context, p store.ListDirtyShardsParams) ([]store.ShardRef, error) {
 	limit := p.Limit
 	if limit <= 0 {
@@ -706,7 +733,7 @@ func (s *Store) ListDirtyShards(ctx context.Context, p store.ListDirtyShardsPara
 		ReturnConsumedCapacity:    s.capacity(),
 	}
 	refs, err := s.listIndexedShards(ctx, in, limit, func(r map[string]types.AttributeValue) bool {
-		if !getBool(r, "dirty") || !store.ShardFinal(store.ShardStatus(getS(r, "status"))) {
+		if sh := shardFrom(r); !store.NeedsSweep(sh) || !store.ShardFinal(sh.Status) {
 			s.dropDirtyEntry(ctx, r)
 			return false
 		}

@@ -319,8 +319,9 @@ func (s *Store) AddShardCounts(ctx context.Context, p store.AddShardCountsParams
 	return out, err
 }
 
-// ListDirtyShards lists dirty shards in a final status. No index covers
-// them (they are rare: an outside change that died before its fold), so
+// ListDirtyShards lists shards in a final status that need the sweep
+// (store.NeedsSweep). No index covers them (they are rare: an outside
+// change that died before its fold, a last turn that could not publish), so
 // this reads the shards table through, once a reconciler pass: 13–28 ms
 // at 100,000 shards (measured on a loaded 2-core machine).
 func (s *Store) ListDirtyShards(ctx context.Context, p store.ListDirtyShardsParams) ([]store.ShardRef, error) {
@@ -331,7 +332,7 @@ func (s *Store) ListDirtyShards(ctx context.Context, p store.ListDirtyShardsPara
 	out := []store.ShardRef{}
 	err = s.read(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT j.id, s.idx FROM shards s JOIN jobs j ON j.no = s.job_no
-WHERE s.dirty = 1 AND s.status IN ('completed', 'failed', 'cancelled') ORDER BY s.job_no, s.idx LIMIT ?`, limit)
+WHERE (s.dirty = 1 OR s.outcomes_replay = 1 OR s.outcomes_outside > 0) AND s.status IN ('completed', 'failed', 'cancelled') ORDER BY s.job_no, s.idx LIMIT ?`, limit)
 		if err != nil {
 			return fmt.Errorf("list dirty shards: %w", err)
 		}

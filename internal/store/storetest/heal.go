@@ -176,7 +176,7 @@ func testListDirtyShards(t *testing.T, s store.Store, _ Capabilities) {
 	before0 := mark(0) // dirty, then final
 	transition(0, store.ShardCompleted)
 	transition(1, store.ShardCancelled) // final, then dirty
-	mark(1)
+	before1 := mark(1)
 	mark(2)                             // dirty but running
 	transition(3, store.ShardCompleted) // final and clean
 	if got := listed(); !got[0] || !got[1] || got[2] || got[3] || len(got) != 2 {
@@ -188,7 +188,9 @@ func testListDirtyShards(t *testing.T, s store.Store, _ Capabilities) {
 	if got := listed(); !got[1] {
 		t.Fatal("a recount took shard 1 off the list; only clearing the mark does")
 	}
-	if _, err := s.AddShardCounts(ctx, store.AddShardCountsParams{JobID: id, Index: 0, Epoch: before0.Epoch + 1, ClearDirty: true}); err != nil {
+	// Shard 0's outside change ends (FoldOutsideTurn: its fold at its
+	// mark's epoch clears the mark and ends the change).
+	if _, err := s.AddShardCounts(ctx, store.AddShardCountsParams{JobID: id, Index: 0, Epoch: before0.Epoch + 1, ClearDirty: true, OutcomesPublished: true}); err != nil {
 		t.Fatal(err)
 	}
 	sh1 := getShard(t, s, id, 1)
@@ -198,12 +200,45 @@ func testListDirtyShards(t *testing.T, s store.Store, _ Capabilities) {
 	if got := listed(); got[0] || !got[1] {
 		t.Fatalf("listed %v after shard 0's mark was cleared and a turn began on shard 1; want shard 1 only", got)
 	}
-	sh1 = getShard(t, s, id, 1)
-	if _, err := s.AdvanceShard(ctx, store.AdvanceShardParams{JobID: id, Index: 1, Turn: sh1.Turn, Epoch: sh1.Epoch, At: at(3 * time.Second), EndTurn: true}); err != nil {
+	endTurn := func(index int, unpublished bool) {
+		t.Helper()
+		sh := getShard(t, s, id, index)
+		if _, err := s.AdvanceShard(ctx, store.AdvanceShardParams{JobID: id, Index: index, Turn: sh.Turn, Epoch: sh.Epoch,
+			At: at(3 * time.Second), EndTurn: true, OutcomesUnpublished: unpublished}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The turn ends while shard 1's outside change is unfinished: the
+	// shard is clean, but the change may yet die having recorded outcomes
+	// it did not publish, and no turn comes to a final shard: listed.
+	endTurn(1, false)
+	if got := listed(); got[0] || !got[1] {
+		t.Fatalf("listed %v after a turn of shard 1 ended while its outside change is unfinished; want shard 1 only", got)
+	}
+	// The change ends (its fold recounts: the epoch moved since its mark).
+	if _, err := store.FoldOutsideTurn(ctx, s, before1, store.Counts{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := listed(); len(got) != 0 {
-		t.Fatalf("listed %v after every final shard's mark was cleared, want none", got)
+		t.Fatalf("listed %v after every final shard's mark was cleared and every change ended, want none", got)
+	}
+	// A final shard's turn that could not publish its outcomes (a
+	// redelivered turn of shard 3, which is completed) leaves it listed
+	// until the sweep publishes them again and clears the mark.
+	sh3 := getShard(t, s, id, 3)
+	if _, err := s.BeginTurn(ctx, store.BeginTurnParams{JobID: id, Index: 3, Turn: sh3.Turn + 1, MessageID: "m3", At: at(2 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	endTurn(3, true)
+	if got := listed(); !got[3] || len(got) != 1 {
+		t.Fatalf("listed %v after the last turn of final shard 3 could not publish its outcomes; want shard 3", got)
+	}
+	sh3 = getShard(t, s, id, 3)
+	if _, err := s.AddShardCounts(ctx, store.AddShardCountsParams{JobID: id, Index: 3, Epoch: sh3.Epoch, ClearDirty: true, OutcomesReplayed: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := listed(); len(got) != 0 {
+		t.Fatalf("listed %v after the sweep cleared shard 3's marks, want none", got)
 	}
 	stale, err := s.ListStaleShards(ctx, store.ListStaleShardsParams{Before: at(time.Hour), Limit: 1000})
 	if err != nil {
