@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -435,5 +436,63 @@ func TestEventDuringAnAttemptInFlightIsNotHeldBack(t *testing.T) {
 		if d.EventType == string(webhook.JobFinished) && d.NextAttemptAt.After(f.clk.Now()) {
 			t.Fatalf("job.finished waits until %v behind an attempt in flight (now %v)", d.NextAttemptAt, f.clk.Now())
 		}
+	}
+}
+
+// TestCanaryAndReviewAlertsAreDeliveredAsDesignEvents: DESIGN names the
+// event types job.canary_ready and job.items_need_review; a webhook that
+// subscribes to them (by those names, as a tenant does) gets the
+// CanaryReady and ItemsNeedReview alerts as deliveries of those types,
+// posted with them, and a webhook that does not subscribe gets none.
+func TestCanaryAndReviewAlertsAreDeliveredAsDesignEvents(t *testing.T) {
+	f := newFixture(t)
+	f.addWebhook(t, "acme", "wh-ops", "job.canary_ready", "job.items_need_review")
+	f.addWebhook(t, "acme", "wh-done", "job.started", "job.finished")
+	err := f.pub.Publish(t.Context(),
+		alert.Event{Type: alert.CanaryReady, Tenant: "acme", Time: t0,
+			Detail: alert.CanaryReadyDetail{JobID: "j1", Canary: 10, Confirmed: 9, Failed: 1}},
+		alert.Event{Type: alert.ItemsNeedReview, Tenant: "acme", Time: t0.Add(time.Millisecond),
+			Detail: alert.ItemsNeedReviewDetail{JobID: "j2", Count: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]map[string]any{} // event type → the event's data
+	for _, d := range f.deliveries(t, "acme", "wh-ops") {
+		var body struct {
+			Type string         `json:"type"`
+			Data map[string]any `json:"data"`
+		}
+		if err := json.Unmarshal(d.Body, &body); err != nil {
+			t.Fatal(err)
+		}
+		if body.Type != d.EventType {
+			t.Errorf("delivery %s: stored as %q, body says %q", d.ID, d.EventType, body.Type)
+		}
+		got[d.EventType] = body.Data
+	}
+	if len(got) != 2 {
+		t.Fatalf("wh-ops got deliveries of %v, want job.canary_ready and job.items_need_review", got)
+	}
+	if c := got["job.canary_ready"]; c == nil || c["job_id"] != "j1" || c["canary"] != 10.0 || c["confirmed"] != 9.0 || c["failed"] != 1.0 {
+		t.Errorf("job.canary_ready data = %v, want job j1, canary 10, confirmed 9, failed 1", c)
+	}
+	if r := got["job.items_need_review"]; r == nil || r["job_id"] != "j2" || r["count"] != 3.0 {
+		t.Errorf("job.items_need_review data = %v, want job j2, count 3", r)
+	}
+	if ds := f.deliveries(t, "acme", "wh-done"); len(ds) != 0 {
+		t.Errorf("a webhook not subscribed to job.canary_ready or job.items_need_review got %d deliveries", len(ds))
+	}
+	if res := f.run(t); res != (webhook.RunResult{Delivered: 2}) {
+		t.Fatalf("run = %+v, want two delivered", res)
+	}
+	var posted []string
+	for _, r := range f.hooks.requests() {
+		if r.URL != "https://wh-ops.example/hook" {
+			t.Errorf("posted to %s", r.URL)
+		}
+		posted = append(posted, r.Header.Get("Qunfa-Event-Type"))
+	}
+	if want := []string{"job.canary_ready", "job.items_need_review"}; !slices.Equal(posted, want) {
+		t.Errorf("posted event types %v, want %v", posted, want)
 	}
 }
