@@ -496,3 +496,48 @@ func TestCanaryAndReviewAlertsAreDeliveredAsDesignEvents(t *testing.T) {
 		t.Errorf("posted event types %v, want %v", posted, want)
 	}
 }
+
+// TestDeliveryBodyIsTheDesignEnvelope: DESIGN says a delivery is a POST of
+// {"id", "type", "created_at", "data": {...}}. The stored and the posted
+// body have exactly those fields, created_at in RFC 3339 (the alert's
+// time) and data an object.
+func TestDeliveryBodyIsTheDesignEnvelope(t *testing.T) {
+	f := newFixture(t)
+	f.addWebhook(t, "acme", "wh", "job.finished")
+	if err := f.pub.Publish(t.Context(), finished("j1")); err != nil {
+		t.Fatal(err)
+	}
+	ds := f.deliveries(t, "acme", "wh")
+	if len(ds) != 1 {
+		t.Fatalf("%d deliveries, want 1", len(ds))
+	}
+	var env map[string]json.RawMessage
+	if err := json.Unmarshal(ds[0].Body, &env); err != nil {
+		t.Fatalf("body %s: %v", ds[0].Body, err)
+	}
+	var keys []string
+	for k := range env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	if want := []string{"created_at", "data", "id", "type"}; !slices.Equal(keys, want) {
+		t.Fatalf("envelope fields %v, want %v", keys, want)
+	}
+	var id, typ, created string
+	var data map[string]any
+	for k, v := range map[string]any{"id": &id, "type": &typ, "created_at": &created, "data": &data} {
+		if err := json.Unmarshal(env[k], v); err != nil {
+			t.Errorf("%s = %s: %v", k, env[k], err)
+		}
+	}
+	if id == "" || id != ds[0].EventID || typ != "job.finished" || data["job_id"] != "j1" {
+		t.Errorf("id %q (event %q), type %q, data %v", id, ds[0].EventID, typ, data)
+	}
+	if at, err := time.Parse(time.RFC3339, created); err != nil || !at.Equal(t0) {
+		t.Errorf("created_at %q: %v, want RFC 3339 of %s", created, err, t0.Format(time.RFC3339))
+	}
+	f.run(t)
+	if reqs := f.hooks.requests(); len(reqs) != 1 || string(reqs[0].Body) != string(ds[0].Body) {
+		t.Errorf("posted %d requests; the body posted differs from the stored envelope", len(reqs))
+	}
+}
