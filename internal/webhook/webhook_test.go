@@ -2,10 +2,14 @@ package webhook_test
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -170,6 +174,15 @@ func (f *fixture) deliveries(t *testing.T, tenant, hook string) []store.Delivery
 	return ds
 }
 
+// designSignature is the Qunfa-Signature value DESIGN specifies for body
+// sent at t, computed here without the package's signing code.
+func designSignature(secret string, t time.Time, body []byte) string {
+	ts := strconv.FormatInt(t.Unix(), 10)
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(ts + "." + string(body)))
+	return "t=" + ts + ",v1=" + hex.EncodeToString(m.Sum(nil))
+}
+
 func finished(job string) alert.Event {
 	return alert.Event{Type: alert.JobFinished, Tenant: "acme", Time: t0,
 		Detail: alert.JobFinishedDetail{JobID: job, Name: "n", Status: "completed", Counts: alert.Counts{Confirmed: 2}}}
@@ -272,7 +285,13 @@ func TestDelivererRetriesWithBackoffThenDelivers(t *testing.T) {
 			t.Errorf("attempt %d differs: %s %s %v", i+1, r.URL, r.Body, r.Header)
 		}
 		at := []time.Duration{0, 5 * time.Second, 15 * time.Second}[i]
-		if err := webhook.Verify(r.Header.Get(webhook.SignatureHeader), "secret-wh", r.Body, t0.Add(at), time.Second); err != nil {
+		// DESIGN: header Qunfa-Signature: t=<unix seconds>,v1=<hex
+		// HMAC-SHA256 of "<t>.<body>" with the secret>.
+		sig := r.Header.Get("Qunfa-Signature")
+		if want := designSignature("secret-wh", t0.Add(at), r.Body); sig != want {
+			t.Errorf("attempt %d: Qunfa-Signature %q, want %q", i+1, sig, want)
+		}
+		if err := webhook.Verify(sig, "secret-wh", r.Body, t0.Add(at), time.Second); err != nil {
 			t.Errorf("attempt %d: signature: %v", i+1, err)
 		}
 	}
