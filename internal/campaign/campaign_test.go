@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -726,6 +727,46 @@ func TestValidate(t *testing.T) {
 		}
 		if strings.Join(got, ",") != strings.TrimSpace(want) {
 			t.Errorf("fields %v, want %s (%v)", got, want, err)
+		}
+	}
+}
+
+// TestFireCarriesTheRequestsMetadata: DESIGN says campaigns take
+// "metadata"; the job a firing makes, snapshot or requery, carries the
+// metadata of the campaign's request as given (the campaign's own meta is
+// kept apart), as the store holds it.
+func TestFireCarriesTheRequestsMetadata(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	md := map[string]string{"order": "A-1", "team": "growth"}
+	snap := snapshot(t, "weekly", "cron(0 9 ? * SAT *)", 900)
+	req, err := campaign.DecodeRequest(snap.Request)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Metadata = md
+	snap.Request = requestJSON(t, req)
+	f.put(t, snap)
+	srv, _ := recipientServer(t, 3, 10, nil)
+	f.c.Source = httpsource.New(httpsource.Config{Client: srv.Client()})
+	rq := requery(t, "vips", srv.URL+"/recipients?segment=vip")
+	rq.Request = requestJSON(t, submit.Request{Template: "Hi {{name}}", Budget: 100, Metadata: md})
+	f.put(t, rq)
+	when := at("2025-03-01T09:00:00Z")
+	for _, id := range []string{"weekly", "vips"} {
+		res, err := f.c.Fire(ctx, "tenant-a", id, when)
+		if err != nil || res.Outcome != campaign.Fired {
+			t.Fatalf("fire %s: %+v %v", id, res, err)
+		}
+		v, err := f.store.GetJob(ctx, res.Job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(v.Job.Metadata, md) {
+			t.Errorf("campaign %s: the job's metadata is %v, want %v", id, v.Job.Metadata, md)
+		}
+		if v.Job.Meta[campaign.MetaCampaign] != id {
+			t.Errorf("campaign %s: the job's meta is %v", id, v.Job.Meta)
 		}
 	}
 }
