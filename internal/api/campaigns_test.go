@@ -2,7 +2,9 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -204,4 +206,46 @@ func TestRequerySourceMustBePublic(t *testing.T) {
 	if r := s.do("POST", "/v1/campaigns", tokenA, ok); r.status != http.StatusCreated {
 		t.Fatalf("a public source: %d %s", r.status, r.body)
 	}
+}
+
+// TestCampaignMetadata: DESIGN says campaigns take "metadata"; a campaign
+// POSTed with request.metadata shows it back: in the answer, on GET and
+// in the list.
+func TestCampaignMetadata(t *testing.T) {
+	s := newStack(t)
+	body := `{"id": "weekly", "name": "Weekly", "schedule": "cron(0 9 ? * MON *)", "mode": "snapshot",
+		"request": {"template": "Hi", "metadata": {"order": "A-1", "team": "growth"}, "recipients": [{"account": "acct-a", "to": "u1"}]}}`
+	want := map[string]string{"order": "A-1", "team": "growth"}
+	metadata := func(what string, c api.Campaign) {
+		t.Helper()
+		var req struct {
+			Metadata map[string]string `json:"metadata"`
+		}
+		if err := json.Unmarshal(c.Request, &req); err != nil {
+			t.Fatalf("%s: request %s: %v", what, c.Request, err)
+		}
+		if !maps.Equal(req.Metadata, want) {
+			t.Errorf("%s: request.metadata %v, want %v (request %s)", what, req.Metadata, want, c.Request)
+		}
+	}
+	var c api.Campaign
+	r := s.do("POST", "/v1/campaigns", tokenA, body)
+	r.json(t, &c)
+	if r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	metadata("POST", c)
+	c = api.Campaign{}
+	r = s.do("GET", "/v1/campaigns/weekly", tokenA, nil)
+	r.json(t, &c)
+	if r.status != http.StatusOK {
+		t.Fatalf("get: %d %s", r.status, r.body)
+	}
+	metadata("GET", c)
+	var list api.CampaignList
+	s.do("GET", "/v1/campaigns", tokenA, nil).json(t, &list)
+	if len(list.Campaigns) != 1 {
+		t.Fatalf("list: %+v", list)
+	}
+	metadata("list", list.Campaigns[0])
 }
