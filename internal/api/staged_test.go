@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"github.com/qunfa/qunfa/internal/api"
+	"github.com/qunfa/qunfa/internal/dispatch"
+	"github.com/qunfa/qunfa/internal/queue"
+	"github.com/qunfa/qunfa/internal/store"
 )
 
 // Staged submission (DESIGN.md, "Staged submission"), through the API.
@@ -18,6 +21,21 @@ const stagedBody = `{"name": "big", "template": "Hi {{name}}", "staged": true}`
 // ndjsonPart is a valid NDJSON part of two recipients of tenant A.
 const ndjsonPart = `{"account": "acct-a", "to": "u1", "vars": {"name": "A"}}` + "\n" +
 	`{"account": "acct-b", "to": "u2", "vars": {"name": "B"}}` + "\n"
+
+// createStaged creates a staged job of tenant A and returns it.
+func (s *stack) createStaged(key string) api.Job {
+	s.t.Helper()
+	r := s.do("POST", "/v1/jobs", tokenA, stagedBody, "Idempotency-Key", key)
+	if r.status != http.StatusCreated {
+		s.t.Fatalf("create staged job: %d %s", r.status, r.body)
+	}
+	var j api.Job
+	r.json(s.t, &j)
+	if j.Status != "staging" {
+		s.t.Fatalf("staged job is %q, want staging", j.Status)
+	}
+	return j
+}
 
 // putPart uploads part n (a path segment, so that bad numbers can be
 // sent) of job id with the given media type.
@@ -105,5 +123,90 @@ func TestStagedCreationIsIdempotent(t *testing.T) {
 	}
 	if got := s.storedParts(j.ID); !slices.Equal(got, []int{1}) {
 		t.Errorf("parts of the job after replays and conflicts: %v, want [1]", got)
+	}
+}
+
+// TestStagingJobNeverSends: a staging job, whatever its parts and
+// whatever commands it is sent, enqueues no turn and has no items to
+// send; only start hands it on (a planning message), and only planning
+// enqueues its shards' turns.
+func TestStagingJobNeverSends(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	j := s.createStaged("quiet")
+	path := "/v1/jobs/" + j.ID
+	if r := s.putPart(j.ID, "1", "application/x-ndjson", ndjsonPart); r.status != http.StatusOK {
+		t.Fatalf("part 1: %d %s", r.status, r.body)
+	}
+	if r := s.putPart(j.ID, "2", "application/json",
+		`{"recipients": [{"account": "acct-a", "to": "u3", "vars": {"name": "C"}}]}`); r.status != http.StatusOK {
+		t.Fatalf("part 2: %d %s", r.status, r.body)
+	}
+	// Commands that run a job must not run a staging one.
+	wantProblem(t, s.do("POST", path+"/resume", tokenA, nil), http.StatusConflict)
+	wantProblem(t, s.do("POST", path+"/pause", tokenA, nil), http.StatusConflict)
+	for _, r := range []response{
+		s.do("PATCH", path, tokenA, `{"rate_per_sec": 5, "budget": 10}`),
+		s.do("POST", path+"/redrive", tokenA, `{"category": "exhausted"}`),
+	} {
+		if r.status >= 500 {
+			t.Fatalf("a command on a staging job failed: %d %s", r.status, r.body)
+		}
+	}
+	if r := s.do("POST", path+"/preview", tokenA, nil); r.status != http.StatusOK {
+		t.Fatalf("preview: %d %s", r.status, r.body)
+	}
+
+	if tt := s.totals(); tt != (totals{jobs: 1}) {
+		t.Fatalf("a staging job left %+v, want one job, no items, no queue messages", tt)
+	}
+	var got api.Job
+	s.do("GET", path, tokenA, nil).json(t, &got)
+	if got.Status != "staging" || len(got.Shards) != 0 || got.Counts != (store.Counts{}) || got.StartedAt != nil {
+		t.Fatalf("staging job after its parts and commands: %+v", got)
+	}
+
+	// Start: a planning message, and still no turn.
+	r := s.do("POST", path+"/start", tokenA, `{"parts": 2}`)
+	if r.status != http.StatusAccepted {
+		t.Fatalf("start: %d %s", r.status, r.body)
+	}
+	msgs, err := s.queue.Receive(ctx, queue.ReceiveParams{Max: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 1 {
+		t.Fatalf("start enqueued %d messages, want one (planning)", len(msgs))
+	}
+	if id, ok := dispatch.DecodePlan(msgs[0].Body); !ok || id != j.ID {
+		t.Fatalf("start enqueued %s, want the planning of %s", msgs[0].Body, j.ID)
+	}
+	// Planning makes the shards and enqueues their turns: what the checks
+	// above would have seen had the staging job been sent.
+	turns := map[string]bool{} // by message id: a turn not deleted comes again
+	for planned := true; planned; {
+		planned = false
+		for _, m := range msgs {
+			id, ok := dispatch.DecodePlan(m.Body)
+			if !ok {
+				turns[m.ID] = true
+				continue
+			}
+			planned = true
+			if err := s.deps.Submitter.Plan(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.queue.Delete(ctx, m.ReceiptHandle); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if msgs, err = s.queue.Receive(ctx, queue.ReceiveParams{Max: 10}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.do("GET", path, tokenA, nil).json(t, &got)
+	if tt := s.totals(); got.Status != "running" || tt.items != 3 || len(turns) != len(got.Shards) || len(got.Shards) == 0 {
+		t.Errorf("after planning: job %s with %d shards, %d turns, totals %+v; want running, 3 items, a turn per shard",
+			got.Status, len(got.Shards), len(turns), tt)
 	}
 }
