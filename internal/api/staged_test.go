@@ -59,6 +59,22 @@ func (s *stack) storedParts(id string) []int {
 	return ns
 }
 
+// listedParts lists the part numbers GET /v1/jobs/{id}/recipients shows.
+func (s *stack) listedParts(id string) []int {
+	s.t.Helper()
+	r := s.do("GET", "/v1/jobs/"+id+"/recipients", tokenA, nil)
+	if r.status != http.StatusOK {
+		s.t.Fatalf("list parts: %d %s", r.status, r.body)
+	}
+	var list api.PartList
+	r.json(s.t, &list)
+	var ns []int
+	for _, p := range list.Parts {
+		ns = append(ns, p.Part)
+	}
+	return ns
+}
+
 // TestStagedCreationIsIdempotent: a staged job's creation takes an
 // Idempotency-Key as any job does. The same key and body again answer the
 // same job with the first answer's status (201) and Idempotent-Replayed:
@@ -208,5 +224,40 @@ func TestStagingJobNeverSends(t *testing.T) {
 	if tt := s.totals(); got.Status != "running" || tt.items != 3 || len(turns) != len(got.Shards) || len(got.Shards) == 0 {
 		t.Errorf("after planning: job %s with %d shards, %d turns, totals %+v; want running, 3 items, a turn per shard",
 			got.Status, len(got.Shards), len(turns), tt)
+	}
+}
+
+// TestStagedPartNumbers: parts are numbered 1 to 10,000. The highest is
+// taken; 10,001, 0 and negative numbers are refused with a problem, and
+// nothing of them is stored.
+func TestStagedPartNumbers(t *testing.T) {
+	s := newStack(t)
+	j := s.createStaged("numbers")
+	r := s.putPart(j.ID, "10000", "application/x-ndjson", ndjsonPart)
+	if r.status != http.StatusOK {
+		t.Fatalf("part 10000: %d %s", r.status, r.body)
+	}
+	var pr api.PartResponse
+	r.json(t, &pr)
+	if pr != (api.PartResponse{Part: 10000, Recipients: 2, Bytes: int64(len(ndjsonPart))}) {
+		t.Errorf("part 10000 answered %+v", pr)
+	}
+	for _, n := range []string{"10001", "0", "-1", "99999999999999999999"} {
+		t.Run(n, func(t *testing.T) {
+			r := s.putPart(j.ID, n, "application/x-ndjson", ndjsonPart)
+			if r.status < 400 || r.status > 499 {
+				t.Fatalf("part %s: %d %s, want a 4xx problem", n, r.status, r.body)
+			}
+			p := wantProblem(t, r, r.status)
+			if !strings.Contains(p.Error(), "10000") {
+				t.Errorf("part %s: the problem does not give the range: %+v", n, p)
+			}
+		})
+	}
+	if got := s.storedParts(j.ID); !slices.Equal(got, []int{10000}) {
+		t.Errorf("stored parts %v, want only 10000", got)
+	}
+	if got := s.listedParts(j.ID); !slices.Equal(got, []int{10000}) {
+		t.Errorf("listed parts %v, want only 10000", got)
 	}
 }
