@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -259,5 +260,51 @@ func TestStagedPartNumbers(t *testing.T) {
 	}
 	if got := s.listedParts(j.ID); !slices.Equal(got, []int{10000}) {
 		t.Errorf("listed parts %v, want only 10000", got)
+	}
+}
+
+// TestStagedPartSizeLimit: a part may be 5 MiB; one byte more is a 413
+// problem naming the limit, and nothing of it is stored.
+func TestStagedPartSizeLimit(t *testing.T) {
+	s := newStack(t)
+	j := s.createStaged("sizes")
+	const limit = 5 << 20 // DESIGN.md: at most 5 MiB per part
+	// Valid parts padded with white space (blank lines for CSV) to a
+	// size: over the limit, they would be stored if the limit were not
+	// kept.
+	padded := func(line string, size int) string {
+		pad := " "
+		if strings.HasPrefix(line, "account,") {
+			pad = "\n"
+		}
+		return line + strings.Repeat(pad, size-len(line))
+	}
+	line := `{"account": "acct-a", "to": "u1", "vars": {"name": "A"}}` + "\n"
+	r := s.putPart(j.ID, "1", "application/x-ndjson", padded(line, limit))
+	if r.status != http.StatusOK {
+		t.Fatalf("a part of exactly 5 MiB: %d %s", r.status, r.body)
+	}
+	var pr api.PartResponse
+	r.json(t, &pr)
+	if pr.Bytes != limit || pr.Recipients != 1 {
+		t.Errorf("a part of exactly 5 MiB answered %+v", pr)
+	}
+	for name, tc := range map[string]struct{ part, media, body string }{
+		"NDJSON": {"2", "application/x-ndjson", padded(line, limit+1)},
+		"JSON":   {"3", "application/json", padded(`{"recipients": [{"account": "acct-a", "to": "u2", "vars": {"name": "B"}}]}`, limit+1)},
+		"CSV":    {"4", "text/csv", padded("account,to,var.name\nacct-a,u3,C\n", limit+1)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := wantProblem(t, s.putPart(j.ID, tc.part, tc.media, tc.body), http.StatusRequestEntityTooLarge)
+			if !strings.Contains(p.Detail, strconv.Itoa(limit)) && !strings.Contains(p.Detail, "5 MiB") {
+				t.Errorf("413 detail %q does not name the limit", p.Detail)
+			}
+		})
+	}
+	if got := s.storedParts(j.ID); !slices.Equal(got, []int{1}) {
+		t.Errorf("stored parts %v, want only part 1", got)
+	}
+	if got := s.listedParts(j.ID); !slices.Equal(got, []int{1}) {
+		t.Errorf("listed parts %v, want only part 1", got)
 	}
 }
