@@ -308,3 +308,54 @@ func TestStagedPartSizeLimit(t *testing.T) {
 		t.Errorf("listed parts %v, want only part 1", got)
 	}
 }
+
+// TestCancelDiscardsStagingJob: cancelling a staging job ends it
+// cancelled and discards its parts at once; it takes no more parts and
+// cannot be started.
+func TestCancelDiscardsStagingJob(t *testing.T) {
+	s := newStack(t)
+	j := s.createStaged("discard")
+	path := "/v1/jobs/" + j.ID
+	for _, n := range []string{"1", "2"} {
+		if r := s.putPart(j.ID, n, "application/x-ndjson", ndjsonPart); r.status != http.StatusOK {
+			t.Fatalf("part %s: %d %s", n, r.status, r.body)
+		}
+	}
+	// Another staging job keeps its parts.
+	other := s.createStaged("kept")
+	if r := s.putPart(other.ID, "1", "application/x-ndjson", ndjsonPart); r.status != http.StatusOK {
+		t.Fatalf("part of the other job: %d %s", r.status, r.body)
+	}
+
+	r := s.do("POST", path+"/cancel", tokenA, nil)
+	if r.status != http.StatusOK {
+		t.Fatalf("cancel: %d %s", r.status, r.body)
+	}
+	var got api.Job
+	r.json(t, &got)
+	if got.Status != "cancelled" || got.FinishedAt == nil {
+		t.Errorf("cancel answered %+v, want cancelled and finished", got)
+	}
+	s.do("GET", path, tokenA, nil).json(t, &got)
+	if got.Status != "cancelled" {
+		t.Errorf("the cancelled staging job reads %s", got.Status)
+	}
+	if parts := s.storedParts(j.ID); len(parts) != 0 {
+		t.Errorf("the store keeps parts %v of the cancelled job", parts)
+	}
+	if parts := s.listedParts(j.ID); len(parts) != 0 {
+		t.Errorf("GET recipients lists parts %v of the cancelled job", parts)
+	}
+	// Cancelled is final: no parts come back, no start.
+	wantProblem(t, s.putPart(j.ID, "3", "application/x-ndjson", ndjsonPart), http.StatusConflict)
+	wantProblem(t, s.do("POST", path+"/start", tokenA, `{"parts": 2}`), http.StatusConflict)
+	if parts := s.storedParts(j.ID); len(parts) != 0 {
+		t.Errorf("after a refused upload the store keeps parts %v", parts)
+	}
+	if tt := s.totals(); tt.items != 0 || tt.messages != 0 {
+		t.Errorf("the cancelled staging job left %+v", tt)
+	}
+	if parts := s.storedParts(other.ID); !slices.Equal(parts, []int{1}) {
+		t.Errorf("the other staging job keeps parts %v, want [1]", parts)
+	}
+}
