@@ -3,11 +3,13 @@ package api_test
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/qunfa/qunfa/internal/api"
+	"github.com/qunfa/qunfa/internal/store"
 )
 
 // TestTokenRolesRevocationAndExpiry: an admin creates tokens of each role;
@@ -204,5 +206,139 @@ func TestAuditLog(t *testing.T) {
 	s.do("GET", "/v1/audit", tokenB, nil).json(t, &other)
 	if len(other.Entries) != 0 {
 		t.Errorf("tenant B sees %+v", other.Entries)
+	}
+}
+
+// TestOperateRoleRunsJobsButNotAccountsOrTokens: an operate token may do
+// everything DESIGN.md gives that role — jobs and every job command
+// (submit, preview, staged parts and start, pause, resume, cancel, limits,
+// redrive, resolve), suppressions and campaigns — and gets a 403 problem,
+// changing nothing, for what is the admin's alone: accounts and tokens.
+func TestOperateRoleRunsJobsButNotAccountsOrTokens(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	r := s.do("POST", "/v1/tokens", tokenA, `{"name": "crm", "role": "operate"}`)
+	if r.status != http.StatusCreated {
+		t.Fatalf("create operate token: %d %s", r.status, r.body)
+	}
+	var op api.NewTokenAnswer
+	r.json(t, &op)
+
+	// A job of the operator's with a failed item (to redrive) and an item
+	// under review (to resolve), set as a sender would leave them.
+	job := s.submitJob(op.Secret, "op-job", 4)
+	jobPath := "/v1/jobs/" + job.ID
+	claim, err := s.store.ClaimItems(ctx, store.ClaimItemsParams{JobID: job.ID, Index: 0, Max: 2, Now: s.clock.Now(), ClaimID: "op"})
+	if err != nil || len(claim.Items) != 2 {
+		t.Fatalf("claim: %v (%d items)", err, len(claim.Items))
+	}
+	failed, review := claim.Items[0].Seq, claim.Items[1].Seq
+	if res, err := s.store.UpdateItems(ctx, store.UpdateItemsParams{JobID: job.ID, Index: 0, At: s.clock.Now(), Updates: []store.ItemUpdate{
+		{Seq: failed, From: store.ItemSubmitted, ClaimID: "op", To: store.ItemFailed,
+			Error: &store.ItemError{Category: store.CategoryPermanent, Code: "81013", Message: "invalid recipient"}},
+		{Seq: review, From: store.ItemSubmitted, ClaimID: "op", To: store.ItemSubmitted,
+			Error: &store.ItemError{Category: store.CategoryUncertain, Message: "no answer"}},
+	}}); err != nil || len(res.Rejected) > 0 {
+		t.Fatalf("fail one item, put one under review: %v %+v", err, res)
+	}
+	if _, err := s.store.RecountShard(ctx, job.ID, 0); err != nil {
+		t.Fatal(err)
+	}
+	var staged api.Job
+	r = s.do("POST", "/v1/jobs", op.Secret, stagedBody, "Idempotency-Key", "op-staged")
+	if r.status != http.StatusCreated {
+		t.Fatalf("operator's staged job: %d %s", r.status, r.body)
+	}
+	r.json(t, &staged)
+	var discarded api.Job
+	s.do("POST", "/v1/jobs", op.Secret, stagedBody, "Idempotency-Key", "op-discarded").json(t, &discarded)
+	stagedPath := "/v1/jobs/" + staged.ID
+	campaign := `{"id": "weekly", "name": "Weekly", "schedule": "cron(0 9 ? * MON *)", "mode": "snapshot",
+		"request": {"template": "Hi {{name}}", "recipients": [{"account": "acct-a", "to": "u1", "vars": {"name": "Li"}}]}}`
+
+	for _, c := range []struct {
+		method, path string
+		body         any
+		contentType  string
+		want         int
+		has          string // in the answer, when given
+	}{
+		{"POST", "/v1/jobs/preview", jobBody(4), "", http.StatusOK, ""},
+		{"POST", "/v1/jobs", jobBody(2), "", http.StatusAccepted, ""},
+		{"POST", jobPath + "/pause", nil, "", http.StatusOK, ""},
+		{"POST", jobPath + "/resume", nil, "", http.StatusOK, ""},
+		{"PATCH", jobPath, `{"rate_per_sec": 2, "budget": 100}`, "", http.StatusOK, ""},
+		{"POST", jobPath + "/redrive", `{"category": "permanent"}`, "", http.StatusOK, `"redriven":1`},
+		{"POST", jobPath + "/items/" + strconv.FormatInt(review, 10) + "/resolve", `{"outcome": "delivered"}`, "", http.StatusOK, `"status":"confirmed"`},
+		{"POST", jobPath + "/cancel", nil, "", http.StatusOK, ""},
+		{"PUT", stagedPath + "/recipients/1", ndjsonPart, "application/x-ndjson", http.StatusOK, ""},
+		{"GET", stagedPath + "/recipients", nil, "", http.StatusOK, ""},
+		{"POST", stagedPath + "/preview", nil, "", http.StatusOK, ""},
+		{"POST", stagedPath + "/start", `{"parts": 1}`, "", http.StatusAccepted, ""},
+		{"POST", "/v1/jobs/" + discarded.ID + "/cancel", nil, "", http.StatusOK, ""},
+		{"PUT", "/v1/suppressions/acct-a/blocked-1", `{"reason": "unsubscribed"}`, "", http.StatusOK, ""},
+		{"POST", "/v1/suppressions", `{"entries": [{"account": "acct-b", "to": "blocked-2"}]}`, "", http.StatusOK, ""},
+		{"GET", "/v1/suppressions", nil, "", http.StatusOK, ""},
+		{"DELETE", "/v1/suppressions/acct-a/blocked-1", nil, "", http.StatusNoContent, ""},
+		{"POST", "/v1/campaigns", campaign, "", http.StatusCreated, ""},
+		{"GET", "/v1/campaigns", nil, "", http.StatusOK, ""},
+		{"GET", "/v1/campaigns/weekly", nil, "", http.StatusOK, ""},
+		{"DELETE", "/v1/campaigns/weekly", nil, "", http.StatusNoContent, ""},
+	} {
+		var headers []string
+		if c.contentType != "" {
+			headers = []string{"Content-Type", c.contentType}
+		}
+		if r := s.do(c.method, c.path, op.Secret, c.body, headers...); r.status != c.want || !strings.Contains(string(r.body), c.has) {
+			t.Errorf("operate %s %s: %d, want %d %s; %s", c.method, c.path, r.status, c.want, c.has, r.body)
+		}
+	}
+	// What the commands did, read back with the admin's token.
+	var after api.Job
+	s.do("GET", jobPath, tokenA, nil).json(t, &after)
+	if after.Status != "cancelled" || after.RatePerSec != 2 || after.Budget != 100 {
+		t.Errorf("the operator's job after its commands: %s, rate %v, budget %d", after.Status, after.RatePerSec, after.Budget)
+	}
+	var sup api.SuppressionList
+	s.do("GET", "/v1/suppressions", tokenA, nil).json(t, &sup)
+	if len(sup.Suppressions) != 1 || sup.Suppressions[0].To != "blocked-2" {
+		t.Errorf("suppressions after the operator's changes: %+v", sup.Suppressions)
+	}
+
+	// The admin's alone: accounts and tokens.
+	var tokensBefore api.TokenList
+	s.do("GET", "/v1/tokens", tokenA, nil).json(t, &tokensBefore)
+	for _, c := range []struct{ method, path, body string }{
+		{"PUT", "/v1/accounts/acct-a", `{"rate_per_sec": 1000}`},
+		{"PUT", "/v1/accounts/acct-unowned", `{"rate_per_sec": 5}`},
+		{"POST", "/v1/tokens", `{"name": "escalate", "role": "admin"}`},
+		{"GET", "/v1/tokens", ""},
+		{"DELETE", "/v1/tokens/" + op.ID, ""},
+		{"DELETE", "/v1/tokens/tok_read", ""},
+	} {
+		t.Run(c.method+" "+c.path, func(t *testing.T) {
+			var body any
+			if c.body != "" {
+				body = c.body
+			}
+			p := wantProblem(t, s.do(c.method, c.path, op.Secret, body), http.StatusForbidden)
+			if !strings.Contains(p.Detail, "admin") {
+				t.Errorf("403 detail %q does not name the role needed", p.Detail)
+			}
+		})
+	}
+	if a, err := s.store.GetAccount(ctx, "tenant-a", "acct-a"); err != nil || a.RatePerSec != 10 {
+		t.Errorf("acct-a after the operator's refused PUT: %+v, %v", a, err)
+	}
+	if owner, err := s.store.AccountOwner(ctx, "acct-unowned"); err == nil {
+		t.Errorf("the operator's refused PUT granted acct-unowned to %q", owner)
+	}
+	var tokensAfter api.TokenList
+	s.do("GET", "/v1/tokens", tokenA, nil).json(t, &tokensAfter)
+	if len(tokensAfter.Tokens) != len(tokensBefore.Tokens) {
+		t.Errorf("tokens after the operator's refused calls: %d, before %d", len(tokensAfter.Tokens), len(tokensBefore.Tokens))
+	}
+	if r := s.do("GET", "/v1/jobs", op.Secret, nil); r.status != http.StatusOK {
+		t.Errorf("the operate token stopped working after its refused DELETE: %d", r.status)
 	}
 }
