@@ -650,10 +650,13 @@ func (r *Reconciler) kickShard(ctx context.Context, view store.JobView, sh store
 // sweepDirty recounts the final shards left dirty — a change made outside
 // a turn (a settle, redrive, resolve or cancel) died between its item
 // writes and its fold, on a shard that gets no more turns — and clears
-// their mark, at most DirtyPerPass of them. A shard whose counts were
-// wrong is reported (CountsMismatch); one left with pending items is
-// handed to sender.Repended (abandoned if its job was cancelled, run
-// again if it finished).
+// their mark, at most DirtyPerPass of them; it also publishes again the
+// outcomes of final shards whose outcomes may be unpublished (their last
+// turn could not publish, or an outside change was unfinished when it
+// ended) and clears those marks. A shard whose counts were wrong is
+// reported (CountsMismatch); one left with pending items is handed to
+// sender.Repended (abandoned if its job was cancelled, run again if it
+// finished).
 func (r *Reconciler) sweepDirty(ctx context.Context, rep *Report, touched map[string]bool) error {
 	refs, err := r.Store.ListDirtyShards(ctx, store.ListDirtyShardsParams{Limit: intOr(r.DirtyPerPass, 100)})
 	if err != nil {
@@ -682,6 +685,9 @@ func (r *Reconciler) sweepShard(ctx context.Context, rep *Report, ref store.Shar
 		return nil
 	}
 	sh := view.Shards[ref.Index]
+	if !sh.Dirty {
+		return r.sweepOutcomes(ctx, rep, view.Job, sh)
+	}
 	rc, err := r.Store.RecountShard(ctx, ref.JobID, ref.Index)
 	if err != nil {
 		return fmt.Errorf("recount dirty shard %s/%d: %w", ref.JobID, ref.Index, err)
@@ -711,6 +717,29 @@ func (r *Reconciler) sweepShard(ctx context.Context, rep *Report, ref store.Shar
 	}
 	if rc.Counts.Pending > 0 {
 		return sender.Repended(ctx, r.Store, r.Queue, r.Alerts, r.log(), ref.JobID, []int{ref.Index}, r.Clock.Now())
+	}
+	return nil
+}
+
+// sweepOutcomes publishes again the outcomes of a clean final shard
+// marked for it (store.OutcomesMayBeUnpublished) and clears the marks, on
+// condition nothing folded, recounted or marked it meanwhile (otherwise
+// they stay for a later pass). Its counts need no recount, and items
+// still submitted (under review) do not hold it back: whatever settles
+// them later publishes their outcomes itself.
+func (r *Reconciler) sweepOutcomes(ctx context.Context, rep *Report, job store.Job, sh store.Shard) error {
+	if !store.OutcomesMayBeUnpublished(sh) {
+		return nil
+	}
+	if err := r.replayOutcomes(ctx, job, sh); err != nil {
+		return err
+	}
+	cleared, err := r.Store.AddShardCounts(ctx, store.AddShardCountsParams{JobID: sh.JobID, Index: sh.Index, Epoch: sh.Epoch, OutcomesReplayed: true})
+	if err != nil {
+		return fmt.Errorf("clear the outcome marks of shard %s/%d: %w", sh.JobID, sh.Index, err)
+	}
+	if !store.NeedsSweep(cleared) {
+		rep.Swept++
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package sender_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -92,4 +93,107 @@ func TestOutcomesOfAnOutsideChangeRacingTheLastTurnAreSwept(t *testing.T) {
 		t.Fatalf("turn %+v (outside change begun: %v), want it to finish the shard during the change", res, change.marked)
 	}
 	sweepPublishesAgain(t, p, job.Job.ID)
+}
+
+// markBeforeRecount starts an outside change (marks the shard) right
+// before the turn's first recount; the change never finishes.
+type markBeforeRecount struct {
+	store.Store
+	t      *testing.T
+	marked bool
+}
+
+func (s *markBeforeRecount) RecountShard(ctx context.Context, jobID string, index int) (store.Shard, error) {
+	if !s.marked {
+		s.marked = true
+		if _, err := s.Store.MarkShardDirty(ctx, jobID, index); err != nil {
+			s.t.Errorf("mark shard: %v", err)
+		}
+	}
+	return s.Store.RecountShard(ctx, jobID, index)
+}
+
+// TestAReplayDoesNotCoverAnOutsideChangeBeforeTheTurnsRecount: a turn
+// replays a dead turn's outcomes, then recounts its shard (its counts
+// said nothing was pending) after an outside change marked it, and
+// finishes the shard. The recount's epoch includes that mark; the replay
+// came before the change and cannot have published its outcomes, so the
+// finished shard is left for the sweep, which publishes them.
+func TestAReplayDoesNotCoverAnOutsideChangeBeforeTheTurnsRecount(t *testing.T) {
+	t.Parallel()
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 4})
+	p.sender.Outcomes = &alerttest.Recorder{}
+	p.account("a", 1000, 1000, 0, 1)
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 4)}, "replay-recount")
+	ctx := context.Background()
+	dying := *p.sender
+	dying.Store, dying.Outcomes = diesAtFold{p.store}, deadPublisher{}
+	if _, err := dying.HandleTurn(ctx, p.nextTurn(time.Minute)); !errors.Is(err, errDied) {
+		t.Fatalf("dying turn: %v", err)
+	}
+	clk.Advance(time.Minute)
+	replaying := *p.sender
+	racing := &markBeforeRecount{Store: p.store, t: t}
+	replaying.Store = racing
+	if _, err := replaying.HandleTurn(ctx, p.nextTurn(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if !racing.marked {
+		t.Fatal("the turn never recounted its shard")
+	}
+	sweepPublishesAgain(t, p, job.Job.ID)
+}
+
+// TestSweepPublishesAlthoughItemsAwaitReview: a cancelled job's last turn
+// cannot publish its outcomes, and one item of the shard is still
+// submitted (its answer was lost; it waits for a look-up or an
+// operator). The sweep publishes the final items' outcomes and clears
+// the mark in one pass, without waiting for that item: otherwise the
+// shard would be listed again at every pass, taking a place in the
+// sweep's listing for as long as the item waits.
+func TestSweepPublishesAlthoughItemsAwaitReview(t *testing.T) {
+	t.Parallel()
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 4, MaxWait: 300 * time.Millisecond})
+	p.account("a", 0.001, 4, 0, 1) // two tokens, then none for half an hour
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 8)}, "sweep-review")
+	ctx := context.Background()
+	dead := *p.sender
+	dead.Outcomes = deadPublisher{}
+	if _, err := dead.HandleTurn(ctx, p.nextTurn(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	// One item taken outside any turn and left submitted, once the turn
+	// handed back is due again.
+	clk.Advance(16 * time.Minute)
+	sh, err := p.store.GetShard(ctx, job.Job.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := p.store.ClaimItems(ctx, store.ClaimItemsParams{JobID: job.Job.ID, Index: 0, Max: 1, Now: clk.Now(), ClaimID: "lost-answer"})
+	if err != nil || len(c.Items) != 1 {
+		t.Fatalf("claim: %v (%d items)", err, len(c.Items))
+	}
+	if _, err := p.store.AddShardCounts(ctx, store.AddShardCountsParams{JobID: job.Job.ID, Index: 0, Epoch: sh.Epoch, Delta: c.Delta}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.store.TransitionJob(ctx, store.TransitionJobParams{JobID: job.Job.ID, To: store.JobCancelled, At: clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dead.HandleTurn(ctx, p.nextTurn(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if sh, err = p.store.GetShard(ctx, job.Job.ID, 0); err != nil {
+		t.Fatal(err)
+	}
+	if sh.Counts.Submitted != 1 || sh.Status != store.ShardCancelled {
+		t.Fatalf("shard %s counts %+v, want cancelled with one item submitted", sh.Status, sh.Counts)
+	}
+	sweepPublishesAgain(t, p, job.Job.ID)
+	listed, err := p.store.ListDirtyShards(ctx, store.ListDirtyShardsParams{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(listed, store.ShardRef{JobID: job.Job.ID, Index: 0}) {
+		t.Fatal("the shard is still listed for the sweep after its outcomes went out")
+	}
 }

@@ -147,8 +147,15 @@ func (tr *turn) adoptJob(job store.Job) error {
 	return nil
 }
 
-// adoptRecount takes the counts and epoch of a recount the turn made.
+// adoptRecount takes the counts and epoch of a recount the turn made. A
+// recount moves the epoch by one: by more, an outside change marked the
+// shard since the turn's last fold or recount, which a replay made
+// before cannot have covered, so the replay's marks are no longer this
+// turn's to clear (see flush).
 func (tr *turn) adoptRecount(sh store.Shard) {
+	if sh.Epoch != tr.shard.Epoch+1 {
+		tr.replayed = false
+	}
 	tr.shard.Counts, tr.shard.Epoch, tr.delta, tr.failures = sh.Counts, sh.Epoch, store.Counts{}, nil
 }
 

@@ -64,7 +64,7 @@ func OutcomesNeedReplay(sh Shard, now time.Time) bool {
 
 // OutcomesMayBeUnpublished reports whether any change of sh may have
 // recorded outcomes it did not publish, for a shard no turn works any
-// more (the reconciler's sweep of dirty final shards).
+// more (the reconciler's sweep of final shards, see NeedsSweep).
 func OutcomesMayBeUnpublished(sh Shard) bool {
 	return sh.OutcomesReplay || sh.OutcomesOutside > 0
 }

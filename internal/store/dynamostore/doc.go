@@ -25,7 +25,7 @@
 //	                                                             absent = 0; only ever ADDed, never recounted),
 //	                                                             g2pk RUNNING + g2sk <minute>#<job>#<index> while
 //	                                                             running or paused with reason breaker;
-//	                                                             g2pk DIRTY + g2sk <job>#<index> while final and dirty
+//	                                                             g2pk DIRTY + g2sk <job>#<index> while final and in need of the sweep
 //	status page       JOB#<job>           P#<index>#<block 10d>  state of the shard's items with seq in the block (256 seqs),
 //	                                                             v (version), g3 due key, g4 submitted key; tb (base of the
 //	                                                             items' times, Unix s), mb (message ids not yet moved),
@@ -71,8 +71,9 @@
 // Indexes: tenantJobs (g1pk, g1sk) lists a tenant's jobs newest first, and
 // under g1pk = CAMPAIGNS every tenant's campaigns; running (g2pk, g2sk) holds
 // running and breaker-paused shards under g2pk = RUNNING keyed by the minute
-// of their last advance, dirty final shards under g2pk = DIRTY (the
-// reconciler's sweep, ListDirtyShards), and every breaker under
+// of their last advance, final shards that need the reconciler's sweep
+// (dirty, or outcomes that may be unpublished: store.NeedsSweep) under
+// g2pk = DIRTY (ListDirtyShards), and every breaker under
 // BREAKERS#open or
 // BREAKERS#closed (a save that changes the state moves the entry); due (g3pk = DUE#<job>#<index>, g3sk = <earliest
 // NextAttemptAt of the page's pending items>#<block>) holds the status pages
@@ -150,15 +151,17 @@
 //	                   status pages (Query, 16 pages a request) and reads payloads of the
 //	                   final items it returns; ~ one RCU per status page per status plus
 //	                   the payload pages, once per replay, not per message
-//	TransitionShard    GetItem + UpdateItem on status and dirty, sv + 1 (every shard write moves
-//	                   sv, see recordCache); enters/leaves the running index
-//	                   (entering running or paused with reason breaker keeps it in; a final
-//	                   dirty shard goes to the DIRTY partition)
+//	TransitionShard    GetItem + UpdateItem on status, dirty and the outcome marks (ocRe, ocOut)
+//	                   as read, sv + 1 (every shard write moves sv, see recordCache); enters/
+//	                   leaves the running index (entering running or paused with reason
+//	                   breaker keeps it in; a final shard that needs the sweep goes to the
+//	                   DIRTY partition)
 //	ListStaleShards    Query running (g2pk = RUNNING, g2sk < next minute of Before) +
 //	                   BatchGetItem, exact filter (running, or paused with reason breaker)
 //	MarkShardDirty     GetItem + UpdateItem on sv: dirty, epoch + 1, ocRe, sv + 1 (+ DIRTY entry if
 //	                   final)
-//	ListDirtyShards    Query running (g2pk = DIRTY) + BatchGetItem, exact filter (final and dirty;
+//	ListDirtyShards    Query running (g2pk = DIRTY) + BatchGetItem, exact filter (final and in
+//	                   need of the sweep;
 //	                   a stale entry is removed, conditionally)
 //	ClaimItems         Query due (Limit 4) → first due page; BatchGetItem page (+ member list,
 //	                   cached) unless this process wrote or read it last (recordCache); PutItem

@@ -38,10 +38,11 @@ const dirtyPK = "DIRTY"
 
 func dirtyKey(jobID string, index int) string { return fmt.Sprintf("%s#%06d", jobID, index) }
 
-// g2For sets the running index entry of a shard whose status, pause reason
-// and dirty flag will be as given: the RUNNING partition (keyed by the
-// minute of lastAdv) for shards ListStaleShards watches, the DIRTY
-// partition for dirty final shards, none otherwise.
+// g2For sets the running index entry of a shard whose status and pause
+// reason will be as given, and whose need of the sweep (store.NeedsSweep)
+// is dirty: the RUNNING partition (keyed by the minute of lastAdv) for
+// shards ListStaleShards watches, the DIRTY partition for final shards
+// that need the sweep, none otherwise.
 func (u *updateBuilder) g2For(st store.ShardStatus, reason store.PauseReason, dirty bool, lastAdv int64, jobID string, index int) {
 	switch {
 	case watchedForStaleness(st, reason):
@@ -565,17 +566,19 @@ func (s *Store) TransitionShard(ctx context.Context, p store.TransitionShardPara
 		// Every write of a shard moves its version: a compare-and-swap
 		// begun on the record before (a cached one too) must read again.
 		u.Add("sv", 1)
-		// On condition the dirty flag and the outcome marks are still the
-		// ones read, too: the index entry follows them (a mark or a turn's
-		// end meanwhile must not leave a final shard that needs the sweep
-		// out of the DIRTY partition).
+		// On condition the dirty flag (and, to a final status, the outcome
+		// marks) are still the ones read, too: the index entry follows
+		// them (a mark or a turn's end meanwhile must not leave a final
+		// shard that needs the sweep out of the DIRTY partition).
 		u.values[":from"] = attrS(string(cur))
 		u.values[":dirty"] = attrBool(getBool(rec, "dirty"))
 		cond := u.name("status") + " = :from AND dirty = :dirty"
 		if !getBool(rec, "dirty") {
 			cond = u.name("status") + " = :from AND (attribute_not_exists(dirty) OR dirty = :dirty)"
 		}
-		cond += " AND " + u.sweepMarksAsRead(rec)
+		if store.ShardFinal(p.To) {
+			cond += " AND " + u.sweepMarksAsRead(rec)
+		}
 		out, err := s.updateItem(ctx, u.input(p.JobID, p.Index, cond))
 		if isConditionFailed(err) {
 			continue
@@ -746,7 +749,8 @@ func (s *Store) ListDirtyShards(ctx context.Context, p store.ListDirtyShardsPara
 }
 
 // dropDirtyEntry removes the DIRTY index entry of a shard that is no longer
-// dirty and final (a race between a transition and a fold can leave one),
+// final or in need of the sweep (a race between a transition and a fold
+// can leave one),
 // on condition it still is in that state; best effort: the listing skips
 // such entries anyway.
 func (s *Store) dropDirtyEntry(ctx context.Context, rec map[string]types.AttributeValue) {

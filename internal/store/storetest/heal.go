@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -142,20 +143,7 @@ func testListDirtyShards(t *testing.T, s store.Store, _ Capabilities) {
 	ctx := ctxOf(t)
 	p, _ := runningJob(t, s, "tenant-a", 4, 2)
 	id := p.Job.ID
-	listed := func() map[int]bool {
-		t.Helper()
-		refs, err := s.ListDirtyShards(ctx, store.ListDirtyShardsParams{Limit: 1000})
-		if err != nil {
-			t.Fatalf("ListDirtyShards: %v", err)
-		}
-		out := map[int]bool{}
-		for _, r := range refs {
-			if r.JobID == id {
-				out[r.Index] = true
-			}
-		}
-		return out
-	}
+	listed := func() map[int]bool { t.Helper(); return listedForSweep(t, s, id) }
 	transition := func(index int, to store.ShardStatus) {
 		t.Helper()
 		if _, err := s.TransitionShard(ctx, store.TransitionShardParams{JobID: id, Index: index, To: to, At: at(time.Second)}); err != nil {
@@ -248,5 +236,57 @@ func testListDirtyShards(t *testing.T, s store.Store, _ Capabilities) {
 		if r.JobID == id && r.Index != 2 {
 			t.Fatalf("ListStaleShards lists final shard %d (a turn of a final shard ended)", r.Index)
 		}
+	}
+}
+
+// listedForSweep is the shards of job id that ListDirtyShards lists.
+func listedForSweep(t *testing.T, s store.Store, id string) map[int]bool {
+	t.Helper()
+	refs, err := s.ListDirtyShards(ctxOf(t), store.ListDirtyShardsParams{Limit: 1000})
+	if err != nil {
+		t.Fatalf("ListDirtyShards: %v", err)
+	}
+	out := map[int]bool{}
+	for _, r := range refs {
+		if r.JobID == id {
+			out[r.Index] = true
+		}
+	}
+	return out
+}
+
+// testListDirtyShardsAfterLastTurn: in the order a shard's last turn
+// finishes it (the turn ends, then the shard is made completed), a shard
+// whose last turn could not publish its outcomes, or ended while an
+// outside change was unfinished, is listed for the sweep; one whose last
+// turn ended clean is not.
+func testListDirtyShardsAfterLastTurn(t *testing.T, s store.Store, _ Capabilities) {
+	ctx := ctxOf(t)
+	p, _ := runningJob(t, s, "tenant-a", 3, 2)
+	id := p.Job.ID
+	lastTurn := func(index int, unpublished bool) {
+		t.Helper()
+		sh := getShard(t, s, id, index)
+		b, err := s.BeginTurn(ctx, store.BeginTurnParams{JobID: id, Index: index, Turn: sh.Turn + 1, MessageID: fmt.Sprintf("m%d", index), At: at(time.Second)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AdvanceShard(ctx, store.AdvanceShardParams{JobID: id, Index: index, Turn: b.Turn, Epoch: b.Epoch,
+			At: at(2 * time.Second), EndTurn: true, OutcomesUnpublished: unpublished}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.TransitionShard(ctx, store.TransitionShardParams{JobID: id, Index: index,
+			From: []store.ShardStatus{store.ShardRunning, store.ShardPending}, To: store.ShardCompleted, At: at(3 * time.Second)}); err != nil {
+			t.Fatalf("complete shard %d: %v", index, err)
+		}
+	}
+	lastTurn(0, true)
+	if _, err := s.MarkShardDirty(ctx, id, 1); err != nil {
+		t.Fatal(err)
+	}
+	lastTurn(1, false)
+	lastTurn(2, false)
+	if got := listedForSweep(t, s, id); !got[0] || !got[1] || got[2] || len(got) != 2 {
+		t.Fatalf("listed %v, want shards 0 (its last turn could not publish) and 1 (an outside change unfinished) only", got)
 	}
 }

@@ -255,6 +255,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"EpochReported", testEpochReported},
 		{"MarkShardDirty", testMarkShardDirty},
 		{"ListDirtyShards", testListDirtyShards},
+		{"ListDirtyShardsAfterLastTurn", testListDirtyShardsAfterLastTurn},
 		{"ImpossibleCountsRecounted", testImpossibleCountsRecounted},
 		{"ListStaleShards", testListStaleShards},
 		{"AttemptCounters", testAttemptCounters},
