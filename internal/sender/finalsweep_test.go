@@ -2,7 +2,6 @@ package sender_test
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -125,19 +124,8 @@ func TestAReplayDoesNotCoverAnOutsideChangeBeforeTheTurnsRecount(t *testing.T) {
 	p.sender.Outcomes = &alerttest.Recorder{}
 	p.account("a", 1000, 1000, 0, 1)
 	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 4)}, "replay-recount")
-	ctx := context.Background()
-	dying := *p.sender
-	dying.Store, dying.Outcomes = diesAtFold{p.store}, deadPublisher{}
-	if _, err := dying.HandleTurn(ctx, p.nextTurn(time.Minute)); !errors.Is(err, errDied) {
-		t.Fatalf("dying turn: %v", err)
-	}
-	clk.Advance(time.Minute)
-	replaying := *p.sender
 	racing := &markBeforeRecount{Store: p.store, t: t}
-	replaying.Store = racing
-	if _, err := replaying.HandleTurn(ctx, p.nextTurn(time.Minute)); err != nil {
-		t.Fatal(err)
-	}
+	deadTurnThenReplay(t, p, clk, racing)
 	if !racing.marked {
 		t.Fatal("the turn never recounted its shard")
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/qunfa/qunfa/internal/alert"
 	"github.com/qunfa/qunfa/internal/alert/alerttest"
+	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/sender"
 	"github.com/qunfa/qunfa/internal/store"
 	"github.com/qunfa/qunfa/internal/submit"
@@ -291,6 +292,26 @@ func TestOutcomesOfADeadOutsideChangeArePublishedAgain(t *testing.T) {
 	}
 }
 
+// deadTurnThenReplay lets a turn of the pipeline's one shard die after
+// recording outcomes (its fold and its publish lost), then runs the next
+// turn, which publishes them again first, on st (the pipeline's store,
+// wrapped).
+func deadTurnThenReplay(t *testing.T, p *pipeline, clk *clock.Fake, st store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	dying := *p.sender
+	dying.Store, dying.Outcomes = diesAtFold{p.store}, deadPublisher{}
+	if _, err := dying.HandleTurn(ctx, p.nextTurn(time.Minute)); !errors.Is(err, errDied) {
+		t.Fatalf("dying turn: %v", err)
+	}
+	clk.Advance(time.Minute)
+	replaying := *p.sender
+	replaying.Store = st
+	if _, err := replaying.HandleTurn(ctx, p.nextTurn(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // outsideChangeDies starts an outside change of the shard (it marks the
 // shard, as the reconciler or the API does before settling items) right
 // before the turn's first fold, and the change never finishes: its
@@ -326,19 +347,8 @@ func TestAReplayDoesNotCoverALaterOutsideChange(t *testing.T) {
 	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 16)}, "replay-outside")
 	ctx := context.Background()
 
-	dying := *p.sender
-	dying.Store, dying.Outcomes = diesAtFold{p.store}, deadPublisher{}
-	if _, err := dying.HandleTurn(ctx, p.nextTurn(time.Minute)); !errors.Is(err, errDied) {
-		t.Fatalf("dying turn: %v", err)
-	}
-	clk.Advance(time.Minute)
-
-	replaying := *p.sender
 	racing := &outsideChangeDies{Store: p.store, t: t}
-	replaying.Store = racing
-	if _, err := replaying.HandleTurn(ctx, p.nextTurn(time.Minute)); err != nil {
-		t.Fatal(err)
-	}
+	deadTurnThenReplay(t, p, clk, racing)
 	if !racing.marked {
 		t.Fatal("the turn never folded")
 	}
