@@ -40,8 +40,12 @@ func sweepPublishesAgain(t *testing.T, p *pipeline, jobID string) {
 	}
 	outcomes := &alerttest.Recorder{}
 	p.reconciler.Outcomes = outcomes
-	if _, err := p.reconciler.Run(ctx); err != nil {
+	rep, err := p.reconciler.Run(ctx)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if rep.Swept != 1 {
+		t.Errorf("the pass reports %d shards swept, want 1", rep.Swept)
 	}
 	got := outcomeSeqs(outcomes.Of(alert.ItemOutcomes))
 	for _, seq := range finalSeqs(p, jobID) {
