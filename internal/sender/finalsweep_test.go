@@ -189,3 +189,38 @@ func TestSweepPublishesAlthoughItemsAwaitReview(t *testing.T) {
 		t.Fatal("the shard is still listed for the sweep after its outcomes went out")
 	}
 }
+
+// TestAReplayAndTheTurnsOwnRecountClearTheMarks: the same turn without
+// the outside change: its replay and its own recount (the epoch moved by
+// one) leave nothing to publish again, so the shard it finishes is clean
+// and unmarked and the sweep has nothing to do there.
+func TestAReplayAndTheTurnsOwnRecountClearTheMarks(t *testing.T) {
+	t.Parallel()
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 4})
+	p.sender.Outcomes = &alerttest.Recorder{}
+	p.account("a", 1000, 1000, 0, 1)
+	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 4)}, "replay-own-recount")
+	recounts := &countRecounts{Store: p.store}
+	deadTurnThenReplay(t, p, clk, recounts)
+	if recounts.n == 0 {
+		t.Fatal("the turn never recounted its shard")
+	}
+	sh, err := p.store.GetShard(context.Background(), job.Job.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !store.ShardFinal(sh.Status) || store.NeedsSweep(sh) {
+		t.Fatalf("shard %+v after the replaying turn, want it finished, clean and unmarked (its outcomes went out once)", sh)
+	}
+}
+
+// countRecounts counts the turn's RecountShard calls.
+type countRecounts struct {
+	store.Store
+	n int
+}
+
+func (s *countRecounts) RecountShard(ctx context.Context, jobID string, index int) (store.Shard, error) {
+	s.n++
+	return s.Store.RecountShard(ctx, jobID, index)
+}
