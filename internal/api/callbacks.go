@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
+	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/provider"
 	"github.com/qunfa/qunfa/internal/provider/accesstoken"
 	"github.com/qunfa/qunfa/internal/provider/wechatmp"
@@ -19,6 +21,18 @@ import (
 
 // maxCallbackBytes bounds a provider event's body (WeChat's are < 2 kB).
 const maxCallbackBytes = 64 << 10
+
+// An event about a message id not recorded yet waits for the record up to
+// eventRecordWait, looking again every eventRecordPoll: the sender records
+// a call's message ids when it records the call's batch, which can come
+// after a quick event (the provider answered the call, then posted the
+// event, while the batch's slower calls were still out). WeChat waits 5 s
+// for an answer; an id still unknown after the wait is not ours (another
+// system sending through the same app) and is ignored.
+const (
+	eventRecordWait = 2 * time.Second
+	eventRecordPoll = 200 * time.Millisecond
+)
 
 // ProviderEvents settles the items of a provider call by the provider's
 // event about its message id (reconcile.Reconciler).
@@ -264,13 +278,20 @@ func wechatSettlement(ev wechatmp.Event) (reconcile.Settlement, bool) {
 
 // settleEvent applies set to the items of the event's msg_id under app;
 // when that cannot be recorded it answers 503 (the provider retries) and
-// returns false. An unknown msg_id is logged and ignored.
+// returns false. A msg_id unknown after eventRecordWait is logged and
+// ignored.
 func (s *server) settleEvent(w http.ResponseWriter, r *http.Request, app string, ev wechatmp.Event, set reconcile.Settlement) bool {
 	if s.Events == nil {
 		writeProblem(w, newProblem(http.StatusServiceUnavailable, kindInternal, "provider events are not taken here"))
 		return false
 	}
 	n, err := s.Events.SettleMsgCall(r.Context(), app, ev.MsgID, set)
+	for waited := time.Duration(0); errors.Is(err, store.ErrNotFound) && waited < eventRecordWait; waited += eventRecordPoll {
+		if s.sleep(r.Context(), eventRecordPoll) != nil {
+			break
+		}
+		n, err = s.Events.SettleMsgCall(r.Context(), app, ev.MsgID, set)
+	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		s.Logger.Info("wechat event for an unknown msg_id ignored", slog.String("account", app), slog.String("event", ev.Event), slog.String("msg_id", ev.MsgID))
@@ -283,6 +304,14 @@ func (s *server) settleEvent(w http.ResponseWriter, r *http.Request, app string,
 			slog.String("status", ev.Status), slog.Int("sent", ev.SentCount), slog.Int("errors", ev.ErrorCount), slog.Int("items_settled", n))
 	}
 	return true
+}
+
+// sleep waits d on the server's clock (at once on a fake one).
+func (s *server) sleep(ctx context.Context, d time.Duration) error {
+	if sl, ok := s.Clock.(clock.Sleeper); ok {
+		return sl.Sleep(ctx, d)
+	}
+	return clock.System{}.Sleep(ctx, d)
 }
 
 func massReviewMessage(ev wechatmp.Event) string {

@@ -7,8 +7,10 @@ import (
 	"net/url"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/qunfa/qunfa/internal/api"
+	"github.com/qunfa/qunfa/internal/clock"
 	"github.com/qunfa/qunfa/internal/provider"
 	"github.com/qunfa/qunfa/internal/provider/accesstoken"
 	"github.com/qunfa/qunfa/internal/provider/wechatmp"
@@ -120,6 +122,56 @@ func TestWechatCallbacks(t *testing.T) {
 		t.Fatalf("another event: %d, %d settles; want 200 and none", r.status, len(ev.calls)-n)
 	}
 	wantProblem(t, s.do("POST", path+signedQuery("tok-a", ""), "", "not xml"), 400)
+}
+
+// lateRecord knows the message id "late" only from at on, as the sender
+// records a call's message ids with the call's batch, which can come
+// after the provider's event about one of its calls.
+type lateRecord struct {
+	clk     *clock.Fake
+	at      time.Time
+	mu      sync.Mutex
+	calls   int
+	settled bool
+}
+
+func (e *lateRecord) SettleMsgCall(_ context.Context, _, msgID string, _ reconcile.Settlement) (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.calls++
+	if msgID != "late" || e.clk.Now().Before(e.at) {
+		return 0, fmt.Errorf("msg call: %w", store.ErrNotFound)
+	}
+	e.settled = true
+	return 3, nil
+}
+
+// TestWechatEventWaitsForItsMessageIDToBeRecorded: an event that comes
+// before its message id is recorded (a second later) still settles its
+// items, answered within WeChat's 5 seconds; an id never recorded (not
+// ours) is given up after at most two seconds and answered "success".
+func TestWechatEventWaitsForItsMessageIDToBeRecorded(t *testing.T) {
+	ev := &lateRecord{}
+	s := newStack(t, func(d *api.Deps) {
+		d.Events = ev
+		d.WechatCallbacks = api.CallbackSecrets{Token: accesstoken.Lookup{Tenants: tenantTokens{"tenant-a": "tok-a"}}}
+	})
+	ev.clk, ev.at = s.clock, s.clock.Now().Add(time.Second)
+	path := "/v1/callbacks/wechat-mp/acct-a" + signedQuery("tok-a", "")
+	start := s.clock.Now()
+	if r := s.do("POST", path, "", massEvent(t, "late", "send success", 3, 0)); r.status != 200 || string(r.body) != "success" {
+		t.Fatalf("event before its record: %d %s, want 200 success", r.status, r.body)
+	}
+	if !ev.settled {
+		t.Fatalf("the event was given up %v after it came, before its message id was recorded at %v", s.clock.Now().Sub(start), ev.at.Sub(start))
+	}
+	start, calls := s.clock.Now(), ev.calls
+	if r := s.do("POST", path, "", massEvent(t, "not-ours", "send success", 3, 0)); r.status != 200 || string(r.body) != "success" {
+		t.Fatalf("event of an unknown id: %d %s, want 200 success", r.status, r.body)
+	}
+	if waited := s.clock.Now().Sub(start); waited > 2*time.Second || ev.calls-calls > 11 {
+		t.Fatalf("an unknown id held the answer %v and %d look-ups, want at most 2 s (WeChat waits 5 s)", waited, ev.calls-calls)
+	}
 }
 
 // A wechat-mp-mass account without max_recipients_per_call packs up to
