@@ -89,8 +89,17 @@ func (r *Reconciler) sweepShard(ctx context.Context, rep *Report, ref store.Shar
 // they stay for a later pass). Its counts need no recount, and items
 // still submitted (under review) do not hold it back: whatever settles
 // them later publishes their outcomes itself.
+//
+// An outside change unfinished when the shard's last turn ended (first
+// seen then) may still be under way: it is taken for dead, as a turn
+// would (store.OutcomesNeedReplay), only once it has stayed unfinished
+// for store.OutcomesOutsideGrace; until then the shard stays listed, and
+// leaves the listing if the change ends.
 func (r *Reconciler) sweepOutcomes(ctx context.Context, rep *Report, job store.Job, sh store.Shard) error {
 	if !store.OutcomesMayBeUnpublished(sh) {
+		return nil
+	}
+	if !sh.OutcomesReplay && !sh.OutcomesOutsideSeenAt.IsZero() && !store.OutcomesNeedReplay(sh, r.Clock.Now()) {
 		return nil
 	}
 	if err := r.replayOutcomes(ctx, job, sh); err != nil {

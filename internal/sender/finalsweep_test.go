@@ -81,7 +81,7 @@ func TestOutcomesTheLastTurnCouldNotPublishAreSwept(t *testing.T) {
 // turn finishes the shard, and the sweep publishes the outcomes again.
 func TestOutcomesOfAnOutsideChangeRacingTheLastTurnAreSwept(t *testing.T) {
 	t.Parallel()
-	p, _ := fakePipeline(t, sender.Config{ClaimBatch: 4, FoldEvery: 1})
+	p, clk := fakePipeline(t, sender.Config{ClaimBatch: 4, FoldEvery: 1})
 	p.sender.Outcomes = &alerttest.Recorder{}
 	p.account("a", 1000, 1000, 0, 1)
 	job := p.submit(submit.Request{Template: "hi {{n}}", Recipients: recipients([]string{"a"}, 10)}, "racing-last")
@@ -95,6 +95,18 @@ func TestOutcomesOfAnOutsideChangeRacingTheLastTurnAreSwept(t *testing.T) {
 	if !change.marked || res.Reason != "shard completed" {
 		t.Fatalf("turn %+v (outside change begun: %v), want it to finish the shard during the change", res, change.marked)
 	}
+	// Within the grace period the change may still be under way and
+	// publish its outcomes itself: a pass publishes nothing again.
+	outcomes := &alerttest.Recorder{}
+	p.reconciler.Outcomes = outcomes
+	clk.Advance(store.OutcomesOutsideGrace / 2)
+	if _, err := p.reconciler.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := outcomeSeqs(outcomes.Of(alert.ItemOutcomes)); len(got) != 0 {
+		t.Fatalf("a pass within the grace period published %v again: an outside change under way publishes them itself", got)
+	}
+	clk.Advance(store.OutcomesOutsideGrace / 2)
 	sweepPublishesAgain(t, p, job.Job.ID)
 }
 
